@@ -1,0 +1,28 @@
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['lib/**', 'node_modules/**', 'out/**', 'bin/**', 'jest.config.js'] },
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // Workflow code is replayed: it may import only @temporalio/workflow, its own files and types.
+    files: ['src/workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process'], message: 'Workflow code must be deterministic: no node builtins.' },
+            { group: ['undici', 'zod'], message: 'Workflow code must not do I/O or validation at run time; import types only.', allowTypeImports: true },
+          ],
+        },
+      ],
+    },
+  },
+);

@@ -1,0 +1,11 @@
+/** Two projects: everything else runs in parallel; workflow tests (a Temporal test server each) run serially. */
+const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
+const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
+
+/** @type {import('jest').Config} */
+module.exports = {
+  projects: [
+    { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/**/*.test.ts'], testPathIgnorePatterns: ['/test/workflows/'] },
+    { ...base, displayName: 'workflows', testMatch: ['<rootDir>/test/workflows/**/*.test.ts'] },
+  ],
+};
