@@ -1,0 +1,231 @@
+/**
+ * One error class per failure kind. Each carries what a caller needs to decide and to log (status, method, path,
+ * the response body) and never the API key: requests are described by method and path only.
+ */
+import type { z } from 'zod';
+
+/** The stable name of each failure kind; activities map these to ApplicationFailure types. */
+export const ErrorKind = {
+  invalidInput: 'InvalidInput',
+  offsetTooDeep: 'OffsetTooDeep',
+  badRequest: 'BadRequest',
+  unauthorized: 'Unauthorized',
+  notFound: 'NotFound',
+  validation: 'Validation',
+  rateLimited: 'RateLimited',
+  server: 'ServerError',
+  gatewayTimeout: 'GatewayTimeout',
+  connection: 'ConnectionFailure',
+  timeout: 'ClientTimeout',
+  unexpectedResponse: 'UnexpectedResponse',
+} as const;
+export type ErrorKind = (typeof ErrorKind)[keyof typeof ErrorKind];
+
+/** Base of every error the client throws. */
+export abstract class TunesError extends Error {
+  abstract readonly kind: ErrorKind;
+}
+
+export interface InputIssue {
+  /** The field, as a path: `tune.prompts_attributes[0].w`. */
+  readonly field: string;
+  /** The rule it breaks: `must be a positive integer multiple of 8`. */
+  readonly rule: string;
+}
+
+/** Input that breaks a rule of the spec, refused before anything is sent. */
+export class InvalidInputError extends TunesError {
+  readonly kind = ErrorKind.invalidInput;
+  constructor(
+    /** What was being validated, e.g. `tune` or `prompt`. */
+    readonly subject: string,
+    readonly issues: readonly InputIssue[],
+  ) {
+    super(`Invalid ${subject}: ${issues.map((i) => `${i.field}: ${i.rule}`).join('; ')}`);
+    this.name = 'InvalidInputError';
+  }
+
+  static fromZod(subject: string, error: z.ZodError): InvalidInputError {
+    const issues: InputIssue[] = [];
+    for (const issue of error.issues) {
+      if (issue.code === 'unrecognized_keys') {
+        for (const key of issue.keys)
+          issues.push({ field: formatPath(subject, [...issue.path, key]), rule: 'is not an attribute the service knows' });
+      } else {
+        issues.push({ field: formatPath(subject, issue.path), rule: issue.message });
+      }
+    }
+    return new InvalidInputError(subject, issues);
+  }
+}
+
+function formatPath(subject: string, path: readonly PropertyKey[]): string {
+  let out = subject;
+  for (const part of path) out += typeof part === 'number' ? `[${part}]` : `.${String(part)}`;
+  return out;
+}
+
+/** Validates `value` against `schema`, throwing an InvalidInputError that names each field and rule. */
+export function parseInput<S extends z.ZodType>(schema: S, subject: string, value: unknown): z.output<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw InvalidInputError.fromZod(subject, result.error);
+  return result.data;
+}
+
+export interface RequestDescription {
+  readonly method: string;
+  readonly path: string;
+}
+
+/** An HTTP answer the client treats as a failure. */
+export class APIError extends TunesError {
+  readonly kind: ErrorKind = ErrorKind.badRequest;
+  constructor(
+    readonly status: number,
+    readonly method: string,
+    readonly path: string,
+    /** The parsed JSON body, or the text when it was not JSON. */
+    readonly body: unknown,
+    message?: string,
+  ) {
+    super(`${method} ${path} failed with ${status}: ${message ?? describeBody(body)}`);
+    this.name = new.target.name;
+  }
+
+  /** The error class for a status, like openai-node's APIError.generate. */
+  static generate(
+    status: number,
+    request: RequestDescription,
+    body: unknown,
+    headers: Record<string, string | string[] | undefined> = {},
+  ): APIError {
+    const { method, path } = request;
+    if (status === 400 && /before_id|offset/i.test(describeBody(body))) return new OffsetTooDeepError(status, method, path, body);
+    if (status === 401 || status === 403) return new UnauthorizedError(status, method, path, body);
+    if (status === 404) return new NotFoundError(status, method, path, body);
+    if (status === 422) return new ValidationError(status, method, path, body);
+    if (status === 429) return new RateLimitError(status, method, path, body, parseRetryAfter(headers['retry-after']));
+    if (status === 504) return new GatewayTimeoutError(status, method, path, body);
+    if (status >= 500) return new ServerError(status, method, path, body);
+    return new APIError(status, method, path, body);
+  }
+}
+
+/** 400: an offset above the list bound; page with `before_id` instead. */
+export class OffsetTooDeepError extends APIError {
+  override readonly kind = ErrorKind.offsetTooDeep;
+}
+/** 401 or 403: the API key is missing, wrong, or not allowed this. */
+export class UnauthorizedError extends APIError {
+  override readonly kind = ErrorKind.unauthorized;
+}
+/** 404: no such object, or another account's. */
+export class NotFoundError extends APIError {
+  override readonly kind = ErrorKind.notFound;
+}
+/** 422: the service refused the input. Never retry; log the body. */
+export class ValidationError extends APIError {
+  override readonly kind = ErrorKind.validation;
+  /** Field-keyed messages, e.g. `{ images: ['must contain at least one image'] }`. */
+  readonly fieldErrors: Readonly<Record<string, readonly string[]>>;
+  constructor(status: number, method: string, path: string, body: unknown) {
+    super(status, method, path, body);
+    this.fieldErrors = fieldErrorsOf(body);
+  }
+}
+/** 429: too many requests, typically from polling. */
+export class RateLimitError extends APIError {
+  override readonly kind = ErrorKind.rateLimited;
+  constructor(
+    status: number,
+    method: string,
+    path: string,
+    body: unknown,
+    /** From the Retry-After header, when the service sent one. */
+    readonly retryAfterMs?: number,
+  ) {
+    super(status, method, path, body);
+  }
+}
+/** 500 and other 5xx but 504: retry with backoff from 30 s. */
+export class ServerError extends APIError {
+  override readonly kind = ErrorKind.server;
+}
+/** 504: the request exceeded 30 s and was most likely processed. Look before retrying. */
+export class GatewayTimeoutError extends APIError {
+  override readonly kind = ErrorKind.gatewayTimeout;
+}
+
+/** The request never got an answer: refused, reset, DNS. */
+export class ConnectionError extends TunesError {
+  readonly kind = ErrorKind.connection;
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    override readonly cause: unknown,
+  ) {
+    super(`${method} ${path} could not reach the service: ${cause instanceof Error ? cause.message : String(cause)}`);
+    this.name = 'ConnectionError';
+  }
+}
+
+/** The client gave up waiting (its timeout, just above the service's 30 s). */
+export class TimeoutError extends TunesError {
+  readonly kind = ErrorKind.timeout;
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`${method} ${path} got no answer within ${timeoutMs} ms`);
+    this.name = 'TimeoutError';
+  }
+}
+
+/** A 2xx answer whose body is not what the spec describes. */
+export class UnexpectedResponseError extends TunesError {
+  readonly kind = ErrorKind.unexpectedResponse;
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly body: unknown,
+    detail: string,
+  ) {
+    super(`${method} ${path} answered with an unexpected body: ${detail}`);
+    this.name = 'UnexpectedResponseError';
+  }
+}
+
+/** Reads `error`, then `message`, then field errors (service notes). */
+export function describeBody(body: unknown): string {
+  if (body === undefined || body === null || body === '') return 'no body';
+  if (typeof body === 'string') return body.slice(0, 500);
+  if (typeof body === 'object') {
+    const o = body as Record<string, unknown>;
+    if (typeof o.error === 'string') return o.error;
+    if (typeof o.message === 'string') return o.message;
+    const fields = fieldErrorsOf(body);
+    const keys = Object.keys(fields);
+    if (keys.length) return keys.map((k) => `${k} ${fields[k].join(', ')}`).join('; ');
+  }
+  return JSON.stringify(body).slice(0, 500);
+}
+
+function fieldErrorsOf(body: unknown): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return out;
+  for (const [key, value] of Object.entries(body)) {
+    if (Array.isArray(value) && value.every((v) => typeof v === 'string')) out[key] = value;
+  }
+  return out;
+}
+
+/** Retry-After is seconds or an HTTP date. */
+export function parseRetryAfter(header: string | string[] | undefined, now = Date.now()): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.round(seconds * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}

@@ -1,0 +1,426 @@
+/**
+ * zod schemas for everything the service returns (tolerant: unknown fields pass through) and for every input
+ * (strict: every rule of spec sections 4 and 8, checked before a request is sent). The mock service validates
+ * requests with these same schemas, so the client and the mock can never disagree on a rule.
+ */
+import { z } from 'zod';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Enumerations (spec 4.1, 4.5)
+
+export const Branch = { flux1: 'flux1', sd15: 'sd15', sdxl1: 'sdxl1', fast: 'fast' } as const;
+export type Branch = (typeof Branch)[keyof typeof Branch];
+
+export const ModelType = { lora: 'lora', pti: 'pti', faceid: 'faceid' } as const;
+export type ModelType = (typeof ModelType)[keyof typeof ModelType];
+
+export const PRESETS = ['flux-lora-focus', 'flux-lora-portrait', 'flux-lora-fast'] as const;
+export const SCHEDULERS = ['euler', 'euler_a', 'dpm++2m_karras', 'dpm++sde_karras', 'dpm++2m', 'dpm++sde', 'lcm', 'tcd'] as const;
+export const STYLES = [
+  'Cinematic',
+  'Animated',
+  'Digital Art',
+  'Photographic',
+  'Fantasy art',
+  'Neonpunk',
+  'Enhance',
+  'Comic book',
+  'Lowpoly',
+  'Line art',
+] as const;
+export const COLOR_GRADINGS = ['Film Velvia', 'Film Portra', 'Ektar'] as const;
+export const CONTROLNETS = [
+  'composition',
+  'reference',
+  'segroom',
+  'ipadapter',
+  'lineart',
+  'canny',
+  'depth',
+  'mlsd',
+  'hed',
+  'pose',
+  'tile',
+  'qr',
+] as const;
+
+/** Limits of spec section 8. */
+export const LIMITS = {
+  listLimitMax: 120,
+  listLimitDefault: 20,
+  tuneOffsetMax: 200,
+  promptOffsetMax: 10_000,
+  numImagesMax: 8,
+  cfgScaleMax: 15,
+  promptStepsMax: 50,
+  seedMax: 2 ** 32,
+  /** The service answers 504 after this long. */
+  requestTimeoutMs: 30_000,
+} as const;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Building blocks with messages that name the rule (the path names the field)
+
+const oneOf = <T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { error: `must be one of ${values.map((v) => JSON.stringify(v)).join(', ')}` });
+
+const int = (min: number, max?: number) => {
+  const rule = max === undefined ? `an integer of at least ${min}` : `an integer from ${min} to ${max}`;
+  let s = z.number({ error: `must be ${rule}` }).int({ error: `must be ${rule}` }).min(min, { error: `must be ${rule}` });
+  if (max !== undefined) s = s.max(max, { error: `must be ${rule}` });
+  return s;
+};
+
+const range = (min: number, max: number) => {
+  const rule = `must be a number from ${min} to ${max}`;
+  return z.number({ error: rule }).min(min, { error: rule }).max(max, { error: rule });
+};
+
+const multipleOf8 = z
+  .number({ error: 'must be a positive integer multiple of 8' })
+  .int({ error: 'must be a positive integer multiple of 8' })
+  .positive({ error: 'must be a positive integer multiple of 8' })
+  .multipleOf(8, { error: 'must be a positive integer multiple of 8' });
+
+const bool = z.boolean({ error: 'must be true or false' });
+const text = z.string({ error: 'must be a string' });
+const required = z.string({ error: 'is required and must be a non-empty string' }).trim().min(1, {
+  error: 'is required and must be a non-empty string',
+});
+const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+const id = int(1);
+
+/**
+ * A file to upload: a path the caller's process can read, the bytes, or a Blob.
+ * Paths are read at request time, so a workflow input can carry a path and never the bytes.
+ */
+export const FileInput = z.union([z.string().min(1), z.instanceof(Uint8Array), z.instanceof(Blob)], {
+  error: 'must be a file path, a Buffer or a Blob',
+});
+export type FileInput = z.infer<typeof FileInput>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Objects returned by the service (spec 2, service notes). Loose: unknown fields pass through.
+
+const timestamp = z.string();
+
+export const Tune = z.looseObject({
+  id: z.number().int(),
+  title: z.string().nullish(),
+  name: z.string().nullish(),
+  token: z.string().nullish(),
+  base_tune_id: z.number().int().nullish(),
+  args: z.unknown().optional(),
+  steps: z.number().int().nullish(),
+  face_crop: z.boolean().nullish(),
+  training_face_correct: z.boolean().nullish(),
+  is_api: z.boolean().nullish(),
+  ckpt_url: z.string().nullish(),
+  ckpt_urls: z.array(z.string()).nullish(),
+  eta: timestamp.nullish(),
+  trained_at: timestamp.nullish(),
+  started_training_at: timestamp.nullish(),
+  expires_at: timestamp.nullish(),
+  created_at: timestamp.nullish(),
+  updated_at: timestamp.nullish(),
+  branch: z.string().nullish(),
+  model_type: z.string().nullish(),
+  url: z.string().nullish(),
+  orig_images: z.array(z.string()).nullish(),
+  callback: z.string().nullish(),
+  preset: z.string().nullish(),
+});
+export type Tune = z.infer<typeof Tune>;
+
+export const Prompt = z.looseObject({
+  id: z.number().int(),
+  callback: z.string().nullish(),
+  text: z.string(),
+  negative_prompt: z.string().nullish(),
+  cfg_scale: z.number().nullish(),
+  steps: z.number().int().nullish(),
+  seed: z.number().int().nullish(),
+  trained_at: timestamp.nullish(),
+  started_training_at: timestamp.nullish(),
+  created_at: timestamp.nullish(),
+  updated_at: timestamp.nullish(),
+  tune_id: z.number().int(),
+  url: z.string().nullish(),
+  /** Generated image URLs; present once the prompt has run (service notes). */
+  images: z.array(z.string()).nullish(),
+  /** A failed generation: terminal, like `images`. */
+  user_error: z.string().nullish(),
+});
+export type Prompt = z.infer<typeof Prompt>;
+
+export const Pack = z.looseObject({
+  id: z.number().int(),
+  base_tune_id: z.number().int().nullish(),
+  slug: z.string().nullish(),
+  title: z.string().nullish(),
+  token: z.string().nullish(),
+  multiplier: z.number().nullish(),
+  model_type: z.string().nullish(),
+  public_at: timestamp.nullish(),
+  /** Supported classes are its keys; values are millicents. */
+  cost_mc_hash: z.record(z.string(), z.number()).nullish(),
+});
+export type Pack = z.infer<typeof Pack>;
+
+export const PackDetail = Pack.extend({
+  cover_url: z.string().nullish(),
+  costs: z.record(z.string(), z.looseObject({ cost: z.number().nullish(), num_images: z.number().nullish() })).nullish(),
+  prompts_per_class: z.record(z.string(), z.array(z.looseObject({}))).nullish(),
+});
+export type PackDetail = z.infer<typeof PackDetail>;
+
+/** Image inspection result: characteristics and quality flags (service notes). */
+export const InspectionResult = z.looseObject({
+  age: z.union([z.string(), z.number()]).nullish(),
+  ethnicity: z.string().nullish(),
+  eye_color: z.string().nullish(),
+  blurry: z.boolean().nullish(),
+  selfie: z.boolean().nullish(),
+  low_resolution: z.boolean().nullish(),
+  low_quality: z.boolean().nullish(),
+  includes_multiple_people: z.boolean().nullish(),
+  wearing_sunglasses: z.boolean().nullish(),
+  funny_face: z.boolean().nullish(),
+});
+export type InspectionResult = z.infer<typeof InspectionResult>;
+
+export const DeleteResult = z.looseObject({ message: z.string().optional() });
+export type DeleteResult = z.infer<typeof DeleteResult>;
+
+/** `POST /themes` creates 10 prompts per tune; its answer is not documented, so anything is accepted. */
+export const ThemeResult = z.unknown();
+
+/** A settled prompt has images or a user_error: both are terminal (service notes). */
+export function isPromptSettled(prompt: Pick<Prompt, 'images' | 'user_error'>): boolean {
+  return (prompt.images?.length ?? 0) > 0 || !!prompt.user_error;
+}
+
+/** A tune is trained when `trained_at` is set; no field marks a failed tune (service notes). */
+export function isTuneTrained(tune: Pick<Tune, 'trained_at'>): boolean {
+  return !!tune.trained_at;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Inputs (spec 4.1, 4.3, 4.5, 4.7, 4.9, service notes). Strict: an unknown attribute is a typo, not a wish.
+
+const promptAttributeShape = {
+  text: required,
+  negative_prompt: text.optional(),
+  callback: httpUrl.optional(),
+  num_images: int(1, LIMITS.numImagesMax).optional(),
+  seed: int(0, LIMITS.seedMax).optional(),
+  super_resolution: bool.optional(),
+  inpaint_faces: bool.optional(),
+  hires_fix: bool.optional(),
+  face_correct: bool.optional(),
+  face_swap: bool.optional(),
+  cfg_scale: range(0, LIMITS.cfgScaleMax).optional(),
+  steps: int(0, LIMITS.promptStepsMax).optional(),
+  use_lpw: bool.optional(),
+  w: multipleOf8.optional(),
+  h: multipleOf8.optional(),
+  /** Aspect ratio, one of the considered attributes of spec 4.11. */
+  ar: text.optional(),
+  scheduler: oneOf(SCHEDULERS).optional(),
+  backend_version: z.union([z.literal('1'), z.literal(1), z.null()], { error: 'must be null or "1"' }).optional(),
+  style: oneOf(STYLES).nullable().optional(),
+  color_grading: oneOf(COLOR_GRADINGS).optional(),
+  film_grain: bool.optional(),
+  controlnet: oneOf(CONTROLNETS).optional(),
+  denoising_strength: range(0, 1).optional(),
+  controlnet_conditioning_scale: range(0, 1).optional(),
+  controlnet_txt2img: bool.optional(),
+  input_image: FileInput.optional(),
+  input_image_url: httpUrl.optional(),
+  mask_image: FileInput.optional(),
+  mask_image_url: httpUrl.optional(),
+};
+
+type PromptRuleInput = {
+  super_resolution?: boolean;
+  inpaint_faces?: boolean;
+  hires_fix?: boolean;
+  controlnet?: string;
+  input_image?: unknown;
+  input_image_url?: string;
+  mask_image?: unknown;
+  mask_image_url?: string;
+};
+
+/** The cross-field rules of spec 4.5. */
+function checkPromptRules(p: PromptRuleInput, ctx: z.RefinementCtx): void {
+  const issue = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
+  if (p.inpaint_faces && p.super_resolution !== true) issue('inpaint_faces', 'requires super_resolution to be true');
+  if (p.hires_fix && p.super_resolution !== true) issue('hires_fix', 'requires super_resolution to be true');
+  const hasInput = p.input_image !== undefined || p.input_image_url !== undefined;
+  if (p.controlnet !== undefined && !hasInput) issue('controlnet', 'requires an input image (input_image or input_image_url)');
+  if (p.input_image !== undefined && p.input_image_url !== undefined)
+    issue('input_image_url', 'give input_image or input_image_url, not both');
+  if (p.mask_image !== undefined && p.input_image === undefined)
+    issue('mask_image', 'requires input_image (a mask applies to an input image)');
+  if (p.mask_image_url !== undefined && p.input_image_url === undefined)
+    issue('mask_image_url', 'requires input_image_url (a mask applies to an input image)');
+}
+
+const loraScaleOutside = {
+  lora_scale: z
+    .never({ error: 'is allowed only inside prompts_attributes of a tune create (spec 4.5)' })
+    .optional(),
+};
+
+/** `POST /tunes/:id/prompts` body attributes (spec 4.5). */
+export const PromptCreateInput = z.strictObject({ ...promptAttributeShape, ...loraScaleOutside }).superRefine(checkPromptRules);
+export type PromptCreateInput = z.input<typeof PromptCreateInput>;
+
+/** A prompt inside `prompts_attributes` of a tune create: may carry `lora_scale`. */
+export const PromptAttributesInput = z
+  .strictObject({ ...promptAttributeShape, lora_scale: z.number({ error: 'must be a number' }).optional() })
+  .superRefine(checkPromptRules);
+export type PromptAttributesInput = z.input<typeof PromptAttributesInput>;
+
+type ImagesRuleInput = { images?: unknown[]; image_urls?: unknown[] };
+function checkExactlyOneImageSource(t: ImagesRuleInput, ctx: z.RefinementCtx): void {
+  const hasFiles = t.images !== undefined;
+  const hasUrls = t.image_urls !== undefined;
+  if (hasFiles === hasUrls)
+    ctx.addIssue({
+      code: 'custom',
+      path: [hasFiles ? 'image_urls' : 'images'],
+      message: 'exactly one of images or image_urls is required',
+    });
+}
+
+const images = z.array(FileInput, { error: 'must be an array of files' }).min(1, { error: 'must hold at least one image' });
+const imageUrls = z.array(httpUrl, { error: 'must be an array of URLs' }).min(1, { error: 'must hold at least one URL' });
+const characteristics = z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]), {
+  error: 'must be an object of strings',
+});
+
+/** `POST /tunes` body attributes (spec 4.1). */
+export const TuneCreateInput = z
+  .strictObject({
+    name: required,
+    title: required,
+    images: images.optional(),
+    image_urls: imageUrls.optional(),
+    callback: httpUrl.optional(),
+    branch: oneOf(['flux1', 'sd15', 'sdxl1', 'fast']).optional(),
+    steps: int(1).optional(),
+    token: required.optional(),
+    face_crop: bool.optional(),
+    training_face_correct: bool.optional(),
+    base_tune_id: id.optional(),
+    model_type: oneOf(['lora', 'pti', 'faceid']).nullable().optional(),
+    auto_extend: bool.optional(),
+    preset: oneOf(PRESETS).nullable().optional(),
+    characteristics: characteristics.optional(),
+    prompts_attributes: z.array(PromptAttributesInput, { error: 'must be an array of prompt attributes' }).optional(),
+  })
+  .superRefine((t, ctx) => {
+    checkExactlyOneImageSource(t, ctx);
+    if (t.preset != null && t.model_type !== 'lora')
+      ctx.addIssue({ code: 'custom', path: ['preset'], message: 'is a Flux LoRA preset: it requires model_type "lora"' });
+  });
+export type TuneCreateInput = z.input<typeof TuneCreateInput>;
+
+/** `POST /p/:pack_id/tunes` body attributes (spec 4.9, service notes). */
+export const PackTuneCreateInput = z
+  .strictObject({
+    name: required.optional(),
+    title: required.optional(),
+    images: images.optional(),
+    image_urls: imageUrls.optional(),
+    callback: httpUrl.optional(),
+    characteristics: characteristics.optional(),
+    prompt_attributes: z.strictObject({ callback: httpUrl.optional() }).optional(),
+    prompts_callback: httpUrl.optional(),
+    /** Reuse existing tunes: only the pack's prompts are created for them. */
+    tune_ids: z.array(id, { error: 'must be an array of tune ids' }).min(1, { error: 'must hold at least one id' }).optional(),
+    /** Run a subset of the pack's prompts. */
+    prompt_ids: z.array(id, { error: 'must be an array of prompt ids' }).optional(),
+  })
+  .superRefine((t, ctx) => {
+    if (t.tune_ids !== undefined) {
+      if (t.images !== undefined || t.image_urls !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['tune_ids'], message: 'replaces images and image_urls: give one or the other' });
+      return;
+    }
+    for (const key of ['name', 'title'] as const)
+      if (t[key] === undefined)
+        ctx.addIssue({ code: 'custom', path: [key], message: 'is required and must be a non-empty string' });
+    checkExactlyOneImageSource(t, ctx);
+  });
+export type PackTuneCreateInput = z.input<typeof PackTuneCreateInput>;
+
+const listShape = (offsetMax: number) => ({
+  before_id: id.optional(),
+  limit: int(1, LIMITS.listLimitMax).optional(),
+  offset: int(0, offsetMax).optional(),
+});
+
+/** `GET /tunes` parameters (spec 4.3). */
+export const TuneListParams = z.strictObject(listShape(LIMITS.tuneOffsetMax));
+export type TuneListParams = z.input<typeof TuneListParams>;
+
+/** `GET /tunes/:id/prompts` and `GET /prompts` parameters (spec 4.7). */
+export const PromptListParams = z.strictObject(listShape(LIMITS.promptOffsetMax));
+export type PromptListParams = z.input<typeof PromptListParams>;
+
+/** `GET /packs` parameters. */
+export const PackListParams = z.strictObject({ public: bool.optional(), listed: bool.optional() });
+export type PackListParams = z.input<typeof PackListParams>;
+
+/** `POST /images/inspect` (service notes): a class name and one image. */
+export const ImageInspectInput = z
+  .strictObject({ name: required, file: FileInput.optional(), file_url: httpUrl.optional() })
+  .superRefine((t, ctx) => {
+    if ((t.file === undefined) === (t.file_url === undefined))
+      ctx.addIssue({ code: 'custom', path: ['file'], message: 'exactly one of file or file_url is required' });
+  });
+export type ImageInspectInput = z.input<typeof ImageInspectInput>;
+
+/** `POST /themes` (service notes): 10 prompts per tune on a theme. */
+export const ThemeCreateInput = z.strictObject({
+  theme: required,
+  tune_ids: z.array(id, { error: 'must be an array of tune ids' }).min(1, { error: 'must hold at least one id' }),
+  prompt_attributes: z
+    .strictObject({ num_images: int(1, LIMITS.numImagesMax).optional(), w: multipleOf8.optional(), h: multipleOf8.optional() })
+    .optional(),
+});
+export type ThemeCreateInput = z.input<typeof ThemeCreateInput>;
+
+/** An id in a path: a positive integer. */
+export const ResourceId = id;
+
+/**
+ * The attributes the service compares for prompt idempotency (spec 4.11). The activities use them to find a
+ * prompt an earlier attempt may have created; the mock uses them to honour the account setting.
+ */
+export const PROMPT_CONSIDERED_ATTRIBUTES = [
+  'text',
+  'tune_id',
+  'cfg_scale',
+  'steps',
+  'seed',
+  'callback',
+  'negative_prompt',
+  'super_resolution',
+  'face_correct',
+  'ar',
+  'num_images',
+  'controlnet',
+  'denoising_strength',
+  'use_lpw',
+  'controlnet_conditioning_scale',
+  'w',
+  'h',
+  'hires_fix',
+  'scheduler',
+  'controlnet_txt2img',
+  'inpaint_faces',
+] as const;

@@ -1,0 +1,93 @@
+/**
+ * Inputs and results of the tuneflow workflows: the public contract other services start them with.
+ * Everything here is plain JSON: no API key, no image bytes (training images travel as URLs or as paths the
+ * worker can read).
+ */
+import type { Prompt, PromptCreateInput, Tune, TuneCreateInput, PackTuneCreateInput } from '../api/schemas';
+
+/**
+ * Spec 4.1 attributes. `title` defaults to the workflow ID (so a retried create finds the tune by title);
+ * `images` are paths the worker can read; `callback` is set by tuneflow.
+ */
+export type TuneSpec = Omit<TuneCreateInput, 'title' | 'images' | 'callback' | 'prompts_attributes'> & {
+  title?: string;
+  images?: string[];
+};
+
+/** Spec 4.5 attributes. `input_image`/`mask_image` are paths the worker can read; `callback` is set by tuneflow. */
+export type PromptSpec = Omit<PromptCreateInput, 'callback' | 'input_image' | 'mask_image' | 'lora_scale'> & {
+  input_image?: string;
+  mask_image?: string;
+};
+
+/** Spec 4.9 attributes; callbacks are set by tuneflow. */
+export type PackTuneSpec = Omit<
+  PackTuneCreateInput,
+  'title' | 'images' | 'callback' | 'prompt_attributes' | 'prompts_callback'
+> & {
+  title?: string;
+  images?: string[];
+};
+
+/** Options shared by every workflow. Durations are strings like '90 seconds' or numbers of milliseconds. */
+export interface TuneflowOptions {
+  /**
+   * First poll after the tune's `eta` (or a prompt's start) when no callback came; later polls grow from here.
+   * @default '2 minutes'
+   */
+  pollInterval?: string | number;
+  /**
+   * The slow ceiling of the poll interval.
+   * @default '10 minutes'
+   */
+  maxPollInterval?: string | number;
+  /**
+   * How long a tune may take to train before the workflow fails with TuneNeverTrained.
+   * @default '6 hours'
+   */
+  trainingTimeout?: string | number;
+  /**
+   * How long the prompts may take, from their creation, before the workflow fails with PromptsNeverSettled.
+   * @default '1 hour'
+   */
+  promptTimeout?: string | number;
+  /**
+   * How many prompt creates run at once.
+   * @default 4
+   */
+  promptConcurrency?: number;
+  /**
+   * When the workflow is cancelled, delete the tune (or the prompts) it created.
+   * @default false
+   */
+  cleanupOnCancel?: boolean;
+}
+
+export interface TrainThenGenerateInput {
+  tune: TuneSpec;
+  prompts: PromptSpec[];
+  options?: TuneflowOptions;
+}
+export interface TrainThenGenerateResult {
+  tune: Tune;
+  prompts: Prompt[];
+}
+
+export interface GenerateInput {
+  tuneId: number;
+  prompts: PromptSpec[];
+  options?: TuneflowOptions;
+}
+export interface GenerateResult {
+  prompts: Prompt[];
+}
+
+export interface PackTuneInput {
+  packId: number;
+  tune: PackTuneSpec;
+  options?: TuneflowOptions;
+}
+export interface PackTuneResult {
+  tune: Tune;
+  prompts: Prompt[];
+}
