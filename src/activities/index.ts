@@ -1,9 +1,20 @@
 /**
  * Activities: thin adapters from the service client to Temporal. `createActivities(deps)` returns them all.
- * (Contract first; the implementation follows.)
+ *
+ * Each one calls the service once (or looks first, on a retried create), and turns the client's errors into
+ * ApplicationFailures whose `type` the retry policies in src/workflows/policies.ts understand. Retrying is Temporal's
+ * job: nothing here loops.
  */
+import { activityInfo, cancellationSignal } from '@temporalio/activity';
+import type { TunesApi } from '../api';
 import type { Prompt, Tune } from '../api/schemas';
+import type { CallbackSigner } from '../callbacks/signing';
+import { CallbackKind } from '../workflows/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../workflows/inputs';
+import { findCreatedPrompt, findCreatedTune } from './lookup';
+import { toApplicationFailure } from './failures';
+
+export { toApplicationFailure } from './failures';
 
 /** What the workflows call. Every argument and result is JSON that may enter history. */
 export interface TuneflowActivities {
@@ -13,6 +24,7 @@ export interface TuneflowActivities {
    */
   createTune(input: { tune: TuneSpec & { title: string } }): Promise<Tune>;
   retrieveTune(input: { tuneId: number }): Promise<Tune>;
+  /** DELETE /tunes/:id; a tune that is already gone counts as deleted. */
   deleteTune(input: { tuneId: number }): Promise<void>;
   /**
    * POST /tunes/:tuneId/prompts with the signed prompt callback (`key` distinguishes prompts of one job in the
@@ -23,7 +35,145 @@ export interface TuneflowActivities {
   retrievePrompt(input: { tuneId: number; promptId: number }): Promise<Prompt>;
   /** The tune's prompts with id >= minId, newest first: one list call unless there are more than a page. */
   listPrompts(input: { tuneId: number; minId?: number }): Promise<Prompt[]>;
+  /** DELETE /tunes/:tune_id/prompts/:id; a prompt that is already gone counts as deleted. */
   deletePrompt(input: { tuneId: number; promptId: number }): Promise<void>;
   /** POST /p/:packId/tunes with the signed tune, prompt and prompts callbacks; looks up by title on a retry. */
   createPackTune(input: { packId: number; tune: PackTuneSpec & { title: string } }): Promise<Tune>;
+}
+
+export interface ActivityDeps {
+  /** The service client, built by the worker from its environment (the API key never leaves the worker). */
+  api: TunesApi;
+  /** Signs callback URLs. Without it no callback is requested and the workflows rely on polling. */
+  callbacks?: CallbackSigner;
+  /**
+   * How many pages (of 120) a retried create reads while it looks for what an earlier attempt created.
+   * @default 5
+   */
+  lookupPages?: number;
+}
+
+/** The list page size: the spec's maximum, so one call covers a whole job's prompts. */
+const PAGE = 120;
+
+/**
+ * Builds the activities over the given dependencies.
+ *
+ * @example
+ * const activities = createActivities({ api: new TunesApi({ apiKey }), callbacks: new CallbackSigner({ baseUrl, secret }) });
+ * await Worker.create({ taskQueue: 'tuneflow', workflowsPath, activities });
+ */
+export function createActivities(deps: ActivityDeps): TuneflowActivities {
+  const { api, callbacks } = deps;
+  const lookupPages = deps.lookupPages ?? 5;
+
+  /** The URL the service should POST to, signed for this workflow; undefined when callbacks are off. */
+  const callbackUrl = (kind: CallbackKind, params?: Record<string, string>) =>
+    callbacks?.url(kind, workflowIdOf(), params);
+
+  /** A lost answer (504, crash, timeout) may hide a create that happened: only later attempts look first. */
+  const earlierAttempt = () => {
+    const info = activityInfo();
+    return info.attempt > 1 ? { since: info.scheduledTimestampMs } : undefined;
+  };
+
+  return {
+    async createTune({ tune }) {
+      return mapped(async () => {
+        const earlier = earlierAttempt();
+        if (earlier) {
+          const found = await findCreatedTune(api, tune.title, earlier.since, lookupPages, options());
+          if (found) return found;
+        }
+        return api.tunes.create({ ...tune, callback: callbackUrl(CallbackKind.tune) }, options());
+      });
+    },
+
+    async retrieveTune({ tuneId }) {
+      return mapped(() => api.tunes.retrieve(tuneId, options()));
+    },
+
+    async deleteTune({ tuneId }) {
+      await mapped(() => ignoreNotFound(api.tunes.delete(tuneId, options())));
+    },
+
+    async createPrompt({ tuneId, prompt, key }) {
+      return mapped(async () => {
+        const attributes = { ...prompt, callback: callbackUrl(CallbackKind.prompt, { key }) };
+        const earlier = earlierAttempt();
+        if (earlier) {
+          const found = await findCreatedPrompt(api, tuneId, attributes, earlier.since, lookupPages, options());
+          if (found) return found;
+        }
+        return api.prompts.create(tuneId, attributes, options());
+      });
+    },
+
+    async retrievePrompt({ tuneId, promptId }) {
+      return mapped(() => api.prompts.retrieve(tuneId, promptId, options()));
+    },
+
+    async listPrompts({ tuneId, minId }) {
+      return mapped(async () => {
+        const prompts: Prompt[] = [];
+        for await (const prompt of api.prompts.list(tuneId, { limit: PAGE }, options())) {
+          if (minId !== undefined && prompt.id < minId) break;
+          prompts.push(prompt);
+        }
+        return prompts;
+      });
+    },
+
+    async deletePrompt({ tuneId, promptId }) {
+      await mapped(() => ignoreNotFound(api.prompts.delete(tuneId, promptId, options())));
+    },
+
+    async createPackTune({ packId, tune }) {
+      return mapped(async () => {
+        const earlier = earlierAttempt();
+        if (earlier && tune.tune_ids === undefined) {
+          const found = await findCreatedTune(api, tune.title, earlier.since, lookupPages, options());
+          if (found) return found;
+        }
+        const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
+        return api.packs.createTune(
+          packId,
+          {
+            ...tune,
+            callback: callbackUrl(CallbackKind.tune),
+            prompt_attributes: promptCallback ? { callback: promptCallback } : undefined,
+            prompts_callback: callbackUrl(CallbackKind.packPrompts),
+          },
+          options(),
+        );
+      });
+    },
+  };
+}
+
+function workflowIdOf(): string {
+  const execution = activityInfo().workflowExecution;
+  if (!execution) throw new Error('tuneflow activities sign callbacks for a workflow: run them from one');
+  return execution.workflowId;
+}
+
+/** Cancellation of the activity aborts its request. */
+function options() {
+  return { signal: cancellationSignal() };
+}
+
+async function mapped<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw toApplicationFailure(err);
+  }
+}
+
+async function ignoreNotFound(deletion: Promise<unknown>): Promise<void> {
+  try {
+    await deletion;
+  } catch (err) {
+    if ((err as { status?: number }).status !== 404) throw err;
+  }
 }

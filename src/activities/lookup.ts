@@ -1,0 +1,71 @@
+/**
+ * Look-up-before-retry: what an earlier attempt of a create may have made, found before POSTing again, so a job
+ * makes exactly one tune and one prompt per request with or without the account's idempotency setting (spec 4.11).
+ */
+import type { TunesApi } from '../api';
+import { PROMPT_CONSIDERED_ATTRIBUTES, type Prompt, type Tune } from '../api/schemas';
+
+/** Clocks of the worker and the service differ; an earlier attempt's object may look slightly older. */
+const CLOCK_SKEW_MS = 5 * 60_000;
+const PAGE = 120;
+
+type RequestOptions = { signal?: AbortSignal };
+
+/** The newest tune titled `title` created since the first attempt (newest first, at most `pages` pages). */
+export async function findCreatedTune(
+  api: TunesApi,
+  title: string,
+  sinceMs: number,
+  pages: number,
+  options: RequestOptions,
+): Promise<Tune | undefined> {
+  let seen = 0;
+  for await (const tune of api.tunes.list({ limit: PAGE }, options)) {
+    if (tune.title === title) return tune;
+    if (isOlderThan(tune.created_at, sinceMs) || ++seen >= pages * PAGE) return undefined;
+  }
+  return undefined;
+}
+
+/** The newest prompt of the tune whose considered attributes match the request, created since the first attempt. */
+export async function findCreatedPrompt(
+  api: TunesApi,
+  tuneId: number,
+  attributes: Record<string, unknown>,
+  sinceMs: number,
+  pages: number,
+  options: RequestOptions,
+): Promise<Prompt | undefined> {
+  const wanted = { ...attributes, tune_id: tuneId };
+  let seen = 0;
+  for await (const prompt of api.prompts.list(tuneId, { limit: PAGE }, options)) {
+    if (promptMatches(prompt, wanted)) return prompt;
+    if (isOlderThan(prompt.created_at, sinceMs) || ++seen >= pages * PAGE) return undefined;
+  }
+  return undefined;
+}
+
+/**
+ * True when every considered attribute (spec 4.11) the request set equals the prompt's. Attributes the service does
+ * not echo back cannot be compared and are passed over; ones the request left unset may have service defaults.
+ */
+export function promptMatches(prompt: Record<string, unknown>, wanted: Record<string, unknown>): boolean {
+  for (const key of PROMPT_CONSIDERED_ATTRIBUTES) {
+    const value = wanted[key];
+    if (value === undefined || !(key in prompt)) continue;
+    if (!sameValue(prompt[key], value)) return false;
+  }
+  return true;
+}
+
+function sameValue(actual: unknown, wanted: unknown): boolean {
+  if (actual === wanted) return true;
+  // Multipart requests and some responses carry numbers and booleans as strings.
+  return actual !== null && actual !== undefined && String(actual) === String(wanted);
+}
+
+function isOlderThan(timestamp: string | null | undefined, sinceMs: number): boolean {
+  if (!timestamp) return false;
+  const t = Date.parse(timestamp);
+  return Number.isFinite(t) && t < sinceMs - CLOCK_SKEW_MS;
+}
