@@ -1,0 +1,131 @@
+/**
+ * The worker's settings, read from the environment once at start-up. A missing or invalid setting stops start-up
+ * with a message that names the variable and the rule. The API key is read here and handed to the client only.
+ */
+import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/envconfig';
+import { z } from 'zod';
+
+/** The public service's base URL. */
+export const DEFAULT_API_URL = 'https://api.astria.ai';
+export const DEFAULT_TASK_QUEUE = 'tuneflow';
+/** Where the callback receiver listens by default (Temporal's own ports are 7233 and 8233). */
+export const DEFAULT_CALLBACK_PORT = 3001;
+export const DEFAULT_METRICS_ADDRESS = '0.0.0.0:9464';
+
+/** Every variable tuneflow reads, with its default and meaning: the README's configuration table follows this. */
+export const ENVIRONMENT = {
+  TUNEFLOW_API_URL: `the service's base URL (default ${DEFAULT_API_URL})`,
+  TUNEFLOW_API_KEY: 'the service API key (required); never leaves the worker',
+  TUNEFLOW_CALLBACK_BASE_URL: 'public https URL where the service can reach the callback receiver; unset: poll only',
+  TUNEFLOW_CALLBACK_SECRET: 'HMAC key for callback URLs, at least 16 characters (required with the base URL)',
+  TUNEFLOW_CALLBACK_PORT: `port the callback receiver listens on (default ${DEFAULT_CALLBACK_PORT})`,
+  TUNEFLOW_CALLBACK_HOST: 'address the callback receiver binds (default 0.0.0.0)',
+  TUNEFLOW_TASK_QUEUE: `task queue of the workflows and activities (default ${DEFAULT_TASK_QUEUE})`,
+  TUNEFLOW_METRICS_ADDRESS: `Prometheus scrape address host:port, or "off" (default ${DEFAULT_METRICS_ADDRESS})`,
+  TUNEFLOW_LOG_LEVEL: 'TRACE, DEBUG, INFO, WARN or ERROR (default INFO)',
+} as const;
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    rule: string,
+  ) {
+    super(`${variable}: ${rule}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface CallbackConfig {
+  /** Public base URL that callback URLs start with. */
+  baseUrl: string;
+  secret: string;
+  port: number;
+  host: string;
+}
+
+export interface WorkerConfig {
+  api: { baseUrl: string; apiKey: string };
+  /** Absent when TUNEFLOW_CALLBACK_BASE_URL is unset: the workflows then rely on polling. */
+  callbacks?: CallbackConfig;
+  taskQueue: string;
+  /** From the standard Temporal variables (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS, API key) and profile file. */
+  temporal: ClientConnectConfig;
+  /** `host:port` for Prometheus, or undefined when off. */
+  metricsAddress?: string;
+  logLevel: LogLevel;
+}
+
+type Env = Record<string, string | undefined>;
+
+const httpUrl = z.url({ protocol: /^https?$/ });
+const port = z.coerce.number().int().min(0).max(65535);
+const hostPort = z.string().regex(/^[^\s:]+:\d{1,5}$/);
+
+function read<T>(env: Env, variable: string, schema: z.ZodType<T>, rule: string): T {
+  const result = schema.safeParse(env[variable]);
+  if (!result.success) throw new ConfigError(variable, rule);
+  return result.data;
+}
+
+/** The callback settings alone (also used by `tuneflow callbacks`); undefined when no base URL is set. */
+export function loadCallbackConfig(env: Env = process.env, required = false): CallbackConfig | undefined {
+  const baseUrl = env.TUNEFLOW_CALLBACK_BASE_URL;
+  if (!baseUrl && !required) return undefined;
+  return {
+    baseUrl: read(env, 'TUNEFLOW_CALLBACK_BASE_URL', httpUrl, 'must be an http(s) URL the service can reach'),
+    secret: read(env, 'TUNEFLOW_CALLBACK_SECRET', z.string().min(16), 'is required with callbacks: at least 16 characters'),
+    port: env.TUNEFLOW_CALLBACK_PORT
+      ? read(env, 'TUNEFLOW_CALLBACK_PORT', port, 'must be a port number from 0 to 65535')
+      : DEFAULT_CALLBACK_PORT,
+    host: env.TUNEFLOW_CALLBACK_HOST || '0.0.0.0',
+  };
+}
+
+/** The Temporal connection from the standard environment variables and profile file. */
+export function loadTemporalConfig(env: Env = process.env): ClientConnectConfig {
+  try {
+    return loadClientConnectConfig({ overrideEnvVars: definedOnly(env) });
+  } catch (err) {
+    throw new ConfigError('TEMPORAL_*', `the Temporal connection settings are invalid: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Reads and checks every setting of the worker.
+ *
+ * @example
+ * const config = loadWorkerConfig(process.env); // throws ConfigError('TUNEFLOW_API_KEY: is required ...')
+ */
+export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
+  const apiKey = read(env, 'TUNEFLOW_API_KEY', z.string().trim().min(1), 'is required: the service API key');
+  const metrics = env.TUNEFLOW_METRICS_ADDRESS ?? DEFAULT_METRICS_ADDRESS;
+  return {
+    api: {
+      baseUrl: env.TUNEFLOW_API_URL
+        ? read(env, 'TUNEFLOW_API_URL', httpUrl, 'must be an http(s) URL')
+        : DEFAULT_API_URL,
+      apiKey,
+    },
+    callbacks: loadCallbackConfig(env),
+    taskQueue: env.TUNEFLOW_TASK_QUEUE
+      ? read(env, 'TUNEFLOW_TASK_QUEUE', z.string().regex(/^\S+$/), 'must be a name without spaces')
+      : DEFAULT_TASK_QUEUE,
+    temporal: loadTemporalConfig(env),
+    metricsAddress:
+      metrics === 'off'
+        ? undefined
+        : read({ TUNEFLOW_METRICS_ADDRESS: metrics }, 'TUNEFLOW_METRICS_ADDRESS', hostPort, 'must be host:port or "off"'),
+    logLevel: env.TUNEFLOW_LOG_LEVEL
+      ? read(env, 'TUNEFLOW_LOG_LEVEL', z.enum(LOG_LEVELS), `must be one of ${LOG_LEVELS.join(', ')}`)
+      : 'INFO',
+  };
+}
+
+function definedOnly(env: Env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;
+  return out;
+}
