@@ -1,0 +1,293 @@
+/**
+ * The HTTP layer of the service client: one keep-alive undici Pool per base URL, the Bearer header, JSON or
+ * multipart (bracket-notation) bodies, timeouts, and the mapping of every failure to an error class of errors.ts.
+ * It never retries (retries belong to Temporal) and never lets the API key into an error.
+ */
+import { openAsBlob } from 'node:fs';
+import { basename } from 'node:path';
+import { FormData, Pool } from 'undici';
+import type { z } from 'zod';
+import {
+  APIError,
+  ConnectionError,
+  InvalidInputError,
+  TimeoutError,
+  TunesError,
+  UnexpectedResponseError,
+  type InputIssue,
+} from './errors';
+import type { FileInput } from './schemas';
+
+/** Options of one HttpClient (TunesApiOptions holds the user-facing form, with Duration strings). */
+export interface HttpClientOptions {
+  /** The account's API key, sent as `Authorization: Bearer <key>` and nowhere else. */
+  apiKey: string;
+  /** Where the service lives, e.g. `https://api.astria.ai`; a path prefix (`http://host/api`) is kept. */
+  baseUrl: string;
+  /**
+   * How long a request may wait for its headers, and then between body chunks, before it fails with TimeoutError.
+   * @default 35_000 (just above the service's own 30 s limit, after which it answers 504)
+   */
+  timeoutMs?: number;
+  /**
+   * Keep-alive connections to the service at most.
+   * @default 32
+   */
+  connections?: number;
+}
+
+/** Per-call options, always the last argument of a resource method. */
+export interface RequestOptions {
+  /** Aborts the call; its abort reason is rethrown as is (an abort is not a service failure). */
+  signal?: AbortSignal;
+  /** Overrides the client's timeout for this call, in milliseconds. */
+  timeoutMs?: number;
+}
+
+/** Query parameters of a list call; undefined values are left out. */
+export type Query = Readonly<Record<string, string | number | boolean | undefined>>;
+
+/**
+ * Marks a value of a request body as a file part. A body holding one is sent as multipart form data with the
+ * service's bracket notation (`tune[images][]`); a body without one is sent as JSON.
+ */
+export class Upload {
+  constructor(
+    /** A path (read at request time with `fs.openAsBlob`), bytes, or a Blob. */
+    readonly file: FileInput,
+  ) {}
+}
+
+/** A body sent as multipart form data even without a file (image inspection takes forms only). */
+export class FormBody {
+  constructor(readonly fields: Readonly<Record<string, unknown>>) {}
+}
+
+type Method = 'GET' | 'POST' | 'DELETE';
+type Headers = Readonly<Record<string, string>>;
+
+export const DEFAULT_TIMEOUT_MS = 35_000;
+export const DEFAULT_CONNECTIONS = 32;
+
+/**
+ * Sends requests to one service base URL and turns answers into validated objects or typed errors.
+ *
+ * @example
+ * const http = new HttpClient({ apiKey: process.env.TUNES_API_KEY!, baseUrl: 'https://api.astria.ai' });
+ * const tune = await http.request('GET', '/tunes/1504944', Tune);
+ * await http.close();
+ */
+export class HttpClient {
+  readonly #pool: Pool;
+  readonly #prefix: string;
+  readonly #timeoutMs: number;
+  // Built once: the hot path allocates no header objects. Private (#) so that no inspect or log shows the key.
+  readonly #plainHeaders: Headers;
+  readonly #jsonHeaders: Headers;
+
+  constructor(options: HttpClientOptions) {
+    const url = new URL(options.baseUrl);
+    this.#prefix = url.pathname.replace(/\/+$/, '');
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#pool = new Pool(url.origin, {
+      connections: options.connections ?? DEFAULT_CONNECTIONS,
+      headersTimeout: this.#timeoutMs,
+      bodyTimeout: this.#timeoutMs,
+    });
+    const authorization = `Bearer ${options.apiKey}`;
+    this.#plainHeaders = { authorization };
+    this.#jsonHeaders = { authorization, 'content-type': 'application/json' };
+  }
+
+  /**
+   * Sends one request and returns its 2xx body validated by `schema` (an empty body is `undefined`).
+   *
+   * @example
+   * const tunes = await http.request('GET', '/tunes', z.array(Tune), undefined, { limit: 10 });
+   */
+  async request<S extends z.ZodType>(
+    method: Method,
+    path: string,
+    schema: S,
+    body?: Readonly<Record<string, unknown>> | FormBody,
+    query?: Query,
+    options?: RequestOptions,
+  ): Promise<z.output<S>> {
+    const fullPath = query === undefined ? this.#prefix + path : this.#prefix + path + queryString(query);
+    let headers = this.#plainHeaders;
+    let payload: string | FormData | undefined;
+    if (body !== undefined) {
+      if (body instanceof FormBody) {
+        payload = await toFormData(body.fields);
+      } else if (containsUpload(body)) {
+        payload = await toFormData(body);
+      } else {
+        payload = JSON.stringify(body);
+        headers = this.#jsonHeaders;
+      }
+    }
+    const signal = options?.signal;
+    const timeoutMs = options?.timeoutMs ?? this.#timeoutMs;
+
+    let statusCode: number;
+    let responseHeaders: Record<string, string | string[] | undefined>;
+    let text: string;
+    try {
+      const response = await this.#pool.request({
+        method,
+        path: fullPath,
+        headers,
+        body: payload,
+        signal,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      statusCode = response.statusCode;
+      responseHeaders = response.headers;
+      // The body is read once, as text: JSON.parse on it is all `body.json()` would do, and it also copes with
+      // the empty bodies of likes and deletes.
+      text = await response.body.text();
+    } catch (err) {
+      throw failure(err, method, fullPath, timeoutMs, signal);
+    }
+
+    if (statusCode < 200 || statusCode >= 300) {
+      throw APIError.generate(statusCode, { method, path: fullPath }, parseErrorBody(text), responseHeaders);
+    }
+    let value: unknown;
+    if (text !== '') {
+      try {
+        value = JSON.parse(text);
+      } catch {
+        throw new UnexpectedResponseError(method, fullPath, text, 'the body is not JSON');
+      }
+    }
+    const result = schema.safeParse(value);
+    if (!result.success) {
+      throw new UnexpectedResponseError(method, fullPath, value, describeIssue(result.error));
+    }
+    return result.data;
+  }
+
+  /**
+   * Closes the pool once in-flight requests are done.
+   *
+   * @example
+   * await http.close();
+   */
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+}
+
+/** The caller's abort stays as is; timeouts and network failures become typed errors; misuse is rethrown. */
+function failure(err: unknown, method: string, path: string, timeoutMs: number, signal?: AbortSignal): unknown {
+  if (signal?.aborted) return err;
+  if (err instanceof TunesError) return err;
+  switch ((err as { code?: unknown } | null)?.code) {
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+      return new TimeoutError(method, path, timeoutMs);
+    // A closed client or a bad argument is a bug in the caller, not a failure of the service or the network.
+    case 'UND_ERR_CLOSED':
+    case 'UND_ERR_DESTROYED':
+    case 'UND_ERR_INVALID_ARG':
+    case 'UND_ERR_NOT_SUPPORTED':
+      return err;
+    default:
+      return new ConnectionError(method, path, err);
+  }
+}
+
+function parseErrorBody(text: string): unknown {
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function describeIssue(error: z.ZodError): string {
+  const issue = error.issues[0];
+  const where = issue.path.length ? issue.path.map(String).join('.') : 'the body';
+  return `${where}: ${issue.message}`;
+}
+
+function queryString(query: Query): string {
+  let out = '';
+  for (const key in query) {
+    const value = query[key];
+    if (value === undefined) continue;
+    out += `${out === '' ? '?' : '&'}${encodeURIComponent(key)}=${encodeURIComponent(String(value))}`;
+  }
+  return out;
+}
+
+function containsUpload(value: unknown): boolean {
+  if (value instanceof Upload) return true;
+  if (Array.isArray(value)) return value.some(containsUpload);
+  if (value !== null && typeof value === 'object') {
+    for (const key in value) if (containsUpload((value as Record<string, unknown>)[key])) return true;
+  }
+  return false;
+}
+
+/** `{ tune: { images: [a], prompts_attributes: [{ text }] } }` -> `tune[images][]`, `tune[prompts_attributes][0][text]`. */
+async function toFormData(body: Readonly<Record<string, unknown>>): Promise<FormData> {
+  const form = new FormData();
+  const unreadable: InputIssue[] = [];
+  const appendValue = async (key: string, field: string, value: unknown): Promise<void> => {
+    if (value === undefined) return;
+    if (value instanceof Upload) {
+      try {
+        const { blob, filename } = await toBlob(value.file);
+        form.append(key, blob, filename);
+      } catch (err) {
+        unreadable.push({ field, rule: `must be a readable file (${(err as Error).message})` });
+      }
+    } else if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) {
+        const item: unknown = value[i];
+        // Rails-style: scalars and files repeat `key[]`, objects need their index to stay together.
+        const itemKey = isPlainObject(item) ? `${key}[${i}]` : `${key}[]`;
+        await appendValue(itemKey, `${field}[${i}]`, item);
+      }
+    } else if (isPlainObject(value)) {
+      for (const [k, v] of Object.entries(value)) await appendValue(`${key}[${k}]`, `${field}.${k}`, v);
+    } else {
+      // A null (e.g. model_type: null, a checkpoint) is sent as an empty field, as HTML forms do.
+      form.append(key, value === null ? '' : String(value));
+    }
+  };
+  for (const [key, value] of Object.entries(body)) await appendValue(key, key, value);
+  if (unreadable.length) throw new InvalidInputError(Object.keys(body)[0] ?? 'body', unreadable);
+  return form;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !(value instanceof Upload) && !Array.isArray(value);
+}
+
+async function toBlob(file: FileInput): Promise<{ blob: Blob; filename: string }> {
+  if (typeof file === 'string') return { blob: await openAsBlob(file), filename: basename(file) };
+  if (file instanceof Blob) {
+    const name = (file as Blob & { name?: unknown }).name;
+    return { blob: file, filename: typeof name === 'string' && name !== '' ? name : 'image' };
+  }
+  const type = sniffImageType(file);
+  return {
+    blob: new Blob([file], type ? { type: type.mime } : undefined),
+    filename: type ? `image.${type.ext}` : 'image',
+  };
+}
+
+/** Bytes carry no name: a type from the magic number lets the service treat the part as the image it is. */
+function sniffImageType(bytes: Uint8Array): { mime: string; ext: string } | undefined {
+  if (bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return { mime: 'image/jpeg', ext: 'jpg' };
+  if (bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47)
+    return { mime: 'image/png', ext: 'png' };
+  if (bytes[0] === 0x52 && bytes[1] === 0x49 && bytes[8] === 0x57 && bytes[9] === 0x45)
+    return { mime: 'image/webp', ext: 'webp' };
+  return undefined;
+}
