@@ -82,7 +82,10 @@ export class TuneflowClient {
   }
 
   /** Trains a tune, then generates the prompts with it. `key` is the job's business key (the workflow ID). */
-  async trainThenGenerate(key: string, input: TrainThenGenerateInput): Promise<TuneflowHandle<TrainThenGenerateResult>> {
+  async trainThenGenerate(
+    key: string,
+    input: TrainThenGenerateInput,
+  ): Promise<TuneflowHandle<TrainThenGenerateResult>> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
     validateTrainThenGenerate(workflowId, input);
     return this.start(WorkflowName.trainThenGenerate, workflowId, input);
@@ -144,8 +147,13 @@ function toTuneflowHandle<R>(handle: WorkflowHandle, started: boolean): Tuneflow
 
 export function validateTrainThenGenerate(workflowId: string, input: TrainThenGenerateInput): void {
   requireObject(input, 'input');
-  parseInput(TuneCreateInput, 'tune', { title: workflowId, ...input.tune, images: paths(input.tune?.images, 'tune.images') });
-  if (!Array.isArray(input.prompts)) throw new InvalidInputError('input', [{ field: 'prompts', rule: 'must be an array of prompts' }]);
+  parseInput(TuneCreateInput, 'tune', {
+    title: workflowId,
+    ...input.tune,
+    images: paths(input.tune?.images, 'tune.images'),
+  });
+  if (!Array.isArray(input.prompts))
+    throw new InvalidInputError('input', [{ field: 'prompts', rule: 'must be an array of prompts' }]);
   input.prompts.forEach((prompt, i) => parseInput(PromptCreateInput, `prompts[${i}]`, prompt));
   validateOptions(input.options);
 }

@@ -76,7 +76,12 @@ export function loadCallbackConfig(env: Env = process.env, required = false): Ca
   if (!baseUrl && !required) return undefined;
   return {
     baseUrl: read(env, 'TUNEFLOW_CALLBACK_BASE_URL', httpUrl, 'must be an http(s) URL the service can reach'),
-    secret: read(env, 'TUNEFLOW_CALLBACK_SECRET', z.string().min(16), 'is required with callbacks: at least 16 characters'),
+    secret: read(
+      env,
+      'TUNEFLOW_CALLBACK_SECRET',
+      z.string().min(16),
+      'is required with callbacks: at least 16 characters',
+    ),
     port: env.TUNEFLOW_CALLBACK_PORT
       ? read(env, 'TUNEFLOW_CALLBACK_PORT', port, 'must be a port number from 0 to 65535')
       : DEFAULT_CALLBACK_PORT,
@@ -117,7 +122,12 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
     metricsAddress:
       metrics === 'off'
         ? undefined
-        : read({ TUNEFLOW_METRICS_ADDRESS: metrics }, 'TUNEFLOW_METRICS_ADDRESS', hostPort, 'must be host:port or "off"'),
+        : read(
+            { TUNEFLOW_METRICS_ADDRESS: metrics },
+            'TUNEFLOW_METRICS_ADDRESS',
+            hostPort,
+            'must be host:port or "off"',
+          ),
     logLevel: env.TUNEFLOW_LOG_LEVEL
       ? read(env, 'TUNEFLOW_LOG_LEVEL', z.enum(LOG_LEVELS), `must be one of ${LOG_LEVELS.join(', ')}`)
       : 'INFO',

@@ -4,14 +4,7 @@
  * delays: 504 waits 60 s (the request most likely went through), 429 waits for Retry-After (60 s when absent).
  */
 import { ApplicationFailure, type Duration } from '@temporalio/common';
-import {
-  APIError,
-  ErrorKind,
-  InvalidInputError,
-  RateLimitError,
-  TunesError,
-  ValidationError,
-} from '../api/errors';
+import { APIError, ErrorKind, InvalidInputError, RateLimitError, TunesError, ValidationError } from '../api/errors';
 
 /** After a 504 the service advises waiting a minute before asking again (spec 4.11, 7). */
 export const GATEWAY_TIMEOUT_RETRY_DELAY: Duration = '60 seconds';

@@ -1,0 +1,93 @@
+import { ConfigError, DEFAULT_API_URL, DEFAULT_CALLBACK_PORT, loadWorkerConfig } from '../../src/config';
+
+const base = { TUNEFLOW_API_KEY: 'key-for-tests' };
+
+describe('loadWorkerConfig', () => {
+  test('defaults: public service, task queue tuneflow, no callbacks, metrics on 9464, INFO', () => {
+    const config = loadWorkerConfig({ ...base });
+    expect(config.api).toEqual({ baseUrl: DEFAULT_API_URL, apiKey: 'key-for-tests' });
+    expect(config.taskQueue).toBe('tuneflow');
+    expect(config.callbacks).toBeUndefined();
+    expect(config.metricsAddress).toBe('0.0.0.0:9464');
+    expect(config.logLevel).toBe('INFO');
+  });
+
+  test('reads the Temporal connection from the standard variables', () => {
+    const config = loadWorkerConfig({ ...base, TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_NAMESPACE: 'prod' });
+    expect(config.temporal.connectionOptions.address).toBe('temporal:7233');
+    expect(config.temporal.namespace).toBe('prod');
+  });
+
+  test('callbacks: base URL, secret, port and host', () => {
+    const config = loadWorkerConfig({
+      ...base,
+      TUNEFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com',
+      TUNEFLOW_CALLBACK_SECRET: 'a-secret-of-enough-length',
+      TUNEFLOW_CALLBACK_PORT: '4000',
+    });
+    expect(config.callbacks).toEqual({
+      baseUrl: 'https://hooks.example.com',
+      secret: 'a-secret-of-enough-length',
+      port: 4000,
+      host: '0.0.0.0',
+    });
+    const defaults = loadWorkerConfig({
+      ...base,
+      TUNEFLOW_CALLBACK_BASE_URL: 'https://h.example.com',
+      TUNEFLOW_CALLBACK_SECRET: 'x'.repeat(16),
+    });
+    expect(defaults.callbacks?.port).toBe(DEFAULT_CALLBACK_PORT);
+  });
+
+  test.each([
+    [{}, 'TUNEFLOW_API_KEY', 'is required'],
+    [{ TUNEFLOW_API_KEY: '   ' }, 'TUNEFLOW_API_KEY', 'is required'],
+    [{ ...base, TUNEFLOW_API_URL: 'not a url' }, 'TUNEFLOW_API_URL', 'http(s) URL'],
+    [{ ...base, TUNEFLOW_API_URL: 'ftp://x.example.com' }, 'TUNEFLOW_API_URL', 'http(s) URL'],
+    [{ ...base, TUNEFLOW_CALLBACK_BASE_URL: 'https://h.example.com' }, 'TUNEFLOW_CALLBACK_SECRET', 'at least 16'],
+    [
+      { ...base, TUNEFLOW_CALLBACK_BASE_URL: 'https://h.example.com', TUNEFLOW_CALLBACK_SECRET: 'short' },
+      'TUNEFLOW_CALLBACK_SECRET',
+      'at least 16',
+    ],
+    [
+      { ...base, TUNEFLOW_CALLBACK_BASE_URL: 'hooks', TUNEFLOW_CALLBACK_SECRET: 'x'.repeat(16) },
+      'TUNEFLOW_CALLBACK_BASE_URL',
+      'URL',
+    ],
+    [
+      {
+        ...base,
+        TUNEFLOW_CALLBACK_BASE_URL: 'https://h.example.com',
+        TUNEFLOW_CALLBACK_SECRET: 'x'.repeat(16),
+        TUNEFLOW_CALLBACK_PORT: '70000',
+      },
+      'TUNEFLOW_CALLBACK_PORT',
+      'port number',
+    ],
+    [{ ...base, TUNEFLOW_TASK_QUEUE: 'two words' }, 'TUNEFLOW_TASK_QUEUE', 'without spaces'],
+    [{ ...base, TUNEFLOW_METRICS_ADDRESS: 'nine' }, 'TUNEFLOW_METRICS_ADDRESS', 'host:port'],
+    [{ ...base, TUNEFLOW_LOG_LEVEL: 'LOUD' }, 'TUNEFLOW_LOG_LEVEL', 'one of'],
+  ])('%j is refused, naming %s', (env, variable, rule) => {
+    let error: unknown;
+    try {
+      loadWorkerConfig(env as Record<string, string>);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe(variable);
+    expect((error as Error).message).toContain(variable);
+    expect((error as Error).message).toContain(rule);
+  });
+
+  test('the API key never appears in an error message', () => {
+    expect(() => loadWorkerConfig({ TUNEFLOW_API_KEY: 'sekrit-key', TUNEFLOW_API_URL: 'nope' })).toThrow(
+      expect.objectContaining({ message: expect.not.stringContaining('sekrit-key') }),
+    );
+  });
+
+  test('metrics can be turned off', () => {
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_METRICS_ADDRESS: 'off' }).metricsAddress).toBeUndefined();
+  });
+});
