@@ -1,0 +1,23 @@
+# The tuneflow worker (and the mock service): a glibc Node 20 image, since Temporal's native worker ships glibc
+# binaries. The build stage compiles TypeScript and prebuilds the workflow bundle; the runtime stage runs as `node`.
+FROM node:20.19-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+COPY scripts ./scripts
+RUN npm run build
+
+FROM node:20.19-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev && npm cache clean --force
+COPY --from=build /app/lib ./lib
+COPY bin ./bin
+USER node
+# Callback receiver, Prometheus metrics.
+EXPOSE 3001 9464
+ENTRYPOINT ["node", "lib/cli.js"]
+CMD ["worker"]
