@@ -1,0 +1,136 @@
+/**
+ * `tuneflow callbacks`: the callback receiver alone, for deployments that run it apart from the workers (say, behind
+ * the public ingress while the workers stay private). Settings come from the environment; flags override them.
+ */
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { ConfigError, DEFAULT_CALLBACK_PORT, LOG_LEVELS, type LogLevel, loadTemporalConfig } from '../config';
+import { createJsonLogger } from '../logging';
+import { startCallbackReceiver, temporalSignaler } from './receiver';
+import { CallbackSigner } from './signing';
+
+const USAGE = `Usage: tuneflow callbacks [--port N] [--host H] [--help]
+
+Receives the service's callbacks and turns them into workflow signals.
+
+Options:
+  --port N   port to listen on (default: TUNEFLOW_CALLBACK_PORT, else ${DEFAULT_CALLBACK_PORT}; 0 picks a free one)
+  --host H   address to bind (default: TUNEFLOW_CALLBACK_HOST, else 0.0.0.0)
+  --help     show this help
+
+Environment:
+  TUNEFLOW_CALLBACK_SECRET    HMAC key of the callback URLs, at least 16 characters (required)
+  TUNEFLOW_CALLBACK_BASE_URL  public http(s) URL of this receiver (optional here: verifying needs only the secret)
+  TUNEFLOW_CALLBACK_PORT      port, as --port
+  TUNEFLOW_CALLBACK_HOST      address, as --host
+  TUNEFLOW_LOG_LEVEL          TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
+  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE
+                              the Temporal connection (connected on the first callback)
+`;
+
+interface Settings {
+  port: number;
+  host: string;
+  secret: string;
+  baseUrl?: string;
+  logLevel: LogLevel;
+}
+
+function readPort(value: string, name: string): number {
+  const port = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
+  if (!(port >= 0 && port <= 65535)) throw new ConfigError(name, 'must be a port number from 0 to 65535');
+  return port;
+}
+
+/** Flags first, then the environment; throws a ConfigError naming the flag or variable and its rule. */
+function readSettings(values: { port?: string; host?: string }, env: Record<string, string | undefined>): Settings {
+  const secret = env.TUNEFLOW_CALLBACK_SECRET;
+  if (!secret || secret.length < 16)
+    throw new ConfigError('TUNEFLOW_CALLBACK_SECRET', 'is required: the callback HMAC key, at least 16 characters');
+  const baseUrl = env.TUNEFLOW_CALLBACK_BASE_URL || undefined;
+  if (baseUrl !== undefined && !/^https?:\/\/[^\s/?#]+/i.test(baseUrl))
+    throw new ConfigError('TUNEFLOW_CALLBACK_BASE_URL', 'must be an http(s) URL the service can reach');
+  const port =
+    values.port !== undefined
+      ? readPort(values.port, '--port')
+      : env.TUNEFLOW_CALLBACK_PORT
+        ? readPort(env.TUNEFLOW_CALLBACK_PORT, 'TUNEFLOW_CALLBACK_PORT')
+        : DEFAULT_CALLBACK_PORT;
+  const host = values.host ?? (env.TUNEFLOW_CALLBACK_HOST || '0.0.0.0');
+  if (!host.trim()) throw new ConfigError('--host', 'must be an address to bind, such as 0.0.0.0 or 127.0.0.1');
+  const logLevel = (env.TUNEFLOW_LOG_LEVEL || 'INFO') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ConfigError('TUNEFLOW_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  return { port, host, secret, baseUrl, logLevel };
+}
+
+/**
+ * Runs the callback receiver until SIGINT or SIGTERM; resolves to the exit code (0 stopped, 1 could not listen,
+ * 2 bad flag or setting). `argv` holds the arguments after `callbacks`.
+ *
+ * @example
+ * // TUNEFLOW_CALLBACK_SECRET=... TEMPORAL_ADDRESS=temporal:7233 tuneflow callbacks --port 3001
+ * process.exitCode = await callbacksCommand(process.argv.slice(3));
+ */
+export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let settings: Settings;
+  let temporal: ReturnType<typeof loadTemporalConfig>;
+  try {
+    const { values } = parseArgs({
+      args: argv,
+      options: { port: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    });
+    if (values.help) {
+      process.stdout.write(USAGE);
+      return 0;
+    }
+    settings = readSettings(values, env);
+    temporal = loadTemporalConfig(env);
+  } catch (err) {
+    // One line: a flag error (from parseArgs) gets a pointer to the usage.
+    const hint = err instanceof ConfigError ? '' : ' (see tuneflow callbacks --help)';
+    process.stderr.write(`tuneflow callbacks: ${(err as Error).message}${hint}\n`);
+    return 2;
+  }
+
+  const { port, host, secret, logLevel } = settings;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  const logger = createJsonLogger(process.stderr, logLevel);
+  const signer = new CallbackSigner({ baseUrl: settings.baseUrl ?? `http://${urlHost}:${port}`, secret });
+  const namespace = temporal.namespace ?? 'default';
+  // Lazy: the receiver answers health checks (and 503 to callbacks) while Temporal is still out of reach.
+  const connection = Connection.lazy(temporal.connectionOptions as Parameters<typeof Connection.lazy>[0]);
+  const signaler = temporalSignaler(new Client({ connection, namespace }));
+
+  let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
+  try {
+    receiver = await startCallbackReceiver({ port, host, signer, signaler, logger });
+  } catch (err) {
+    process.stderr.write(`tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`);
+    await connection.close().catch(() => undefined);
+    return 1;
+  }
+  const boundPort = new URL(receiver.url).port;
+  process.stdout.write(`callbacks listening on http://${urlHost}:${boundPort}\n`);
+  logger.info('callback receiver started', {
+    url: `http://${urlHost}:${boundPort}`,
+    namespace,
+    temporalAddress: temporal.connectionOptions.address ?? 'localhost:7233',
+  });
+
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    const stop = (name: NodeJS.Signals) => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve(name);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  logger.info('callback receiver stopping', { signal });
+  await receiver.close();
+  await connection.close().catch(() => undefined);
+  return 0;
+}

@@ -1,0 +1,409 @@
+/**
+ * The HTTP receiver for the service's callbacks: checks the URL's signature, reads and validates the body, and turns
+ * the callback into the matching workflow signal. The service never retries a callback, so every answer after the
+ * signature check is final: a callback for a closed workflow is answered 200 and logged, never an error.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } from '@temporalio/client';
+import type { Logger } from '@temporalio/common';
+import { z } from 'zod';
+import { Prompt, Tune } from '../api/schemas';
+import { type Duration, durationToMs } from '../duration';
+import { createJsonLogger } from '../logging';
+import { CallbackKind, packPromptsSettledSignal, promptSettledSignal, tuneTrainedSignal } from '../workflows/messages';
+import type { CallbackSigner } from './signing';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Signalers
+
+/** What became of a signal: sent, or its workflow is closed or unknown. */
+export type SignalOutcome = 'delivered' | 'workflow-not-found';
+
+/** Sends a callback's payload to its workflow as a signal. */
+export interface Signaler {
+  signal(workflowId: string, kind: CallbackKind, payload: Tune | Prompt | Prompt[]): Promise<SignalOutcome>;
+}
+
+/** Temporal could not be reached (or did not answer in time): the receiver answers 503. */
+export class SignalerUnavailableError extends Error {
+  constructor(
+    message: string,
+    readonly workflowId: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'SignalerUnavailableError';
+  }
+}
+
+export interface TemporalSignalerOptions {
+  /**
+   * How long one signal may take, the client's own retries of an unreachable server included, before the callback
+   * is answered 503.
+   * @default '10 seconds'
+   */
+  timeout?: Duration;
+}
+
+/**
+ * gRPC status codes that mean "the server was not reached or did not answer", not "the server said no"
+ * (numbers from the gRPC spec; @grpc/grpc-js is not a direct dependency).
+ */
+const UNAVAILABLE_CODES: ReadonlySet<number> = new Set([
+  1, // CANCELLED: the connection was closed under the call
+  4, // DEADLINE_EXCEEDED
+  8, // RESOURCE_EXHAUSTED
+  10, // ABORTED
+  14, // UNAVAILABLE
+]);
+
+function isTemporalUnavailable(err: unknown): boolean {
+  if (isGrpcServiceError(err)) return UNAVAILABLE_CODES.has(err.code);
+  if (err instanceof ServiceError) {
+    // A ServiceError without a gRPC status never reached the server (closed channel, transport failure).
+    return isGrpcServiceError(err.cause) ? UNAVAILABLE_CODES.has(err.cause.code) : true;
+  }
+  return false;
+}
+
+/**
+ * A Signaler that signals workflows through a Temporal client, with the signal definitions of messages.ts.
+ *
+ * @example
+ * const client = new Client({ connection: await Connection.connect({ address: 'localhost:7233' }) });
+ * const receiver = await startCallbackReceiver({ signer, signaler: temporalSignaler(client) });
+ */
+export function temporalSignaler(client: Client, options: TemporalSignalerOptions = {}): Signaler {
+  const timeoutMs = durationToMs(options.timeout ?? '10 seconds', 'timeout');
+  const send = (workflowId: string, kind: CallbackKind, payload: Tune | Prompt | Prompt[]): Promise<void> => {
+    const handle = client.workflow.getHandle(workflowId);
+    switch (kind) {
+      case CallbackKind.tune:
+        return handle.signal(tuneTrainedSignal, payload as Tune);
+      case CallbackKind.prompt:
+        return handle.signal(promptSettledSignal, payload as Prompt);
+      case CallbackKind.packPrompts:
+        return handle.signal(packPromptsSettledSignal, payload as Prompt[]);
+      default:
+        throw new TypeError(`kind: must be one of ${Object.values(CallbackKind).join(', ')}`);
+    }
+  };
+  return {
+    async signal(workflowId, kind, payload) {
+      // The deadline stops the client's retries; the timer bounds the answer even while a retry is pending.
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new SignalerUnavailableError(`Temporal did not answer within ${timeoutMs} ms`, workflowId)),
+          timeoutMs,
+        );
+      });
+      try {
+        await Promise.race([
+          client.withDeadline(Date.now() + timeoutMs, () => send(workflowId, kind, payload)),
+          timedOut,
+        ]);
+        return 'delivered';
+      } catch (err) {
+        if (err instanceof SignalerUnavailableError) throw err;
+        if (err instanceof WorkflowNotFoundError) return 'workflow-not-found';
+        if (isTemporalUnavailable(err))
+          throw new SignalerUnavailableError(`Temporal is unavailable: ${(err as Error).message}`, workflowId, {
+            cause: err,
+          });
+        throw err;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Receiver
+
+export interface CallbackReceiverOptions {
+  /**
+   * Port to listen on; 0 picks a free one (read it from the returned `url`).
+   * @default 0
+   */
+  port?: number;
+  /**
+   * Interface to listen on. All interfaces, because the service (or the proxy in front of the receiver) must reach
+   * it; every callback is authenticated by its signature. Use '127.0.0.1' to keep it local.
+   * @default '0.0.0.0'
+   */
+  host?: string;
+  /** Checks the signature of every callback URL. */
+  signer: CallbackSigner;
+  /** Receives every callback that passes the checks. */
+  signaler: Signaler;
+  /**
+   * Largest body accepted; larger ones are answered 413 without being read into memory.
+   * @default 1048576 (1 MiB)
+   */
+  maxBodyBytes?: number;
+  /**
+   * Where the structured log lines go (never signatures or the secret).
+   * @default createJsonLogger(process.stderr, 'INFO')
+   */
+  logger?: Logger;
+}
+
+/** A running receiver. */
+export interface CallbackReceiver {
+  /** Local address it answers on, e.g. `http://127.0.0.1:3001`. */
+  url: string;
+  /** Stops accepting connections and resolves once open requests are answered. */
+  close(): Promise<void>;
+}
+
+interface Route {
+  kind: CallbackKind;
+  /** What the 422 answer and the logs call the payload. */
+  subject: string;
+  schema: z.ZodType<Tune | Prompt | Prompt[]>;
+  unwrap(body: unknown): unknown;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** `{"tune": {...}}` is a wrapped tune; a tune object itself has an `id` and no `tune` field. */
+const unwrapObject =
+  (key: string) =>
+  (body: unknown): unknown =>
+    isRecord(body) && body.id === undefined && isRecord(body[key]) ? body[key] : body;
+
+const PromptList = z.array(Prompt);
+
+/** Keyed by the whole path, so routing is one Map look-up. */
+const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
+  ['/callbacks/tune', { kind: CallbackKind.tune, subject: 'tune', schema: Tune, unwrap: unwrapObject('tune') }],
+  [
+    '/callbacks/prompt',
+    { kind: CallbackKind.prompt, subject: 'prompt', schema: Prompt, unwrap: unwrapObject('prompt') },
+  ],
+  [
+    '/callbacks/pack-prompts',
+    {
+      kind: CallbackKind.packPrompts,
+      subject: 'prompts',
+      schema: PromptList,
+      unwrap: (body) => (isRecord(body) && Array.isArray(body.prompts) ? body.prompts : body),
+    },
+  ],
+]);
+
+const MAX_ISSUES_SHOWN = 5;
+/** How much of a refused body is read and thrown away so the client sees the answer instead of a reset. */
+const DRAIN_LIMIT_BYTES = 8 * 1024 * 1024;
+const DRAIN_LIMIT_MS = 2_000;
+
+const JSON_TYPE = 'application/json';
+const answers = {
+  delivered: JSON.stringify({ outcome: 'delivered' }),
+  workflowNotFound: JSON.stringify({ outcome: 'workflow-not-found' }),
+  notFound: JSON.stringify({ error: 'not found' }),
+  methodNotAllowed: JSON.stringify({ error: 'method not allowed' }),
+  forbidden: JSON.stringify({ error: 'invalid or missing signature' }),
+  tooLarge: JSON.stringify({ error: 'body too large' }),
+  notJson: JSON.stringify({ error: 'body is not JSON' }),
+  unavailable: JSON.stringify({ error: 'temporal unavailable' }),
+  internal: JSON.stringify({ error: 'internal error' }),
+} as const;
+
+/**
+ * Starts the callback receiver: `POST /callbacks/<kind>?workflowId=...&sig=...` and `GET /healthz`.
+ *
+ * Answers: 200 once signalled (or when the workflow is closed or unknown: the service never retries), 403 for a
+ * missing or wrong signature, 404 for an unknown path, 405 for another method, 413 for a body over
+ * `maxBodyBytes`, 400 for a body that is not JSON, 422 for JSON that is not the kind's object, 503 when Temporal is
+ * unavailable, 500 for anything else. Only a 200 "delivered" has signalled.
+ *
+ * @example
+ * const receiver = await startCallbackReceiver({ port: 3001, signer, signaler: temporalSignaler(client) });
+ * console.log(receiver.url); // http://127.0.0.1:3001
+ * await receiver.close();
+ */
+export async function startCallbackReceiver(options: CallbackReceiverOptions): Promise<CallbackReceiver> {
+  const { signer, signaler } = options;
+  const port = options.port ?? 0;
+  const host = options.host ?? '0.0.0.0';
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const logger = options.logger ?? createJsonLogger();
+  if (!signer || typeof signer.verify !== 'function') throw new TypeError('signer: must be a CallbackSigner');
+  if (!signaler || typeof signaler.signal !== 'function') throw new TypeError('signaler: must be a Signaler');
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new TypeError('port: must be an integer from 0 to 65535');
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1)
+    throw new TypeError('maxBodyBytes: must be a positive integer');
+
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const route = ROUTES.get(path);
+    if (route === undefined) {
+      if (path === '/healthz') return health(req, res);
+      logger.debug('callback refused', { path, method: req.method, status: 404 });
+      return refuse(req, res, 404, answers.notFound);
+    }
+    if (req.method !== 'POST') {
+      logger.debug('callback refused', { kind: route.kind, method: req.method, status: 405 });
+      res.setHeader('allow', 'POST');
+      return refuse(req, res, 405, answers.methodNotAllowed);
+    }
+    const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
+    const workflowId = query.get('workflowId');
+    const signature = query.get('sig');
+    // Checked before the body is read: a stranger's body is never parsed.
+    if (!workflowId || !signature || !signer.verify(route.kind, workflowId, signature)) {
+      logger.warn('callback refused', { kind: route.kind, workflowId, status: 403, reason: 'signature' });
+      return refuse(req, res, 403, answers.forbidden);
+    }
+    const declared = Number(req.headers['content-length']);
+    if (declared > maxBodyBytes) return tooLarge(req, res, route, workflowId);
+
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > maxBodyBytes) {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        chunks.length = 0;
+        tooLarge(req, res, route, workflowId);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      void deliver(res, route, workflowId, body);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    // A client that hangs up mid-body has sent nothing to signal.
+    req.on('error', (err) => logger.debug('callback aborted', { kind: route.kind, workflowId, error: err.message }));
+  };
+
+  const deliver = async (res: ServerResponse, route: Route, workflowId: string, body: Buffer): Promise<void> => {
+    const { kind } = route;
+    let json: unknown;
+    try {
+      json = JSON.parse(body.toString('utf8'));
+    } catch {
+      logger.warn('callback refused', { kind, workflowId, status: 400, reason: 'not JSON' });
+      return send(res, 400, answers.notJson);
+    }
+    const parsed = route.schema.safeParse(route.unwrap(json));
+    if (!parsed.success) {
+      const issues = parsed.error.issues
+        .slice(0, MAX_ISSUES_SHOWN)
+        .map((i) => `${[route.subject, ...i.path].join('.')}: ${i.message}`);
+      logger.warn('callback refused', { kind, workflowId, status: 422, reason: 'invalid object', issues });
+      return send(res, 422, JSON.stringify({ error: `body is not a valid ${route.subject} object`, issues }));
+    }
+    let outcome: SignalOutcome;
+    try {
+      outcome = await signaler.signal(workflowId, kind, parsed.data);
+    } catch (err) {
+      if (err instanceof SignalerUnavailableError) {
+        logger.error('callback not signalled: Temporal unavailable', { kind, workflowId, status: 503, error: err });
+        return send(res, 503, answers.unavailable);
+      }
+      logger.error('callback not signalled', { kind, workflowId, status: 500, error: err });
+      return send(res, 500, answers.internal);
+    }
+    if (outcome === 'workflow-not-found') {
+      // The workflow closed (or never was): nothing to wake, and the service would not retry anyway.
+      logger.warn('callback for a closed or unknown workflow', { kind, workflowId, status: 200, outcome });
+      return send(res, 200, answers.workflowNotFound);
+    }
+    logger.info('callback delivered', { kind, workflowId, status: 200, outcome });
+    send(res, 200, answers.delivered);
+  };
+
+  const tooLarge = (req: IncomingMessage, res: ServerResponse, route: Route, workflowId: string): void => {
+    logger.warn('callback refused', {
+      kind: route.kind,
+      workflowId,
+      status: 413,
+      reason: 'body too large',
+      maxBodyBytes,
+    });
+    refuse(req, res, 413, answers.tooLarge);
+  };
+
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, handle);
+  server.on('clientError', (err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    else socket.destroy();
+    logger.debug('bad HTTP request', { error: (err as Error).message });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (err) => logger.error('callback receiver error', { error: err }));
+  const address = server.address() as AddressInfo;
+  return {
+    url: `http://${reachableHost(address.address)}:${address.port}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        server.closeIdleConnections();
+      }),
+  };
+}
+
+/** `GET /healthz`: the process is up and listening. */
+function health(req: IncomingMessage, res: ServerResponse): void {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('allow', 'GET, HEAD');
+    return refuse(req, res, 405, answers.methodNotAllowed);
+  }
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 });
+  res.end('ok');
+}
+
+function send(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/**
+ * Answers without reading the body. A body still on its way is read and thrown away, within limits, so the client
+ * gets the answer rather than a connection reset; past the limits the connection is cut.
+ */
+function refuse(req: IncomingMessage, res: ServerResponse, status: number, body: string): void {
+  if (!req.complete) drain(req);
+  send(res, status, body);
+}
+
+function drain(req: IncomingMessage): void {
+  let drained = 0;
+  const stop = (): void => {
+    req.socket.destroy();
+  };
+  const timer = setTimeout(stop, DRAIN_LIMIT_MS);
+  req.on('data', (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > DRAIN_LIMIT_BYTES) stop();
+  });
+  req.on('end', () => clearTimeout(timer));
+  req.on('close', () => clearTimeout(timer));
+  req.resume();
+}
+
+/** An address a local client can use: the wildcard addresses are not. */
+function reachableHost(address: string): string {
+  if (address === '0.0.0.0') return '127.0.0.1';
+  if (address === '::') return '[::1]';
+  return address.includes(':') ? `[${address}]` : address;
+}

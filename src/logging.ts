@@ -1,0 +1,47 @@
+/**
+ * Structured logs: one JSON object per line (`time`, `level`, `message`, `meta`), behind the `Logger` interface of
+ * @temporalio/common so the same logger can serve tuneflow's servers and a Temporal Runtime.
+ */
+import type { LogLevel, LogMetadata, Logger } from '@temporalio/common';
+
+const LEVEL_RANK: Readonly<Record<LogLevel, number>> = { TRACE: 0, DEBUG: 1, INFO: 2, WARN: 3, ERROR: 4 };
+
+/** Errors would serialize as `{}`; bigints would throw. */
+function jsonValue(_key: string, value: unknown): unknown {
+  if (value instanceof Error) return { name: value.name, message: value.message };
+  if (typeof value === 'bigint') return value.toString();
+  return value;
+}
+
+/**
+ * A Logger that writes one JSON line per entry to `stream`, dropping entries below `minLevel`.
+ *
+ * @example
+ * const logger = createJsonLogger(process.stderr, 'WARN');
+ * logger.warn('callback refused', { kind: 'prompt', workflowId: 'job-42', status: 403 });
+ * // {"time":"2025-01-01T00:00:00.000Z","level":"WARN","message":"callback refused","meta":{...}}
+ */
+export function createJsonLogger(stream: NodeJS.WritableStream = process.stderr, minLevel: LogLevel = 'INFO'): Logger {
+  const min = LEVEL_RANK[minLevel];
+  if (min === undefined) throw new TypeError(`minLevel: must be one of ${Object.keys(LEVEL_RANK).join(', ')}`);
+  const log = (level: LogLevel, message: string, meta?: LogMetadata): void => {
+    if (LEVEL_RANK[level] < min) return;
+    const entry = { time: new Date().toISOString(), level, message, meta };
+    let line: string;
+    try {
+      line = JSON.stringify(entry, jsonValue);
+    } catch {
+      // A cyclic meta must not lose the message.
+      line = JSON.stringify({ time: entry.time, level, message, meta: '[unserializable]' });
+    }
+    stream.write(line + '\n');
+  };
+  return {
+    log,
+    trace: (message, meta) => log('TRACE', message, meta),
+    debug: (message, meta) => log('DEBUG', message, meta),
+    info: (message, meta) => log('INFO', message, meta),
+    warn: (message, meta) => log('WARN', message, meta),
+    error: (message, meta) => log('ERROR', message, meta),
+  };
+}
