@@ -94,9 +94,11 @@ const id = int(1);
  * A file to upload: a path the caller's process can read, the bytes, or a Blob.
  * Paths are read at request time, so a workflow input can carry a path and never the bytes.
  */
-export const FileInput = z.union([z.string().min(1), z.instanceof(Uint8Array), z.instanceof(Blob)], {
-  error: 'must be a file path, a Buffer or a Blob',
-});
+const fileRule = 'must be a file path, a Buffer or a Blob';
+export const FileInput = z.union(
+  [z.string().min(1, { error: fileRule }), z.instanceof(Uint8Array), z.instanceof(Blob)],
+  { error: fileRule },
+);
 export type FileInput = z.infer<typeof FileInput>;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -297,9 +299,11 @@ function checkExactlyOneImageSource(t: ImagesRuleInput, ctx: z.RefinementCtx): v
 
 const images = z.array(FileInput, { error: 'must be an array of files' }).min(1, { error: 'must hold at least one image' });
 const imageUrls = z.array(httpUrl, { error: 'must be an array of URLs' }).min(1, { error: 'must hold at least one URL' });
-const characteristics = z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]), {
-  error: 'must be an object of strings',
-});
+const characteristics = z.record(
+  z.string(),
+  z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }),
+  { error: 'must be an object of strings' },
+);
 
 /** `POST /tunes` body attributes (spec 4.1). */
 export const TuneCreateInput = z
