@@ -1,0 +1,127 @@
+/**
+ * What every `tuneflow` command shares: exit codes scripts can rely on, usage errors that say what to fix, and the
+ * Temporal connection from the standard environment.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { ErrorKind, InvalidInputError, TunesError } from '../api/errors';
+import { ConfigError, loadTemporalConfig } from '../config';
+
+/** Exit codes of every command (documented in the README). */
+export const ExitCode = {
+  ok: 0,
+  /** The job failed, was cancelled or terminated, or something unexpected broke. */
+  failed: 1,
+  /** A wrong flag, bad input or a missing setting: nothing was started. */
+  usage: 2,
+  /** Temporal or the service could not be reached. */
+  unavailable: 3,
+  /** No workflow with that ID. */
+  notFound: 4,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** A mistake in how the command was called. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export interface CommandIO {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env: NodeJS.ProcessEnv;
+}
+
+export const processIO = (): CommandIO => ({ stdout: process.stdout, stderr: process.stderr, env: process.env });
+
+/** parseArgs (strict unless told otherwise), with its errors turned into UsageErrors that name the flag. */
+export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    throw new UsageError((err as Error).message.replace(/\. To specify a positional.*$/s, ''));
+  }
+}
+
+/**
+ * Runs a command body and turns what it throws into a message on stderr and an exit code.
+ * `usage` is printed after a UsageError so the fix is on screen.
+ */
+export async function runCommand(
+  name: string,
+  usage: string,
+  io: CommandIO,
+  body: () => Promise<ExitCode>,
+): Promise<ExitCode> {
+  try {
+    return await body();
+  } catch (err) {
+    const say = (line: string) => io.stderr.write(`tuneflow ${name}: ${line}\n`);
+    if (err instanceof UsageError) {
+      say(err.message);
+      io.stderr.write(`\n${usage}`);
+      return ExitCode.usage;
+    }
+    if (err instanceof ConfigError || err instanceof InvalidInputError) {
+      say(err.message);
+      return ExitCode.usage;
+    }
+    if (err instanceof TunesError && (err.kind === ErrorKind.connection || err.kind === ErrorKind.timeout)) {
+      say(`cannot reach the service: ${err.message}. Check TUNEFLOW_API_URL.`);
+      return ExitCode.unavailable;
+    }
+    if (err instanceof TunesError && err.kind === ErrorKind.unauthorized) {
+      say(`the service refused the API key: ${err.message}. Check TUNEFLOW_API_KEY.`);
+      return ExitCode.usage;
+    }
+    if (err instanceof WorkflowFailedError) {
+      say(`the run failed: ${describeFailure(err)}`);
+      return ExitCode.failed;
+    }
+    if (isUnavailable(err)) {
+      say(`cannot reach Temporal: ${(err as Error).message}. Check TEMPORAL_ADDRESS (and TLS/API key settings).`);
+      return ExitCode.unavailable;
+    }
+    if ((err as Error)?.name === 'WorkflowNotFoundError') {
+      say((err as Error).message);
+      return ExitCode.notFound;
+    }
+    say(err instanceof Error ? err.message : String(err));
+    return ExitCode.failed;
+  }
+}
+
+function isUnavailable(err: unknown): boolean {
+  const e = err as { name?: string; code?: number; message?: string } | undefined;
+  if (!e) return false;
+  // gRPC UNAVAILABLE (14) and DEADLINE_EXCEEDED (4), or a failed first connect.
+  return (
+    e.name === 'TransportError' ||
+    e.code === 14 ||
+    e.code === 4 ||
+    /Failed to connect|UNAVAILABLE|ECONNREFUSED|connect timeout/i.test(e.message ?? '')
+  );
+}
+
+/** A Temporal client from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS and API key variables (or the profile file). */
+export async function connectTemporal(env: NodeJS.ProcessEnv): Promise<{ client: Client; close(): Promise<void> }> {
+  const { connectionOptions, namespace } = loadTemporalConfig(env);
+  const connection = await Connection.connect({
+    ...(connectionOptions as Parameters<typeof Connection.connect>[0]),
+    connectTimeout: '5 seconds',
+  });
+  return { client: new Client({ connection, namespace }), close: () => connection.close() };
+}
+
+/** The chain of causes of a failed run, down to the typed error the workflow raised (TuneNeverTrained, Validation...). */
+export function describeFailure(err: unknown): string {
+  if (!(err instanceof WorkflowFailedError)) return err instanceof Error ? err.message : String(err);
+  let cause: unknown = err.cause;
+  const chain: string[] = [];
+  while (cause instanceof Error) {
+    const type = (cause as { type?: string }).type;
+    chain.push(type ? `${type}: ${cause.message}` : cause.message);
+    cause = cause.cause;
+  }
+  return chain.join(' <- ') || err.message;
+}

@@ -1,0 +1,139 @@
+/**
+ * `tuneflow start`: starts trainThenGenerate from flags or a JSON file, prints the workflow ID, and with --wait
+ * follows it to the end.
+ */
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { TuneflowClient } from '../client';
+import { DEFAULT_TASK_QUEUE } from '../config';
+import type { TrainThenGenerateInput } from '../workflows/inputs';
+import {
+  connectTemporal,
+  ExitCode,
+  parseFlags,
+  processIO,
+  runCommand,
+  UsageError,
+  type CommandIO,
+} from './command-line';
+import { follow } from './progress-view';
+
+export const START_USAGE = `Usage: tuneflow start [--id KEY] --name CLASS --images PATH|URL... --prompt TEXT... [options]
+       tuneflow start [--id KEY] --file job.json [options]
+
+Starts a train-then-generate workflow. The ID is the job's business key: starting the same ID again attaches to
+the first run instead of training twice.
+
+Options:
+  --id KEY          workflow ID (default: a new tuneflow-<uuid>, printed)
+  --file PATH       JSON input: { "tune": {...}, "prompts": [...], "options": {...} } (flags below add to it)
+  --name CLASS      the tune's class name: man, woman, cat, dog, ...
+  --images X        a training image: an http(s) URL, or a path the worker can read (repeat; not both kinds)
+  --prompt TEXT     a prompt to generate after training (repeat)
+  --num-images N    images per prompt, 1-8
+  --branch B        flux1, sd15, sdxl1, or fast (free mock mode)
+  --title T         the tune's title (default: the workflow ID)
+  --task-queue Q    default TUNEFLOW_TASK_QUEUE, else ${DEFAULT_TASK_QUEUE}
+  --wait            follow progress until the run ends; exit 0 when it completes, 1 when it fails
+  --json            machine-readable output on stdout
+  --help            show this help
+
+Environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS* (the Temporal connection).
+`;
+
+const FLAGS = {
+  id: { type: 'string' },
+  file: { type: 'string' },
+  name: { type: 'string' },
+  images: { type: 'string', multiple: true },
+  prompt: { type: 'string', multiple: true },
+  'num-images': { type: 'string' },
+  branch: { type: 'string' },
+  title: { type: 'string' },
+  'task-queue': { type: 'string' },
+  wait: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean' },
+} as const;
+
+type Flags = ReturnType<typeof parseFlags<{ args: string[]; options: typeof FLAGS }>>['values'];
+
+/** Builds the workflow input from the file and flags; throws UsageError naming what is wrong. */
+export async function startInput(values: Flags): Promise<TrainThenGenerateInput> {
+  let input: Partial<TrainThenGenerateInput> = {};
+  if (values.file) {
+    let text: string;
+    try {
+      text = await fs.readFile(values.file, 'utf8');
+    } catch (err) {
+      throw new UsageError(`--file: cannot read ${values.file}: ${(err as Error).message}`);
+    }
+    try {
+      input = JSON.parse(text);
+    } catch (err) {
+      throw new UsageError(`--file: ${values.file} is not JSON: ${(err as Error).message}`);
+    }
+    if (!input || typeof input !== 'object' || Array.isArray(input))
+      throw new UsageError('--file: must hold an object { "tune": {...}, "prompts": [...] }');
+  }
+  const tune = { ...(input.tune ?? {}) } as TrainThenGenerateInput['tune'];
+  if (values.name) tune.name = values.name;
+  if (values.branch) tune.branch = values.branch as TrainThenGenerateInput['tune']['branch'];
+  if (values.title) tune.title = values.title;
+  if (values.images?.length) {
+    const urls = values.images.filter((i) => /^https?:\/\//i.test(i));
+    if (urls.length && urls.length !== values.images.length)
+      throw new UsageError('--images: give all URLs or all paths, not a mix');
+    if (urls.length) tune.image_urls = urls;
+    else tune.images = values.images.map((p) => path.resolve(p));
+  }
+  if (!tune.name)
+    throw new UsageError('--name is required (the class name, such as woman or dog), or a tune.name in --file');
+  if (!tune.images && !tune.image_urls)
+    throw new UsageError('--images is required (URLs or paths), or tune.image_urls in --file');
+
+  let numImages: number | undefined;
+  if (values['num-images'] !== undefined) {
+    numImages = Number(values['num-images']);
+    if (!Number.isInteger(numImages)) throw new UsageError('--num-images: must be an integer from 1 to 8');
+  }
+  const prompts = [...(input.prompts ?? []), ...(values.prompt ?? []).map((text) => ({ text }))].map((p) =>
+    numImages === undefined ? p : { ...p, num_images: numImages },
+  );
+  if (prompts.length === 0) throw new UsageError('--prompt is required at least once (or prompts in --file)');
+  return { tune, prompts, options: input.options };
+}
+
+export async function startCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
+  return runCommand('start', START_USAGE, io, async () => {
+    const { values } = parseFlags({ args: argv, options: FLAGS });
+    if (values.help) {
+      io.stdout.write(START_USAGE);
+      return ExitCode.ok;
+    }
+    const input = await startInput(values);
+    const workflowId = values.id ?? `tuneflow-${randomUUID()}`;
+    const taskQueue = values['task-queue'] ?? io.env.TUNEFLOW_TASK_QUEUE ?? DEFAULT_TASK_QUEUE;
+    const temporal = await connectTemporal(io.env);
+    try {
+      const tuneflow = new TuneflowClient({ client: temporal.client, taskQueue });
+      const handle = await tuneflow.trainThenGenerate(workflowId, input);
+      if (!values.json) io.stdout.write(`${handle.started ? 'started' : 'attached to'} ${workflowId}\n`);
+      if (!values.wait) {
+        if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started })}\n`);
+        return ExitCode.ok;
+      }
+      const result = await follow(handle, { out: values.json ? io.stderr : io.stdout });
+      if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started, result })}\n`);
+      else {
+        io.stdout.write(`tune ${result.tune.id} trained at ${result.tune.trained_at}\n`);
+        for (const p of result.prompts)
+          io.stdout.write(`prompt ${p.id}: ${p.user_error ? `failed: ${p.user_error}` : (p.images ?? []).join(' ')}\n`);
+      }
+      return ExitCode.ok;
+    } finally {
+      await temporal.close();
+    }
+  });
+}
