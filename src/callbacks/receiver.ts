@@ -39,8 +39,9 @@ export class SignalerUnavailableError extends Error {
 
 export interface TemporalSignalerOptions {
   /**
-   * How long one signal may take, the client's own retries of an unreachable server included, before the callback
-   * is answered 503.
+   * Deadline of one signal, the client's own retries of an unreachable server included; past it the callback is
+   * answered 503. The answer can come up to one retry interval (at most about 6 s) after the deadline, since the
+   * client checks the deadline when it retries.
    * @default '10 seconds'
    */
   timeout?: Duration;
@@ -91,30 +92,18 @@ export function temporalSignaler(client: Client, options: TemporalSignalerOption
   };
   return {
     async signal(workflowId, kind, payload) {
-      // The deadline stops the client's retries; the timer bounds the answer even while a retry is pending.
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new SignalerUnavailableError(`Temporal did not answer within ${timeoutMs} ms`, workflowId)),
-          timeoutMs,
-        );
-      });
+      // A deadline, not a timer raced against the call: it ends the client's retries too, so no retry is left
+      // pending (and firing on a closed connection) once this returns.
       try {
-        await Promise.race([
-          client.withDeadline(Date.now() + timeoutMs, () => send(workflowId, kind, payload)),
-          timedOut,
-        ]);
+        await client.withDeadline(Date.now() + timeoutMs, () => send(workflowId, kind, payload));
         return 'delivered';
       } catch (err) {
-        if (err instanceof SignalerUnavailableError) throw err;
         if (err instanceof WorkflowNotFoundError) return 'workflow-not-found';
         if (isTemporalUnavailable(err))
           throw new SignalerUnavailableError(`Temporal is unavailable: ${(err as Error).message}`, workflowId, {
             cause: err,
           });
         throw err;
-      } finally {
-        clearTimeout(timer);
       }
     },
   };
@@ -155,7 +144,7 @@ export interface CallbackReceiverOptions {
 export interface CallbackReceiver {
   /** Local address it answers on, e.g. `http://127.0.0.1:3001`. */
   url: string;
-  /** Stops accepting connections and resolves once open requests are answered. */
+  /** Stops accepting connections; resolves once open requests are answered and their signal calls have ended. */
   close(): Promise<void>;
 }
 
@@ -240,6 +229,19 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1)
     throw new TypeError('maxBodyBytes: must be a positive integer');
 
+  // Signals under way: close() waits for them even when their client hung up, so nothing still runs on a
+  // Temporal connection its owner closes next.
+  let delivering = 0;
+  let idle: Array<() => void> = [];
+  const delivered = (): void => {
+    if (--delivering === 0 && idle.length > 0) {
+      for (const resolve of idle) resolve();
+      idle = [];
+    }
+  };
+  const allDelivered = (): Promise<void> =>
+    delivering === 0 ? Promise.resolve() : new Promise<void>((resolve) => idle.push(resolve));
+
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
@@ -281,7 +283,11 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     };
     const onEnd = (): void => {
       const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-      void deliver(res, route, workflowId, body);
+      delivering++;
+      deliver(res, route, workflowId, body).then(delivered, (err: unknown) => {
+        delivered();
+        logger.error('callback handling failed', { kind: route.kind, workflowId, error: err });
+      });
     };
     req.on('data', onData);
     req.on('end', onEnd);
@@ -354,11 +360,11 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const address = server.address() as AddressInfo;
   return {
     url: `http://${reachableHost(address.address)}:${address.port}`,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.close((err) => (err ? reject(err) : resolve()));
-        server.closeIdleConnections();
-      }),
+    close: async () => {
+      const closed = new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
+      server.closeIdleConnections();
+      await Promise.all([closed, allDelivered()]);
+    },
   };
 }
 
