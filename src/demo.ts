@@ -1,0 +1,262 @@
+/**
+ * `tuneflow demo` (`npm run demo`): the whole job in one process, from a fresh clone. A Temporal server (yours, a
+ * given executable, or the SDK's download), the mock service (or the real one in free mock mode with
+ * TUNEFLOW_API_KEY), the callback receiver and a worker; then one trainThenGenerate run, followed live, with its
+ * images saved under ./out/.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
+import { Client } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { createActivities } from './activities';
+import { TunesApi } from './api';
+import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
+import { CallbackSigner } from './callbacks/signing';
+import { TuneflowClient } from './client';
+import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './commands/command-line';
+import { follow } from './commands/progress-view';
+import { DEFAULT_API_URL, loadCallbackConfig } from './config';
+import { startMockService } from './mock-service';
+import { workflowSource } from './worker';
+import type { TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
+
+export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--help]
+
+Trains a tune and generates images with it through a durable workflow, all in this process.
+
+Temporal, first that applies:
+  TEMPORAL_ADDRESS           an existing server (host:port)
+  TEMPORAL_CLI_PATH          a Temporal CLI executable: its dev server is started
+  TEMPORAL_TEST_SERVER_PATH  a Temporal test server executable
+  otherwise                  the dev server that @temporalio/testing downloads and caches
+                             (TUNEFLOW_TEMPORAL_DOWNLOAD=off forbids the download)
+The service:
+  without TUNEFLOW_API_KEY   the mock service, in process
+  with TUNEFLOW_API_KEY      the real service (TUNEFLOW_API_URL, default ${DEFAULT_API_URL}) in free mock mode
+                             (branch fast; TUNEFLOW_DEMO_BRANCH to change); training images from --images or
+                             TUNEFLOW_DEMO_IMAGES (comma-separated URLs); callbacks need TUNEFLOW_CALLBACK_BASE_URL
+                             (and TUNEFLOW_CALLBACK_SECRET), else the run relies on polling.
+
+Options:
+  --prompt TEXT   a prompt to generate (repeat; default: three portraits)
+  --images URL    a training image URL (repeat; real service only: the mock serves its own)
+  --out DIR       where to save the images (default ./out)
+  --help          show this help
+`;
+
+/** Printed when no Temporal server can be had: the three ways out. */
+export const NO_TEMPORAL = `No Temporal server is available, so the demo cannot run.
+tuneflow needs a Temporal server for its durable workflows, and none was given: TEMPORAL_ADDRESS, TEMPORAL_CLI_PATH
+and TEMPORAL_TEST_SERVER_PATH are unset, and the dev server could not be downloaded (%REASON%).
+Three ways out:
+  1. Point at a running server:        TEMPORAL_ADDRESS=localhost:7233 npm run demo
+     (for example \`temporal server start-dev\`, or \`docker compose up temporal\` from this repository)
+  2. Name a Temporal CLI you have:     TEMPORAL_CLI_PATH=/path/to/temporal npm run demo
+  3. Name a Temporal test server:      TEMPORAL_TEST_SERVER_PATH=/path/to/temporal-test-server npm run demo
+`;
+
+class NoTemporalError extends Error {}
+
+const DEFAULT_PROMPTS = [
+  'ohwx woman, studio portrait, soft light',
+  'ohwx woman as an astronaut, cinematic',
+  'ohwx woman, watercolor painting',
+];
+
+interface Temporal {
+  env: TestWorkflowEnvironment;
+  description: string;
+}
+
+/** The first Temporal that applies (see DEMO_USAGE); NoTemporalError when none can be had. */
+async function openTemporal(env: NodeJS.ProcessEnv): Promise<Temporal> {
+  if (env.TEMPORAL_ADDRESS) {
+    return {
+      env: await TestWorkflowEnvironment.createFromExistingServer({
+        address: env.TEMPORAL_ADDRESS,
+        namespace: env.TEMPORAL_NAMESPACE || 'default',
+      }),
+      description: `existing server at ${env.TEMPORAL_ADDRESS}`,
+    };
+  }
+  if (env.TEMPORAL_CLI_PATH) {
+    return {
+      env: await TestWorkflowEnvironment.createLocal({
+        server: { executable: { type: 'existing-path', path: env.TEMPORAL_CLI_PATH } },
+      }),
+      description: `dev server from ${env.TEMPORAL_CLI_PATH}`,
+    };
+  }
+  if (env.TEMPORAL_TEST_SERVER_PATH) {
+    return {
+      env: await TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path: env.TEMPORAL_TEST_SERVER_PATH } },
+      }),
+      description: `test server from ${env.TEMPORAL_TEST_SERVER_PATH}`,
+    };
+  }
+  if (env.TUNEFLOW_TEMPORAL_DOWNLOAD === 'off')
+    throw new NoTemporalError(NO_TEMPORAL.replace('%REASON%', 'TUNEFLOW_TEMPORAL_DOWNLOAD=off'));
+  try {
+    return {
+      env: await TestWorkflowEnvironment.createLocal(),
+      description: 'dev server downloaded by @temporalio/testing',
+    };
+  } catch (err) {
+    throw new NoTemporalError(NO_TEMPORAL.replace('%REASON%', firstLine(err)));
+  }
+}
+
+function firstLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 200);
+}
+
+/** Saves every image of the result under `dir`; returns the files written. */
+export async function saveImages(result: TrainThenGenerateResult, dir: string): Promise<string[]> {
+  await fs.mkdir(dir, { recursive: true });
+  const files: string[] = [];
+  for (const prompt of result.prompts) {
+    for (const [i, url] of (prompt.images ?? []).entries()) {
+      // fetch follows the redirects a CDN may answer with.
+      const response = await fetch(url);
+      if (!response.ok) throw new Error(`downloading ${url} answered ${response.status}`);
+      const ext = path.extname(new URL(url).pathname) || '.png';
+      const file = path.join(dir, `prompt-${prompt.id}-${i}${ext}`);
+      await fs.writeFile(file, Buffer.from(await response.arrayBuffer()));
+      files.push(file);
+    }
+  }
+  return files;
+}
+
+export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
+  return runCommand('demo', DEMO_USAGE, io, async () => {
+    const { values } = parseFlags({
+      args: argv,
+      options: {
+        prompt: { type: 'string', multiple: true },
+        images: { type: 'string', multiple: true },
+        out: { type: 'string' },
+        help: { type: 'boolean' },
+      },
+    });
+    if (values.help) {
+      io.stdout.write(DEMO_USAGE);
+      return ExitCode.ok;
+    }
+    const say = (line: string) => io.stdout.write(`${line}\n`);
+    const real = !!io.env.TUNEFLOW_API_KEY;
+    const realImages = values.images ?? io.env.TUNEFLOW_DEMO_IMAGES?.split(',').filter(Boolean) ?? [];
+    if (real && realImages.length === 0)
+      throw new UsageError(
+        'with TUNEFLOW_API_KEY the demo needs training image URLs: --images URL or TUNEFLOW_DEMO_IMAGES',
+      );
+    const callbackConfig = real ? loadCallbackConfig(io.env) : undefined;
+
+    // Quiet SDK logs: the demo's own lines are the story.
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+    let temporal: Temporal;
+    try {
+      temporal = await openTemporal(io.env);
+    } catch (err) {
+      if (err instanceof NoTemporalError) {
+        io.stderr.write(err.message);
+        return ExitCode.unavailable;
+      }
+      throw err;
+    }
+
+    const cleanups: Array<() => Promise<unknown>> = [() => temporal.env.teardown()];
+    try {
+      say(`Temporal:  ${temporal.description}`);
+      let api: TunesApi;
+      let trainingImages: string[];
+      let branch: TrainThenGenerateInput['tune']['branch'];
+      if (real) {
+        const baseUrl = io.env.TUNEFLOW_API_URL || DEFAULT_API_URL;
+        api = new TunesApi({ apiKey: io.env.TUNEFLOW_API_KEY!, baseUrl });
+        trainingImages = realImages;
+        branch = (io.env.TUNEFLOW_DEMO_BRANCH as typeof branch) || 'fast';
+        say(`service:   ${baseUrl} (branch ${branch})`);
+      } else {
+        const mock = await startMockService({ port: 0, trainingTime: '3s', inferenceTime: '2s' });
+        cleanups.push(() => mock.close());
+        api = new TunesApi({ apiKey: `demo-${randomUUID()}`, baseUrl: mock.url });
+        trainingImages = [1, 2, 3, 4].map((i) => `${mock.url}/images/training-${i}.png`);
+        branch = 'fast';
+        say(`service:   mock service at ${mock.url} (training 3 s, prompts 2 s)`);
+      }
+      cleanups.push(() => api.close());
+
+      let signer: CallbackSigner | undefined;
+      if (!real || callbackConfig) {
+        const secret = callbackConfig?.secret ?? randomBytes(24).toString('hex');
+        const receiver = await startCallbackReceiver({
+          port: callbackConfig?.port ?? 0,
+          host: callbackConfig ? callbackConfig.host : '127.0.0.1',
+          // Verifying needs only the secret; the public base URL is known once the receiver listens.
+          signer: new CallbackSigner({ baseUrl: 'http://127.0.0.1', secret }),
+          signaler: temporalSignaler(
+            new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
+          ),
+        });
+        cleanups.push(() => receiver.close());
+        signer = new CallbackSigner({ baseUrl: callbackConfig?.baseUrl ?? receiver.url, secret });
+        say(`callbacks: ${callbackConfig?.baseUrl ?? receiver.url}/callbacks/...`);
+      } else {
+        say('callbacks: off (no TUNEFLOW_CALLBACK_BASE_URL): the run relies on polling');
+      }
+
+      const taskQueue = `tuneflow-demo-${randomUUID()}`;
+      const worker = await Worker.create({
+        connection: temporal.env.nativeConnection,
+        namespace: temporal.env.namespace,
+        taskQueue,
+        activities: createActivities({ api, callbacks: signer }),
+        ...workflowSource(),
+      });
+
+      // A plain client: awaiting through a time-skipping test server's own client would skip the waits.
+      const client = new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace });
+      const tuneflow = new TuneflowClient({ client, taskQueue });
+      const workflowId = `demo-${randomUUID().slice(0, 8)}`;
+      const input: TrainThenGenerateInput = {
+        tune: { name: 'woman', branch, image_urls: trainingImages },
+        prompts: (values.prompt ?? DEFAULT_PROMPTS).map((text) => ({ text, num_images: 1 })),
+        options: real
+          ? {
+              pollInterval: '15 seconds',
+              maxPollInterval: '1 minute',
+              trainingTimeout: '30 minutes',
+              promptTimeout: '15 minutes',
+            }
+          : {
+              pollInterval: '5 seconds',
+              maxPollInterval: '30 seconds',
+              trainingTimeout: '5 minutes',
+              promptTimeout: '5 minutes',
+            },
+      };
+
+      const result = await worker.runUntil(async () => {
+        const handle = await tuneflow.trainThenGenerate(workflowId, input);
+        say(`started:   trainThenGenerate ${workflowId}`);
+        return follow(handle, { out: io.stdout });
+      });
+
+      say(`tune ${result.tune.id} "${result.tune.title}" trained at ${result.tune.trained_at}`);
+      for (const prompt of result.prompts)
+        say(
+          `prompt ${prompt.id}: ${prompt.user_error ? `failed: ${prompt.user_error}` : (prompt.images ?? []).join(' ')}`,
+        );
+      const dir = path.resolve(values.out ?? 'out', workflowId);
+      const files = await saveImages(result, dir);
+      say(`saved ${files.length} images to ${path.relative(process.cwd(), dir) || dir}`);
+      return ExitCode.ok;
+    } finally {
+      for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    }
+  });
+}
