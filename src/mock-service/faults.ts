@@ -1,0 +1,178 @@
+/**
+ * Fault injection: status faults (500, 429, 504) on API routes, lost and repeated callbacks, tunes that never train.
+ * Faults are validated with zod like every other input of the mock.
+ */
+import { z } from 'zod';
+import { parseInput } from '../api/errors';
+
+/** What may go wrong, and how often. Every rate is a probability from 0 to 1. */
+export interface Faults {
+  /**
+   * Share of API requests answered 500 without being processed.
+   * @default 0
+   */
+  status500Rate?: number;
+  /**
+   * Share of API requests answered 429 (with `Retry-After: 1`) without being processed.
+   * @default 0
+   */
+  status429Rate?: number;
+  /**
+   * Share of API requests that ARE processed and then answered 504, as the service does after 30 s.
+   * @default 0
+   */
+  status504Rate?: number;
+  /**
+   * How long a 504 answer waits after processing, in milliseconds.
+   * @default 0
+   */
+  status504DelayMs?: number;
+  /**
+   * Share of callbacks never sent.
+   * @default 0
+   */
+  callbackDropRate?: number;
+  /**
+   * Share of callbacks sent twice.
+   * @default 0
+   */
+  callbackDuplicateRate?: number;
+  /**
+   * Delay before each callback is sent, in milliseconds.
+   * @default 0
+   */
+  callbackDelayMs?: number;
+  /**
+   * Share of new tunes that never get `trained_at` (FaceID tunes, ready at creation, are not affected).
+   * @default 0
+   */
+  neverTrainRate?: number;
+  /**
+   * Route patterns that status faults apply to, e.g. `['POST /tunes', 'GET /tunes/:id']`.
+   * @default every API route
+   */
+  faultRoutes?: string[];
+  /**
+   * Stop injecting status faults after this many (counted from the last time faults were set).
+   * @default no limit
+   */
+  maxFaults?: number;
+}
+
+const rate = z
+  .number({ error: 'must be a number from 0 to 1' })
+  .min(0, { error: 'must be a number from 0 to 1' })
+  .max(1, {
+    error: 'must be a number from 0 to 1',
+  });
+const millis = z
+  .number({ error: 'must be an integer number of milliseconds, at least 0' })
+  .int({ error: 'must be an integer number of milliseconds, at least 0' })
+  .min(0, { error: 'must be an integer number of milliseconds, at least 0' });
+
+/** The zod schema of Faults; `faultRoutes` must name routes among `apiRoutes`. */
+function faultsSchema(known: ReadonlySet<string>) {
+  return z
+    .strictObject({
+      status500Rate: rate.optional(),
+      status429Rate: rate.optional(),
+      status504Rate: rate.optional(),
+      status504DelayMs: millis.optional(),
+      callbackDropRate: rate.optional(),
+      callbackDuplicateRate: rate.optional(),
+      callbackDelayMs: millis.optional(),
+      neverTrainRate: rate.optional(),
+      faultRoutes: z
+        .array(
+          z.string().refine((r) => known.has(r), {
+            error: `must be an API route pattern such as 'POST /tunes' or 'GET /tunes/:id'`,
+          }),
+          { error: 'must be an array of route patterns' },
+        )
+        .optional(),
+      maxFaults: z
+        .number({ error: 'must be an integer of at least 0' })
+        .int({ error: 'must be an integer of at least 0' })
+        .min(0, { error: 'must be an integer of at least 0' })
+        .optional(),
+    })
+    .superRefine((f, ctx) => {
+      const sum = (f.status500Rate ?? 0) + (f.status429Rate ?? 0) + (f.status504Rate ?? 0);
+      if (sum > 1)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['status500Rate'],
+          message: 'the three status rates must add up to at most 1',
+        });
+    }) satisfies z.ZodType<Faults>;
+}
+
+export type StatusFault = 500 | 429 | 504;
+
+/** Decides, request by request and callback by callback, whether a fault happens. */
+export class FaultInjector {
+  private faults: Faults = {};
+  private routes: Set<string> | undefined;
+  private injected = 0;
+  private readonly schema: ReturnType<typeof faultsSchema>;
+
+  constructor(
+    /** The API route keys (`'POST /tunes'`); read when faults are set, so it may be filled in later. */
+    apiRoutes: ReadonlySet<string>,
+    /** Injectable for deterministic tests of the injector itself. */
+    private readonly random: () => number = Math.random,
+  ) {
+    this.schema = faultsSchema(apiRoutes);
+  }
+
+  /**
+   * Validates and replaces the faults (`{}` resets); throws InvalidInputError naming the field and rule.
+   * @example injector.set({ status500Rate: 1, maxFaults: 2 });
+   */
+  set(faults: unknown): Faults {
+    const parsed = parseInput(this.schema, 'faults', faults);
+    this.faults = parsed;
+    this.routes = parsed.faultRoutes ? new Set(parsed.faultRoutes) : undefined;
+    this.injected = 0;
+    return parsed;
+  }
+
+  /** The faults in force. */
+  get current(): Faults {
+    return this.faults;
+  }
+
+  /** Status faults injected since the faults were last set. */
+  get injectedCount(): number {
+    return this.injected;
+  }
+
+  /**
+   * The status fault for one request to `route`, if any.
+   * @example injector.statusFault('POST /tunes') // 500 | 429 | 504 | undefined
+   */
+  statusFault(route: string): StatusFault | undefined {
+    const f = this.faults;
+    const total = (f.status500Rate ?? 0) + (f.status429Rate ?? 0) + (f.status504Rate ?? 0);
+    if (total === 0) return undefined;
+    if (this.routes && !this.routes.has(route)) return undefined;
+    if (f.maxFaults !== undefined && this.injected >= f.maxFaults) return undefined;
+    // One draw, split by cumulative rates, so each rate is exactly the share given.
+    const r = this.random();
+    let fault: StatusFault | undefined;
+    if (r < (f.status500Rate ?? 0)) fault = 500;
+    else if (r < (f.status500Rate ?? 0) + (f.status429Rate ?? 0)) fault = 429;
+    else if (r < total) fault = 504;
+    if (fault) this.injected++;
+    return fault;
+  }
+
+  /**
+   * True with the probability of the named rate.
+   * @example if (injector.chance('callbackDropRate')) return;
+   */
+  chance(name: 'callbackDropRate' | 'callbackDuplicateRate' | 'neverTrainRate'): boolean {
+    const p = this.faults[name] ?? 0;
+    return p > 0 && this.random() < p;
+  }
+}

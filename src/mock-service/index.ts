@@ -1,0 +1,188 @@
+/**
+ * A faithful in-memory implementation of the fine-tuning service (spec + service notes) for tests, demos and
+ * local development: tunes that train in simulated time, prompts with real PNG images, packs, callbacks, the
+ * account's idempotency setting, and fault injection.
+ *
+ * Test hooks: a prompt whose text contains the word `__fail__` settles with `user_error`; `neverTrainRate` makes
+ * tunes that never train; `POST /__mock/faults` and `GET /__mock/stats` control and observe the mock over HTTP.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { durationToMs, type Duration } from '../duration';
+import { CallbackSender } from './callbacks';
+import { Clock } from './clock';
+import { FaultInjector, type Faults } from './faults';
+import { inspectionRoutes } from './inspection';
+import { packRoutes } from './packs';
+import { promptRoutes } from './prompts';
+import type { ServiceParts } from './requests';
+import { mockRoutes, RouteCounter, Router, serveMock, type MockStats } from './server';
+import { Simulation } from './simulation';
+import { Store } from './store';
+import { themeRoutes } from './themes';
+import { tuneRoutes } from './tunes';
+
+export type { CallbackStats } from './callbacks';
+export type { Faults } from './faults';
+export { FLUX_BASE_TUNE, PACKS } from './fixtures';
+export type { MockStats } from './server';
+
+/** How to start the mock service. */
+export interface MockServiceOptions {
+  /**
+   * Port to listen on; 0 picks a free one.
+   * @default 0
+   */
+  port?: number;
+  /**
+   * Interface to listen on.
+   * @default '127.0.0.1'
+   */
+  host?: string;
+  /**
+   * How long a tune trains (`eta` = creation + this).
+   * @default '2s'
+   */
+  trainingTime?: Duration;
+  /**
+   * How long a prompt takes once its tune is trained.
+   * @default '1s'
+   */
+  inferenceTime?: Duration;
+  /**
+   * The accounts' idempotency setting (spec 4.11): same tune title, or same considered prompt attributes,
+   * returns the existing object.
+   * @default false
+   */
+  idempotency?: boolean;
+  /**
+   * API keys accepted; any other is a 401. Each key is its own account.
+   * @default every key is accepted (each distinct key is its own account)
+   */
+  apiKeys?: string[];
+  /**
+   * Faults to inject from the start.
+   * @default {} (none)
+   */
+  faults?: Faults;
+  /**
+   * Base of the URLs in answers (object URLs, image URLs, uploaded files), for a mock behind a proxy.
+   * @default the listening URL
+   */
+  publicUrl?: string;
+  /**
+   * Receives one short line per request, and callback failures.
+   * @default silent
+   */
+  log?: (line: string) => void;
+}
+
+/** A running mock service. */
+export interface MockService {
+  /** Where it listens, e.g. `http://127.0.0.1:41234`. */
+  readonly url: string;
+  /**
+   * Replaces the faults (`{}` resets); throws InvalidInputError on bad values.
+   * @example mock.setFaults({ status500Rate: 1, maxFaults: 1, faultRoutes: ['POST /tunes'] });
+   */
+  setFaults(faults: Faults): void;
+  /**
+   * Requests per route, callbacks sent, duplicated, dropped and failed, faults injected.
+   * @example mock.stats().routes['POST /tunes']
+   */
+  stats(): MockStats;
+  /**
+   * Stops listening, clears every timer and closes keep-alive and callback connections.
+   * @example await mock.close();
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the mock service.
+ * @example
+ * const mock = await startMockService({ trainingTime: '300ms', inferenceTime: '100ms' });
+ * // ... requests to mock.url with `Authorization: Bearer any-key`
+ * await mock.close();
+ */
+export async function startMockService(options: MockServiceOptions = {}): Promise<MockService> {
+  const trainingMs = durationToMs(options.trainingTime ?? '2s', 'trainingTime');
+  const inferenceMs = durationToMs(options.inferenceTime ?? '1s', 'inferenceTime');
+  const log = options.log;
+  const quiet = log ?? (() => undefined);
+
+  const apiRouteKeys = new Set<string>();
+  const faults = new FaultInjector(apiRouteKeys);
+  const clock = new Clock();
+  const callbacks = new CallbackSender(clock, faults, quiet);
+  const counter = new RouteCounter();
+  const stats = (): MockStats => ({
+    routes: counter.toJSON(),
+    callbacks: { ...callbacks.stats },
+    faults: { injected: faults.injectedCount },
+  });
+
+  const store = new Store(options.idempotency ?? false);
+  const simulation = new Simulation(store, clock, callbacks, faults, { trainingMs, inferenceMs });
+  const parts: ServiceParts = { store, simulation, faults };
+  const router = new Router([
+    ...tuneRoutes(parts),
+    ...promptRoutes(parts),
+    ...packRoutes(parts),
+    ...themeRoutes(parts),
+    ...inspectionRoutes(),
+    ...mockRoutes(store, faults, stats),
+  ]);
+  for (const route of router.routes) if (route.kind === 'api') apiRouteKeys.add(route.key);
+  faults.set(options.faults ?? {});
+
+  const host = options.host ?? '127.0.0.1';
+  const server = createServer();
+  serveMock(
+    server,
+    {
+      store,
+      faults,
+      router,
+      apiKeys: options.apiKeys && new Set(options.apiKeys),
+      delay: (ms, fn) => clock.after(ms, fn),
+      log,
+    },
+    counter,
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${urlHost(host)}:${port}`;
+  store.baseUrl = (options.publicUrl ?? url).replace(/\/+$/, '');
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    setFaults: (f) => void faults.set(f),
+    stats,
+    close() {
+      closing ??= (async () => {
+        clock.stop();
+        await callbacks.close();
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        });
+      })();
+      return closing;
+    },
+  };
+}
+
+/** A host as it goes in a URL: wildcard addresses become loopback, IPv6 gets brackets. */
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
+}

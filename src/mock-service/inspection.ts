@@ -1,0 +1,58 @@
+/**
+ * `POST /images/inspect` (service notes): a class name and one image (file or URL) in, characteristics and quality
+ * flags out. Deterministic: the same image always gets the same answer. A PNG under 512 pixels on a side is
+ * flagged `low_resolution`, as the service advises at least 512x512.
+ */
+import { ImageInspectInput } from '../api/schemas';
+import { fnv1a, pngSize } from './png';
+import { unprocessable, type RouteDefinition } from './requests';
+
+const AGES = ['18-24', '25-34', '35-44', '45-54'];
+const ETHNICITIES = ['white', 'black', 'east asian', 'south asian', 'hispanic', 'middle eastern'];
+const EYE_COLORS = ['brown eyes', 'blue eyes', 'green eyes', 'hazel eyes'];
+const HAIR_COLORS = ['black', 'brown', 'blond', 'red', 'gray'];
+const PEOPLE = new Set(['man', 'woman', 'boy', 'girl', 'person']);
+
+/**
+ * The inspection of one image; `bytes` when it was uploaded, `url` when it was given as a URL.
+ * @example inspect('woman', { bytes }) // { age: '25-34', eye_color: 'brown eyes', blurry: false, ... }
+ */
+export function inspect(name: string, image: { bytes?: Uint8Array; url?: string }): Record<string, unknown> {
+  const h = fnv1a(image.bytes ?? image.url ?? '');
+  const pick = <T>(list: readonly T[], shift: number) => list[(h >>> shift) % list.length];
+  const size = image.bytes ? pngSize(image.bytes) : undefined;
+  const person = PEOPLE.has(name);
+  return {
+    name,
+    age: person ? pick(AGES, 0) : null,
+    ethnicity: person ? pick(ETHNICITIES, 3) : null,
+    eye_color: pick(EYE_COLORS, 6),
+    hair_color: person ? pick(HAIR_COLORS, 9) : null,
+    blurry: (h & 0x1f) === 0,
+    selfie: person && ((h >>> 12) & 0x3) === 0,
+    low_resolution: size !== undefined && Math.min(size.width, size.height) < 512,
+    low_quality: (h & 0x3f) === 1,
+    includes_multiple_people: person && ((h >>> 14) & 0xf) === 0,
+    wearing_sunglasses: person && ((h >>> 18) & 0xf) === 0,
+    funny_face: person && ((h >>> 22) & 0xf) === 0,
+  };
+}
+
+/** The image inspection route of the mock. */
+export function inspectionRoutes(): RouteDefinition[] {
+  return [
+    {
+      method: 'POST',
+      pattern: '/images/inspect',
+      kind: 'api',
+      async handle(ctx) {
+        const { input } = await ctx.bodyInput(ImageInspectInput);
+        let bytes: Uint8Array | undefined;
+        if (input.file instanceof Blob) bytes = new Uint8Array(await input.file.arrayBuffer());
+        else if (input.file !== undefined)
+          throw unprocessable('file', 'must be uploaded as a file in a multipart body; send a URL as file_url');
+        return { status: 200, body: inspect(input.name, { bytes, url: input.file_url }) };
+      },
+    },
+  ];
+}

@@ -1,0 +1,269 @@
+/**
+ * The HTTP side of the mock, on node:http: routing by pattern, authentication (one account per API key), status
+ * faults on API routes, request stats, generated images and uploaded files, and the `/__mock/*` control routes.
+ * Kept light per request (no framework, no URL object, validation only where input arrives) so it sustains
+ * thousands of requests a second.
+ */
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { InvalidInputError } from '../api/errors';
+import type { CallbackStats } from './callbacks';
+import type { FaultInjector } from './faults';
+import { solidPng } from './png';
+import { invalidInput, notFound, RequestContext, ServiceError, type Reply, type RouteDefinition } from './requests';
+import type { Account, Store } from './store';
+
+/** Counts since the mock started. */
+export interface MockStats {
+  /** Requests per route pattern, e.g. `{ 'POST /tunes': 3, 'GET /tunes/:id': 12 }`. */
+  routes: Record<string, number>;
+  callbacks: CallbackStats;
+  /** Status faults injected since faults were last set. */
+  faults: { injected: number };
+}
+
+interface CompiledRoute extends RouteDefinition {
+  readonly key: string;
+  readonly segments: readonly string[];
+}
+
+interface Match {
+  readonly route: CompiledRoute;
+  readonly params: string[];
+}
+
+/** Routes grouped by method and segment count, so a request compares against a handful of patterns. */
+export class Router {
+  private readonly shapes = new Map<string, CompiledRoute[]>();
+  readonly routes: CompiledRoute[] = [];
+
+  constructor(definitions: readonly RouteDefinition[]) {
+    for (const definition of definitions) {
+      const segments = definition.pattern.split('/').slice(1);
+      const route: CompiledRoute = { ...definition, key: `${definition.method} ${definition.pattern}`, segments };
+      this.routes.push(route);
+      const shape = `${definition.method} ${segments.length}`;
+      const list = this.shapes.get(shape) ?? [];
+      list.push(route);
+      // Static segments win over parameters: the route with fewer parameters is tried first.
+      list.sort((a, b) => paramCount(a) - paramCount(b));
+      this.shapes.set(shape, list);
+    }
+  }
+
+  /**
+   * The route for a method and path, with its parameters.
+   * @example router.match('GET', '/tunes/12') // { route: GET /tunes/:id, params: ['12'] }
+   */
+  match(method: string, path: string): Match | undefined {
+    const segments = path.split('/');
+    segments.shift();
+    const candidates = this.shapes.get(`${method} ${segments.length}`);
+    if (!candidates) return undefined;
+    outer: for (const route of candidates) {
+      const params: string[] = [];
+      for (let i = 0; i < segments.length; i++) {
+        const expected = route.segments[i];
+        if (expected.charCodeAt(0) === 58 /* : */) params.push(decodeSegment(segments[i]));
+        else if (expected !== segments[i]) continue outer;
+      }
+      return { route, params };
+    }
+    return undefined;
+  }
+}
+
+function paramCount(route: CompiledRoute): number {
+  return route.segments.filter((s) => s.startsWith(':')).length;
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+export interface ServerParts {
+  readonly store: Store;
+  readonly faults: FaultInjector;
+  readonly router: Router;
+  /** Keys accepted; undefined accepts every key, each its own account. */
+  readonly apiKeys: ReadonlySet<string> | undefined;
+  readonly delay: (ms: number, fn: () => void) => void;
+  readonly log: ((line: string) => void) | undefined;
+}
+
+/** Counts requests per route; a Map, as route keys are not trusted object keys. */
+export class RouteCounter {
+  private readonly counts = new Map<string, number>();
+
+  /** Counts one request to `key`. */
+  add(key: string): void {
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  /** The counts as a JSON object. */
+  toJSON(): Record<string, number> {
+    return Object.fromEntries(this.counts);
+  }
+}
+
+/**
+ * Serves the mock on a node:http server.
+ * @example const server = createServer(); serveMock(server, parts, counter); server.listen(0, '127.0.0.1');
+ */
+export function serveMock(server: Server, parts: ServerParts, counter: RouteCounter): void {
+  const { store, faults, router, apiKeys, log } = parts;
+
+  function authenticate(req: IncomingMessage): Account {
+    const header = req.headers.authorization;
+    const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    if (!match) throw new ServiceError(401, { error: 'Unauthorized: send the header Authorization: Bearer <API key>' });
+    if (apiKeys && !apiKeys.has(match[1])) throw new ServiceError(401, { error: 'Unauthorized: unknown API key' });
+    return store.account(match[1]);
+  }
+
+  function send(req: IncomingMessage, res: ServerResponse, reply: Reply, started: number): void {
+    if (res.destroyed || res.headersSent) return;
+    if (reply.bytes) {
+      res.writeHead(reply.status, {
+        'content-type': reply.type ?? 'application/octet-stream',
+        'content-length': reply.bytes.length,
+        ...reply.headers,
+      });
+      res.end(reply.bytes);
+    } else if (reply.body === undefined) {
+      res.writeHead(reply.status, { 'content-length': 0, ...reply.headers });
+      res.end();
+    } else {
+      const json = JSON.stringify(reply.body);
+      res.writeHead(reply.status, {
+        'content-type': JSON_TYPE,
+        'content-length': Buffer.byteLength(json),
+        ...reply.headers,
+      });
+      res.end(json);
+    }
+    if (log) log(`${req.method} ${pathOf(req.url)} ${reply.status} ${(performance.now() - started).toFixed(1)}ms`);
+  }
+
+  function failure(error: unknown, req: IncomingMessage): Reply {
+    if (error instanceof ServiceError) return { status: error.status, body: error.body };
+    if (error instanceof InvalidInputError) {
+      const e = invalidInput(error);
+      return { status: e.status, body: e.body };
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    // A bug of the mock itself: always visible.
+    (log ?? console.error)(
+      `mock service: ${req.method} ${pathOf(req.url)} failed: ${error instanceof Error ? error.stack : message}`,
+    );
+    return { status: 500, body: { error: `internal error of the mock service: ${message}` } };
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    let path = q === -1 ? url : url.slice(0, q);
+    const query = q === -1 ? '' : url.slice(q + 1);
+    // The service's object URLs may end in .json; a trailing slash is tolerated.
+    if (path.endsWith('.json')) path = path.slice(0, -5);
+    else if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
+    const match = router.match(req.method ?? 'GET', path);
+    if (!match) return send(req, res, { status: 404, body: { error: 'Not found' } }, started);
+    const { route, params } = match;
+    if (route.kind !== 'mock') counter.add(route.key);
+
+    let fault: 500 | 429 | 504 | undefined;
+    let reply: Reply;
+    try {
+      let account: Account | undefined;
+      if (route.kind === 'api') {
+        fault = faults.statusFault(route.key);
+        if (fault === 500)
+          return send(req, res, { status: 500, body: { error: 'Internal server error (injected fault)' } }, started);
+        if (fault === 429)
+          return send(
+            req,
+            res,
+            {
+              status: 429,
+              body: { error: 'Too many requests (injected fault): use callbacks' },
+              headers: { 'retry-after': '1' },
+            },
+            started,
+          );
+        account = authenticate(req);
+      }
+      reply = await route.handle(new RequestContext(req, account, params, query));
+    } catch (error) {
+      reply = failure(error, req);
+    }
+    if (fault === 504) {
+      // Processed, but the answer is lost, as when the service passes its 30 s limit.
+      const timeout: Reply = {
+        status: 504,
+        body: { error: 'Gateway timeout: the request exceeded 30 seconds (injected fault)' },
+      };
+      const delay = faults.current.status504DelayMs ?? 0;
+      if (delay > 0) parts.delay(delay, () => send(req, res, timeout, started));
+      else send(req, res, timeout, started);
+      return;
+    }
+    send(req, res, reply, started);
+  }
+
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    handle(req, res).catch((error: unknown) => send(req, res, failure(error, req), performance.now()));
+  });
+}
+
+function pathOf(url: string | undefined): string {
+  const q = (url ?? '/').indexOf('?');
+  return q === -1 ? (url ?? '/') : (url ?? '/').slice(0, q);
+}
+
+/**
+ * The routes that are not the service's API: generated images, uploaded files, and the mock's own controls.
+ * @example new Router([...apiRoutes, ...mockRoutes(parts, stats)])
+ */
+export function mockRoutes(store: Store, faults: FaultInjector, stats: () => MockStats): RouteDefinition[] {
+  return [
+    {
+      method: 'GET',
+      pattern: '/images/:name',
+      kind: 'public',
+      handle(ctx) {
+        const name = ctx.params[0];
+        if (!/^[\w.-]{1,100}$/.test(name) || !name.endsWith('.png')) throw notFound('Image');
+        return { status: 200, bytes: solidPng(name), type: 'image/png' };
+      },
+    },
+    {
+      method: 'GET',
+      pattern: '/files/:name',
+      kind: 'public',
+      handle(ctx) {
+        const file = store.files.get(ctx.params[0]);
+        if (!file) throw notFound('File');
+        return { status: 200, bytes: file.bytes, type: file.type };
+      },
+    },
+    {
+      method: 'POST',
+      pattern: '/__mock/faults',
+      kind: 'mock',
+      async handle(ctx) {
+        const body = await ctx.body();
+        return { status: 200, body: faults.set(body.value) };
+      },
+    },
+    { method: 'GET', pattern: '/__mock/faults', kind: 'mock', handle: () => ({ status: 200, body: faults.current }) },
+    { method: 'GET', pattern: '/__mock/stats', kind: 'mock', handle: () => ({ status: 200, body: stats() }) },
+  ];
+}
