@@ -1,0 +1,122 @@
+/**
+ * The typed failures a workflow ends with when a deadline passes. Each says which object, how long it waited, and
+ * why it gave up (what the last copy showed, whether callbacks or polls came), so whoever reads it can act.
+ */
+import { ApplicationFailure } from '@temporalio/workflow';
+import ms from 'ms';
+import type { Prompt, Tune } from '../api/schemas';
+
+export const FailureType = {
+  tuneNeverTrained: 'TuneNeverTrained',
+  promptsNeverSettled: 'PromptsNeverSettled',
+  invalidInput: 'InvalidInput',
+} as const;
+export type FailureType = (typeof FailureType)[keyof typeof FailureType];
+
+/** What a wait saw before its deadline. */
+export interface WaitRecord {
+  /** The deadline, in milliseconds from the start of the wait. */
+  timeoutMs: number;
+  /** Polls made during the wait. */
+  polls: number;
+  /** Polls that failed after their retries, and the last such failure's message. */
+  failedPolls: number;
+  lastPollError?: string;
+}
+
+/** The details attached to a TuneNeverTrained failure. */
+export interface TuneNeverTrainedDetails extends WaitRecord {
+  tuneId: number;
+  startedTrainingAt: string | null;
+  eta: string | null;
+}
+
+/** The details attached to a PromptsNeverSettled failure. */
+export interface PromptsNeverSettledDetails extends WaitRecord {
+  tuneId: number;
+  /** The prompts that never got images or a user_error. */
+  promptIds: number[];
+  /** How many prompts the workflow waited for, and how many of them exist. */
+  expected: number;
+  known: number;
+}
+
+/**
+ * The tune was not trained by its deadline.
+ *
+ * @example
+ * throw tuneNeverTrained(tune, { timeoutMs: 21_600_000, polls: 40, failedPolls: 0 });
+ */
+export function tuneNeverTrained(tune: Tune, wait: WaitRecord): ApplicationFailure {
+  const details: TuneNeverTrainedDetails = {
+    tuneId: tune.id,
+    startedTrainingAt: tune.started_training_at ?? null,
+    eta: tune.eta ?? null,
+    ...wait,
+  };
+  const state = tune.started_training_at
+    ? `it started training at ${tune.started_training_at}${tune.eta ? ` (eta ${tune.eta})` : ''} and never got trained_at`
+    : 'it never started training';
+  return ApplicationFailure.nonRetryable(
+    `Tune ${tune.id} was not trained within ${ms(wait.timeoutMs, { long: true })} (trainingTimeout): ${state}; ` +
+      `no callback said otherwise and ${describePolls(wait)}`,
+    FailureType.tuneNeverTrained,
+    details,
+  );
+}
+
+/**
+ * Prompts were not all settled by their deadline; names every prompt still waiting and what it showed.
+ *
+ * @example
+ * throw promptsNeverSettled(tuneId, ledger.unsettled(), { expected: 3, known: 3 }, wait);
+ */
+export function promptsNeverSettled(
+  tuneId: number,
+  unsettled: readonly Prompt[],
+  count: { expected: number; known: number },
+  wait: WaitRecord,
+): ApplicationFailure {
+  const details: PromptsNeverSettledDetails = {
+    tuneId,
+    promptIds: unsettled.map((p) => p.id),
+    ...count,
+    ...wait,
+  };
+  const reasons = unsettled.map(
+    (p) =>
+      `prompt ${p.id} ${p.started_training_at ? `started at ${p.started_training_at} and` : 'never started and'} ` +
+      'has no images and no user_error',
+  );
+  if (count.known < count.expected) reasons.push(`${count.expected - count.known} expected prompts never appeared`);
+  if (count.expected === 0 && count.known === 0) reasons.push('the tune never listed any prompt');
+  return ApplicationFailure.nonRetryable(
+    `Prompts of tune ${tuneId} did not settle within ${ms(wait.timeoutMs, { long: true })} (promptTimeout): ` +
+      `${reasons.join('; ')}; ${describePolls(wait)}`,
+    FailureType.promptsNeverSettled,
+    details,
+  );
+}
+
+function describePolls(wait: WaitRecord): string {
+  const polls = `${wait.polls} poll${wait.polls === 1 ? '' : 's'} found it unfinished`;
+  if (!wait.failedPolls) return polls;
+  return `${polls} (${wait.failedPolls} failed, the last with: ${wait.lastPollError ?? 'unknown error'})`;
+}
+
+/**
+ * Checks the shape of a workflow's input (the starters in client.ts check every rule; a workflow started by name from
+ * elsewhere still fails with a typed failure rather than a task error that retries forever).
+ *
+ * @example
+ * requireInput(Array.isArray(input.prompts), 'prompts', 'must be an array of prompt attributes');
+ */
+export function requireInput(ok: boolean, field: string, rule: string): asserts ok {
+  if (!ok)
+    throw ApplicationFailure.nonRetryable(`Invalid input ${field}: ${rule}`, FailureType.invalidInput, { field, rule });
+}
+
+/** A plain object (not null, not an array): what attribute sets are. */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

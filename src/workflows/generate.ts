@@ -1,0 +1,34 @@
+/**
+ * `generate`: prompts on an existing tune.
+ */
+import { requireInput } from './failures';
+import type { GenerateInput, GenerateResult } from './inputs';
+import { Job } from './job';
+import { Phase } from './messages';
+import { promptTarget } from './tune-kinds';
+
+/**
+ * Creates the prompts (spec 4.5) on an existing tune and waits until every one is settled; returns them in the
+ * caller's order. The tune is read first: one still training is waited for (by polls: its callback, if any, goes to
+ * whoever created it), and a Flux LoRA's prompts run on its base tune with the LoRA in their text.
+ *
+ * @example
+ * await client.workflow.execute(generate, {
+ *   taskQueue: 'tuneflow',
+ *   workflowId: 'order-1234-more',
+ *   args: [{ tuneId: 123, prompts: [{ text: 'ohwx woman, oil painting', num_images: 4 }] }],
+ * });
+ */
+export async function generate(input: GenerateInput): Promise<GenerateResult> {
+  const job = new Job(Phase.training, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
+  return job.run(input?.options, async () => {
+    requireInput(Number.isInteger(input?.tuneId) && input.tuneId > 0, 'tuneId', 'must be a positive integer');
+    requireInput(Array.isArray(input.prompts), 'prompts', 'must be an array of prompt attributes (spec 4.5)');
+    await job.retrieveTune(input.tuneId);
+    // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.
+    const tune = await job.waitUntilTrained();
+    const target = promptTarget(tune);
+    await job.createPrompts(target, input.prompts);
+    return { prompts: await job.waitUntilSettled(target.tuneId) };
+  });
+}

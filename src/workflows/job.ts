@@ -1,0 +1,336 @@
+/**
+ * What every tuneflow workflow does the same way: take callbacks as signals, answer `progress`, call the service
+ * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
+ * at a time, and on cancellation delete what it created when asked.
+ */
+import {
+  CancellationScope,
+  condition,
+  isCancellation,
+  log,
+  proxyActivities,
+  setHandler,
+  sleep,
+} from '@temporalio/workflow';
+import type { TuneflowActivities } from '../activities';
+import type { PackTuneSpec, PromptSpec, TuneSpec, TuneflowOptions } from './inputs';
+import type { Prompt, Tune } from '../api/schemas';
+import { promptsNeverSettled, tuneNeverTrained, type WaitRecord } from './failures';
+import { packPromptsSettledSignal, Phase, progressQuery, promptSettledSignal, tuneTrainedSignal } from './messages';
+import { resolveOptions, type ResolvedOptions } from './options';
+import { isTransientFailure, pollActivityOptions, serviceActivityOptions } from './policies';
+import { pollDelay } from './poll-schedule';
+import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
+import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
+
+/** Creates, deletes and the reads a workflow cannot go on without: the service's full retry policy. */
+const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
+/** Polls: a few attempts; a poll that still fails is counted and the wait goes on. */
+const polls = proxyActivities<TuneflowActivities>(pollActivityOptions);
+
+/** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
+export class Job {
+  phase: Phase;
+  readonly tune = new TuneWatch();
+  readonly prompts: PromptLedger;
+  private readonly counts: Counts = { apiCalls: 0, polls: 0, callbacks: 0 };
+  private settings: ResolvedOptions | undefined;
+  /** The tune this run created, deleted on cancellation when asked; never a tune it only uses. */
+  private createdTuneId: number | undefined;
+
+  /**
+   * Sets the signal and query handlers, before anything can wait, so no callback is missed.
+   *
+   * @example
+   * const job = new Job(Phase.creatingTune, input.prompts.length);
+   */
+  constructor(phase: Phase, expectedPrompts?: number) {
+    this.phase = phase;
+    this.prompts = new PromptLedger(expectedPrompts);
+    setHandler(tuneTrainedSignal, (tune) => {
+      this.counts.callbacks++;
+      this.tune.offer(tune);
+    });
+    setHandler(promptSettledSignal, (prompt) => {
+      this.counts.callbacks++;
+      this.prompts.offer(prompt);
+    });
+    setHandler(packPromptsSettledSignal, (prompts) => {
+      this.counts.callbacks++;
+      if (Array.isArray(prompts)) this.prompts.offerPack(prompts);
+    });
+    setHandler(progressQuery, () => progressOf(this.phase, this.tune.id, this.prompts, this.counts));
+  }
+
+  /** The resolved options; set by `run` before the body starts. */
+  get options(): ResolvedOptions {
+    if (!this.settings) throw new TypeError('Job.options read before Job.run resolved them');
+    return this.settings;
+  }
+
+  /**
+   * Resolves the options (failing at once on a bad one), runs `body`, and keeps the phase true to the outcome. On
+   * cancellation, with `cleanupOnCancel`, it deletes what the run created before the cancellation ends the workflow.
+   *
+   * @example
+   * return job.run(input.options, async () => { ... });
+   */
+  async run<T>(options: TuneflowOptions | undefined, body: () => Promise<T>): Promise<T> {
+    try {
+      this.settings = resolveOptions(options);
+      const result = await body();
+      this.phase = Phase.completed;
+      return result;
+    } catch (err) {
+      if (isCancellation(err)) {
+        if (this.settings?.cleanupOnCancel) await CancellationScope.nonCancellable(() => this.cleanUp());
+        this.phase = Phase.cancelled;
+      } else {
+        this.phase = Phase.failed;
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Creates the tune (spec 4.1); callbacks that beat the answer are merged in.
+   *
+   * @example
+   * const tune = await job.createTune({ ...input.tune, title });
+   */
+  async createTune(tune: TuneSpec & { title: string }): Promise<Tune> {
+    this.phase = Phase.creatingTune;
+    const created = await this.create(() => service.createTune({ tune }));
+    this.createdTuneId = created.id;
+    this.tune.adopt(created);
+    return created;
+  }
+
+  /**
+   * Creates a tune from a pack (spec 4.9); its prompts are the run's from now on. Reused tunes (`tune_ids`) are
+   * never deleted on cancellation.
+   *
+   * @example
+   * const tune = await job.createPackTune(packId, { ...input.tune, title });
+   */
+  async createPackTune(packId: number, tune: PackTuneSpec & { title: string }): Promise<Tune> {
+    this.phase = Phase.creatingTune;
+    const created = await this.create(() => service.createPackTune({ packId, tune }));
+    if (tune.tune_ids === undefined) this.createdTuneId = created.id;
+    this.tune.adopt(created);
+    this.prompts.claimTune(created.id);
+    return created;
+  }
+
+  /**
+   * Reads an existing tune.
+   *
+   * @example
+   * const tune = await job.retrieveTune(input.tuneId);
+   */
+  async retrieveTune(tuneId: number): Promise<Tune> {
+    this.tune.adopt(await this.counted(service.retrieveTune({ tuneId })));
+    return this.tune.latest as Tune;
+  }
+
+  /**
+   * Waits until the tune is trained: for a callback, polling from `untilExpectedMs` (the eta) on; fails with
+   * TuneNeverTrained at the training deadline.
+   *
+   * @example
+   * const trained = await job.waitUntilTrained(untilEtaMs(created));
+   */
+  async waitUntilTrained(untilExpectedMs = 0): Promise<Tune> {
+    this.phase = Phase.training;
+    const tuneId = this.tune.id as number;
+    const wait = await this.waitFor(
+      () => this.tune.trained,
+      this.options.trainingTimeoutMs,
+      untilExpectedMs,
+      async () => this.tune.adopt(await this.counted(polls.retrieveTune({ tuneId }), true)),
+    );
+    if (!wait.done) throw tuneNeverTrained(this.tune.latest as Tune, wait.record);
+    return this.tune.latest as Tune;
+  }
+
+  /**
+   * Creates the prompts on `target`, `promptConcurrency` at a time, each with its input position as key.
+   *
+   * @example
+   * await job.createPrompts(promptTarget(tune), input.prompts);
+   */
+  async createPrompts(target: PromptTarget, specs: readonly PromptSpec[]): Promise<void> {
+    this.phase = Phase.creatingPrompts;
+    await inPool(specs.length, this.options.promptConcurrency, async (i) => {
+      const prompt = { ...specs[i], text: target.textFor(specs[i].text) };
+      const created = await this.create(() => service.createPrompt({ tuneId: target.tuneId, prompt, key: String(i) }));
+      this.prompts.adopt(created, i);
+    });
+  }
+
+  /**
+   * Reads a pack tune's prompts once, to learn which prompts the run waits for (unless the pack's prompts_callback
+   * already told). A read that fails is left to the wait's polls.
+   *
+   * @example
+   * await job.learnPrompts(tune.id);
+   */
+  async learnPrompts(tuneId: number): Promise<void> {
+    if (this.prompts.known) return;
+    await this.pollSafely(async () => this.prompts.learn(await this.counted(polls.listPrompts({ tuneId }), true)));
+  }
+
+  /**
+   * Waits until every prompt is settled: for callbacks, polling all of them with one list call of `tuneId`; fails
+   * with PromptsNeverSettled at the prompt deadline.
+   *
+   * @example
+   * await job.waitUntilSettled(target.tuneId);
+   */
+  async waitUntilSettled(tuneId: number): Promise<Prompt[]> {
+    this.phase = Phase.generating;
+    const wait = await this.waitFor(
+      () => this.prompts.allSettled(),
+      this.options.promptTimeoutMs,
+      0,
+      async () => {
+        const listed = await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.oldestUnsettledId() }), true);
+        this.prompts.learn(listed);
+      },
+    );
+    if (!wait.done) {
+      const count = { expected: this.prompts.total, known: this.prompts.all().length };
+      throw promptsNeverSettled(tuneId, this.prompts.unsettled(), count, wait.record);
+    }
+    return this.prompts.all();
+  }
+
+  /**
+   * Callbacks first, polls as the safety net: waits for `done` until a poll is due, polls once, and again, until
+   * `done` or the deadline; at the deadline it polls one last time before giving up.
+   */
+  private async waitFor(
+    done: () => boolean,
+    timeoutMs: number,
+    untilExpectedMs: number,
+    pollOnce: () => Promise<void>,
+  ): Promise<{ done: boolean; record: WaitRecord }> {
+    const record: WaitRecord = { timeoutMs, polls: 0, failedPolls: 0 };
+    if (done()) return { done: true, record };
+    const deadline = new Deadline(timeoutMs);
+    try {
+      for (;;) {
+        const delay = pollDelay(record.polls + record.failedPolls, this.options, untilExpectedMs);
+        await condition(() => done() || deadline.passed, delay);
+        if (done()) return { done: true, record };
+        await this.pollSafely(pollOnce, record);
+        if (done()) return { done: true, record };
+        if (deadline.passed) return { done: false, record };
+      }
+    } finally {
+      deadline.clear();
+    }
+  }
+
+  /** A poll that fails after its retries is counted and the wait goes on; failures that cannot heal end the run. */
+  private async pollSafely(pollOnce: () => Promise<void>, record?: WaitRecord): Promise<void> {
+    try {
+      await pollOnce();
+      if (record) record.polls++;
+    } catch (err) {
+      if (!isTransientFailure(err)) throw err;
+      const error = describeFailure(err);
+      if (record) {
+        record.failedPolls++;
+        record.lastPollError = error;
+      }
+      log.warn('poll failed; waiting on for a callback or the next poll', { error });
+    }
+  }
+
+  /**
+   * With `cleanupOnCancel`, a create is not started after a cancellation and, once started, is let finish: cleanup
+   * then knows everything that exists on the service.
+   */
+  private async create<T>(start: () => Promise<T>): Promise<T> {
+    if (!this.options.cleanupOnCancel) return this.counted(start());
+    const scope = CancellationScope.current();
+    if (scope.consideredCancelled) await scope.cancelRequested;
+    return this.counted(CancellationScope.nonCancellable(start));
+  }
+
+  private async counted<T>(call: Promise<T>, poll = false): Promise<T> {
+    const result = await call;
+    this.counts.apiCalls++;
+    if (poll) this.counts.polls++;
+    return result;
+  }
+
+  /** Deletes the prompts the run created (those a tune deletion leaves behind), then the tune it created. */
+  private async cleanUp(): Promise<void> {
+    this.phase = Phase.cleaningUp;
+    const prompts = promptsOutlivingTune(this.prompts.all(), this.createdTuneId, this.tune.latest);
+    await inPool(prompts.length, this.options.promptConcurrency, (i) =>
+      this.deleteQuietly(`prompt ${prompts[i].id}`, () =>
+        service.deletePrompt({ tuneId: prompts[i].tune_id, promptId: prompts[i].id }),
+      ),
+    );
+    const tuneId = this.createdTuneId;
+    if (tuneId !== undefined) await this.deleteQuietly(`tune ${tuneId}`, () => service.deleteTune({ tuneId }));
+  }
+
+  /** A deletion that fails is logged, and the cleanup goes on: the cancellation must still end the run. */
+  private async deleteQuietly(what: string, remove: () => Promise<void>): Promise<void> {
+    try {
+      await this.counted(remove());
+    } catch (err) {
+      log.error(`cleanup could not delete ${what}`, { error: describeFailure(err) });
+    }
+  }
+}
+
+/** A deadline as a durable timer: workflow code reads no clock, and a restarted worker keeps the same deadline. */
+class Deadline {
+  passed = false;
+  private readonly scope = new CancellationScope();
+
+  constructor(timeoutMs: number) {
+    this.scope
+      .run(() => sleep(timeoutMs))
+      .then(
+        () => (this.passed = true),
+        () => undefined, // cleared, or the workflow was cancelled
+      );
+  }
+
+  clear(): void {
+    this.scope.cancel();
+  }
+}
+
+/**
+ * Runs `work(0..count-1)` at most `limit` at a time. After a failure no new item starts, but every started one is let
+ * finish before the first failure is thrown, so what they created is known.
+ */
+async function inPool(count: number, limit: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const lane = async () => {
+    while (!failure && next < count) {
+      const i = next++;
+      try {
+        await work(i);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, count) }, lane));
+  if (failure) throw failure.error;
+}
+
+function describeFailure(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
+  return `${err.message}${cause}`;
+}

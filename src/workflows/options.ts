@@ -1,0 +1,97 @@
+/**
+ * The workflows' options: defaults that suit the real service, checked once at workflow start. A bad value fails the
+ * workflow at once with an `InvalidOptions` failure that names the option, instead of surfacing hours later.
+ */
+import { ApplicationFailure } from '@temporalio/workflow';
+import { durationToMs } from '../duration';
+import type { TuneflowOptions } from './inputs';
+
+/**
+ * Defaults. Training takes tens of minutes and prompts about a minute on the real service, and callbacks normally
+ * end each wait: polls are the safety net, so they start minutes apart and slow to one every ten minutes.
+ */
+export const DEFAULT_OPTIONS = {
+  pollInterval: '2 minutes',
+  maxPollInterval: '10 minutes',
+  trainingTimeout: '6 hours',
+  promptTimeout: '1 hour',
+  promptConcurrency: 4,
+  cleanupOnCancel: false,
+} as const satisfies Required<TuneflowOptions>;
+
+/** The most prompt creates at once (the same bound the starters in client.ts check). */
+export const MAX_PROMPT_CONCURRENCY = 32;
+
+/** Options with every default applied and every duration in milliseconds. */
+export interface ResolvedOptions {
+  pollIntervalMs: number;
+  maxPollIntervalMs: number;
+  trainingTimeoutMs: number;
+  promptTimeoutMs: number;
+  promptConcurrency: number;
+  cleanupOnCancel: boolean;
+}
+
+export const INVALID_OPTIONS = 'InvalidOptions';
+
+type DurationOption = 'pollInterval' | 'maxPollInterval' | 'trainingTimeout' | 'promptTimeout';
+const KNOWN_OPTIONS: readonly string[] = Object.keys(DEFAULT_OPTIONS);
+
+/**
+ * Applies defaults and checks every option; throws a non-retryable ApplicationFailure of type `InvalidOptions` that
+ * names the option and the rule.
+ *
+ * @example
+ * resolveOptions({ pollInterval: '30 seconds' }).pollIntervalMs; // 30000
+ * resolveOptions({ pollInterval: 'soon' }); // throws InvalidOptions: "pollInterval: must be a duration ..."
+ */
+export function resolveOptions(options: TuneflowOptions | undefined | null): ResolvedOptions {
+  if (options === undefined || options === null) options = {};
+  if (typeof options !== 'object' || Array.isArray(options)) throw invalid('options', 'must be an object');
+  for (const key of Object.keys(options))
+    if (!KNOWN_OPTIONS.includes(key)) throw invalid(key, `is not an option (known: ${KNOWN_OPTIONS.join(', ')})`);
+
+  const durationOf = (key: DurationOption) => positiveDuration(key, options[key] ?? DEFAULT_OPTIONS[key]);
+  const pollIntervalMs = durationOf('pollInterval');
+  // A slow first interval given alone raises the default ceiling rather than contradicting it.
+  const maxPollIntervalMs =
+    options.maxPollInterval === undefined
+      ? Math.max(pollIntervalMs, durationOf('maxPollInterval'))
+      : durationOf('maxPollInterval');
+  if (maxPollIntervalMs < pollIntervalMs) throw invalid('maxPollInterval', 'must be at least pollInterval');
+
+  const promptConcurrency = options.promptConcurrency ?? DEFAULT_OPTIONS.promptConcurrency;
+  if (!Number.isInteger(promptConcurrency) || promptConcurrency < 1 || promptConcurrency > MAX_PROMPT_CONCURRENCY)
+    throw invalid('promptConcurrency', `must be an integer from 1 to ${MAX_PROMPT_CONCURRENCY}`);
+  const cleanupOnCancel = options.cleanupOnCancel ?? DEFAULT_OPTIONS.cleanupOnCancel;
+  if (typeof cleanupOnCancel !== 'boolean') throw invalid('cleanupOnCancel', 'must be true or false');
+
+  return {
+    pollIntervalMs,
+    maxPollIntervalMs,
+    trainingTimeoutMs: durationOf('trainingTimeout'),
+    promptTimeoutMs: durationOf('promptTimeout'),
+    promptConcurrency,
+    cleanupOnCancel,
+  };
+}
+
+function positiveDuration(key: DurationOption, value: unknown): number {
+  let ms: number;
+  try {
+    if (typeof value !== 'string' && typeof value !== 'number') throw new TypeError('not a string or number');
+    ms = durationToMs(value, key);
+  } catch {
+    throw invalid(key, `must be a duration such as '90 seconds' or a number of milliseconds (got ${show(value)})`);
+  }
+  if (ms <= 0) throw invalid(key, `must be longer than zero (got ${show(value)})`);
+  return ms;
+}
+
+function invalid(option: string, rule: string): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(`Invalid option ${option}: ${rule}`, INVALID_OPTIONS, { option, rule });
+}
+
+function show(value: unknown): string {
+  return JSON.stringify(value) ?? String(value);
+}

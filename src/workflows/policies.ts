@@ -1,0 +1,87 @@
+/**
+ * The service's error policies (spec 7) as Temporal activity options: retries belong to Temporal, not to loops.
+ *
+ * - 500 and other transient failures back off from 30 seconds, doubling, up to 10 minutes between attempts.
+ * - 504 and 429 retry after the delay the activity sets on its failure (`nextRetryDelay`: 60 s, or Retry-After).
+ * - 422, 401/403, 404 and a too-deep offset never retry: the same request would fail the same way.
+ * - Every attempt fits the service's 30 s request limit plus the client's margin, and attempts are bounded, so a
+ *   service that stays down ends the activity with the last typed failure instead of retrying forever.
+ */
+import { ActivityFailure, ApplicationFailure, isCancellation } from '@temporalio/workflow';
+import type { ActivityOptions, RetryPolicy } from '@temporalio/workflow';
+
+/**
+ * Failure types (ErrorKind values of src/api/errors.ts) that retrying cannot fix. Declared here, not imported: workflow
+ * code takes only types from src/api. A unit test keeps the two lists in step with ErrorKind.
+ */
+export const NON_RETRYABLE_ERROR_TYPES = [
+  'InvalidInput',
+  'OffsetTooDeep',
+  'BadRequest',
+  'Unauthorized',
+  'NotFound',
+  'Validation',
+] as const;
+
+/** Failure types that retry under the policy; 504 and 429 with their own delay set by the activity. */
+export const RETRYABLE_ERROR_TYPES = [
+  'RateLimited',
+  'ServerError',
+  'GatewayTimeout',
+  'ConnectionFailure',
+  'ClientTimeout',
+  'UnexpectedResponse',
+] as const;
+
+/**
+ * The service's retry policy: 30 s, 1, 2, 4, 8 minutes, then every 10 minutes; eight attempts span about 35 minutes
+ * of waiting, long enough to ride out an outage, short enough that a dead service fails the job with a typed cause.
+ */
+export const serviceRetryPolicy: RetryPolicy = {
+  initialInterval: '30 seconds',
+  backoffCoefficient: 2,
+  maximumInterval: '10 minutes',
+  maximumAttempts: 8,
+  nonRetryableErrorTypes: [...NON_RETRYABLE_ERROR_TYPES],
+};
+
+/**
+ * One attempt's limit. The client gives up on a request after 35 s (the service answers 504 at 30 s); a retried create
+ * first reads a page or two to find what an earlier attempt made, and a list may span pages.
+ */
+const ATTEMPT_TIMEOUT = '2 minutes';
+
+/** Creates and deletes: what changes the service. Retried under the full policy. */
+export const serviceActivityOptions: ActivityOptions = {
+  startToCloseTimeout: ATTEMPT_TIMEOUT,
+  retry: serviceRetryPolicy,
+};
+
+/**
+ * Retrieves and lists used as polls. Polls are the safety net under callbacks: three attempts (30 s, then 60 s apart),
+ * after which the workflow counts the poll as failed and waits for the next callback or poll; its deadline still
+ * bounds the wait.
+ */
+export const pollActivityOptions: ActivityOptions = {
+  startToCloseTimeout: ATTEMPT_TIMEOUT,
+  retry: { ...serviceRetryPolicy, maximumAttempts: 3 },
+};
+
+/** True when `type` names a failure that retrying cannot fix. */
+export function isNonRetryableType(type: string | null | undefined): boolean {
+  return (NON_RETRYABLE_ERROR_TYPES as readonly (string | null | undefined)[]).includes(type);
+}
+
+/**
+ * True when an activity failed for a reason that may heal (its retries ran out on a 500, a timeout, a lost
+ * connection): a poll that failed so is worth trying again later. Cancellation and non-retryable failures are not.
+ *
+ * @example
+ * isTransientFailure(new ActivityFailure(..., ApplicationFailure.retryable('500', 'ServerError'))); // true
+ */
+export function isTransientFailure(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure) || isCancellation(err)) return false;
+  const cause = err.cause;
+  if (cause instanceof ApplicationFailure) return !cause.nonRetryable && !isNonRetryableType(cause.type);
+  return true;
+}

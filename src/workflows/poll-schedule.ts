@@ -1,0 +1,49 @@
+/**
+ * When to poll, when no callback came. Callbacks normally end every wait; polls are the safety net, so the first
+ * comes one interval after the moment the service expects the work done (a tune's `eta`, a prompt's start) and later
+ * ones back off to a slow ceiling: a lost callback costs minutes, and a slow tune costs few requests.
+ */
+import type { Tune } from '../api/schemas';
+
+/** How much longer each interval is than the one before it. */
+export const POLL_GROWTH = 2;
+
+export interface PollSchedule {
+  /** The first interval, after the expected end; later ones grow from it. */
+  pollIntervalMs: number;
+  /** The slow ceiling of the interval. */
+  maxPollIntervalMs: number;
+}
+
+/**
+ * Milliseconds to wait before the next poll, given how many polls were already made and how long until the service
+ * expects the work done.
+ *
+ * @example
+ * const schedule = { pollIntervalMs: 120_000, maxPollIntervalMs: 600_000 };
+ * pollDelay(0, schedule, 1_800_000); // 1_920_000: two minutes after the eta, half an hour away
+ * pollDelay(1, schedule); // 240_000
+ * pollDelay(5, schedule); // 600_000: the ceiling
+ */
+export function pollDelay(pollsMade: number, schedule: PollSchedule, untilExpectedMs = 0): number {
+  const { pollIntervalMs, maxPollIntervalMs } = schedule;
+  if (pollsMade <= 0) return Math.max(0, untilExpectedMs) + pollIntervalMs;
+  // Capped before it can overflow: 2^60 intervals is past any ceiling.
+  const grown = pollIntervalMs * POLL_GROWTH ** Math.min(pollsMade, 60);
+  return Math.max(pollIntervalMs, Math.min(grown, maxPollIntervalMs));
+}
+
+/**
+ * How long after its creation the service expects the tune trained: `eta - created_at`, both on the service's clock,
+ * so the worker's clock (and a workflow's need for one) never enters. 0 when either is missing or unreadable.
+ *
+ * @example
+ * untilEtaMs({ created_at: '2025-01-01T00:00:00.000Z', eta: '2025-01-01T00:30:00.000Z' }); // 1_800_000
+ */
+export function untilEtaMs(tune: Pick<Tune, 'eta' | 'created_at'>): number {
+  if (!tune.eta || !tune.created_at) return 0;
+  const eta = Date.parse(tune.eta);
+  const created = Date.parse(tune.created_at);
+  if (!Number.isFinite(eta) || !Number.isFinite(created)) return 0;
+  return Math.max(0, eta - created);
+}

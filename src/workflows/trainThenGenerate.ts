@@ -1,0 +1,37 @@
+/**
+ * `trainThenGenerate`: create a tune, wait until it is trained, create the prompts, wait until every one is settled.
+ */
+import { workflowInfo } from '@temporalio/workflow';
+import type { Tune } from '../api/schemas';
+import { isObject, requireInput } from './failures';
+import type { TrainThenGenerateInput, TrainThenGenerateResult } from './inputs';
+import { Job } from './job';
+import { Phase } from './messages';
+import { untilEtaMs } from './poll-schedule';
+import { promptTarget } from './tune-kinds';
+
+/**
+ * Trains a tune (spec 4.1) and generates the prompts (spec 4.5) with it; returns the final tune and prompts, in the
+ * caller's order. The tune's title defaults to the workflow ID, so a retried create finds the tune it made. A Flux
+ * LoRA's prompts run on its base tune with the LoRA in their text; a FaceID tune needs no wait.
+ *
+ * @example
+ * await client.workflow.execute(trainThenGenerate, {
+ *   taskQueue: 'tuneflow',
+ *   workflowId: 'order-1234',
+ *   args: [{ tune: { name: 'woman', image_urls: ['https://example.com/1.jpg'] }, prompts: [{ text: 'ohwx woman' }] }],
+ * });
+ */
+export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<TrainThenGenerateResult> {
+  const job = new Job(Phase.creatingTune, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
+  return job.run(input?.options, async () => {
+    requireInput(isObject(input?.tune), 'tune', 'must be an object of tune attributes (spec 4.1)');
+    requireInput(Array.isArray(input.prompts), 'prompts', 'must be an array of prompt attributes (spec 4.5)');
+    const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowInfo().workflowId });
+    const tune = await job.waitUntilTrained(untilEtaMs(created));
+    const target = promptTarget(tune);
+    await job.createPrompts(target, input.prompts);
+    const prompts = await job.waitUntilSettled(target.tuneId);
+    return { tune: job.tune.latest as Tune, prompts };
+  });
+}
