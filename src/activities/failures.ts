@@ -34,14 +34,6 @@ export function toApplicationFailure(err: unknown): unknown {
       cause: err,
     });
   }
-  if (isMissingFile(err)) {
-    // A training image path the worker cannot read will not appear by retrying.
-    return ApplicationFailure.create({
-      message: `cannot read ${err.path ?? 'a file'}: ${err.message}`,
-      type: ErrorKind.invalidInput,
-      nonRetryable: true,
-    });
-  }
   return err;
 }
 
@@ -57,9 +49,4 @@ function detailsOf(err: TunesError): Record<string, unknown> {
   if (err instanceof ValidationError) return { status: err.status, fieldErrors: err.fieldErrors, body: err.body };
   if (err instanceof APIError) return { status: err.status, method: err.method, path: err.path, body: err.body };
   return {};
-}
-
-function isMissingFile(err: unknown): err is NodeJS.ErrnoException {
-  const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  return code === 'ENOENT' || code === 'EISDIR' || code === 'EACCES';
 }

@@ -1,0 +1,363 @@
+/**
+ * Tier 2: the activities in MockActivityEnvironment, over the real client against the real mock service on loopback.
+ * Every error mapping (type, retryable, next delay) and the look-up-before-retry of both creates.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities, toApplicationFailure, type TuneflowActivities } from '../../src/activities';
+import { APIError, RateLimitError, TunesApi, type Duration } from '../../src/api';
+import { CallbackSigner } from '../../src/callbacks/signing';
+import { startMockService } from '../../src/mock-service';
+
+type Mock = Awaited<ReturnType<typeof startMockService>>;
+
+const SECRET = 'activity-test-secret-0123456789';
+const signer = new CallbackSigner({ baseUrl: 'http://127.0.0.1:9', secret: SECRET });
+let mock: Mock;
+let keyCounter = 0;
+const opened: TunesApi[] = [];
+
+beforeAll(async () => {
+  mock = await startMockService({ port: 0, trainingTime: '200ms', inferenceTime: '100ms' });
+});
+afterAll(async () => {
+  await Promise.all(opened.map((api) => api.close()));
+  await mock.close();
+});
+beforeEach(() => mock.setFaults({}));
+
+/** A fresh account per test, so counts and look-ups see only that test's objects. */
+function account(baseUrl = mock.url, timeout?: Duration) {
+  const apiKey = `activity-key-${++keyCounter}-abcdefghijkl`;
+  const api = new TunesApi({ apiKey, baseUrl, timeout });
+  opened.push(api);
+  return { apiKey, api, activities: createActivities({ api, callbacks: signer }) };
+}
+
+/** Runs one activity as attempt `attempt` of workflow `workflowId`. */
+function run<K extends keyof TuneflowActivities>(
+  activities: TuneflowActivities,
+  name: K,
+  input: Parameters<TuneflowActivities[K]>[0],
+  { attempt = 1, workflowId = 'wf-1' } = {},
+): ReturnType<TuneflowActivities[K]> {
+  const env = new MockActivityEnvironment({
+    attempt,
+    workflowExecution: { workflowId, runId: 'run-1' },
+    scheduledTimestampMs: Date.now() - 1000,
+  });
+  const fn = activities[name] as (arg: typeof input) => ReturnType<TuneflowActivities[K]>;
+  return env.run(fn, input) as ReturnType<TuneflowActivities[K]>;
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ApplicationFailure);
+  return err as ApplicationFailure;
+}
+
+const tune = (title: string) => ({
+  title,
+  name: 'woman',
+  branch: 'fast' as const,
+  image_urls: ['https://img.example.com/1.png', 'https://img.example.com/2.png'],
+});
+
+async function tuneCount(api: TunesApi): Promise<number> {
+  let n = 0;
+  for await (const _ of api.tunes.list()) n++;
+  return n;
+}
+
+describe('createTune', () => {
+  test('creates the tune with the signed tune callback', async () => {
+    const { activities } = account();
+    const created = await run(activities, 'createTune', { tune: tune('job-a') }, { workflowId: 'job-a' });
+    expect(created.title).toBe('job-a');
+    expect(created.callback).toBe(signer.url('tune', 'job-a'));
+    expect(signer.verify('tune', 'job-a', new URL(created.callback!).searchParams.get('sig')!)).toBe(true);
+  });
+
+  test('a 504 after the tune was created: GatewayTimeout, retried after 60 s, and the retry finds the tune', async () => {
+    const { api, activities } = account();
+    const before = mock.stats().routes['POST /tunes'] ?? 0;
+    mock.setFaults({ status504Rate: 1, faultRoutes: ['POST /tunes'], maxFaults: 1 });
+
+    const failure = await failureOf(
+      run(activities, 'createTune', { tune: tune('job-504') }, { workflowId: 'job-504' }),
+    );
+    expect(failure.type).toBe('GatewayTimeout');
+    expect(failure.nonRetryable).toBe(false);
+    expect(failure.nextRetryDelay).toBe('60 seconds');
+
+    const retried = await run(
+      activities,
+      'createTune',
+      { tune: tune('job-504') },
+      { attempt: 2, workflowId: 'job-504' },
+    );
+    expect(retried.title).toBe('job-504');
+    expect(mock.stats().routes['POST /tunes']).toBe(before + 1); // the retry looked, and did not POST again
+    expect(await tuneCount(api)).toBe(1);
+  });
+
+  test('a retry after a 500 that created nothing creates the tune once', async () => {
+    const { api, activities } = account();
+    mock.setFaults({ status500Rate: 1, faultRoutes: ['POST /tunes'], maxFaults: 1 });
+    const failure = await failureOf(run(activities, 'createTune', { tune: tune('job-500') }));
+    expect(failure.type).toBe('ServerError');
+    expect(failure.nonRetryable).toBe(false);
+    expect(failure.nextRetryDelay).toBeUndefined(); // the policy's 30 s backoff applies
+
+    const created = await run(activities, 'createTune', { tune: tune('job-500') }, { attempt: 2 });
+    expect(created.title).toBe('job-500');
+    expect(await tuneCount(api)).toBe(1);
+  });
+
+  test('the first attempt does not look (no list call)', async () => {
+    const { activities } = account();
+    const lists = mock.stats().routes['GET /tunes'] ?? 0;
+    await run(activities, 'createTune', { tune: tune('job-first') });
+    expect(mock.stats().routes['GET /tunes'] ?? 0).toBe(lists);
+  });
+
+  test('a training image path the worker cannot read fails for good, naming it', async () => {
+    const { activities } = account();
+    const failure = await failureOf(
+      run(activities, 'createTune', { tune: { title: 't', name: 'man', images: ['/nonexistent/tuneflow/1.jpg'] } }),
+    );
+    expect(failure.type).toBe('InvalidInput');
+    expect(failure.nonRetryable).toBe(true);
+    expect(failure.message).toContain('tune.images[0]: must be a readable file');
+  });
+});
+
+describe('createPrompt', () => {
+  async function trainedTune(activities: TuneflowActivities, title: string) {
+    return run(activities, 'createTune', { tune: tune(title) }, { workflowId: title });
+  }
+
+  test('creates the prompt with a signed prompt callback carrying its key', async () => {
+    const { activities } = account();
+    const t = await trainedTune(activities, 'job-p');
+    const prompt = await run(
+      activities,
+      'createPrompt',
+      { tuneId: t.id, prompt: { text: 'ohwx woman' }, key: 'p0' },
+      { workflowId: 'job-p' },
+    );
+    expect(prompt.tune_id).toBe(t.id);
+    expect(prompt.callback).toBe(signer.url('prompt', 'job-p', { key: 'p0' }));
+  });
+
+  test('a 504 after the prompt was created: the retry finds it by its considered attributes', async () => {
+    const { api, activities } = account();
+    const t = await trainedTune(activities, 'job-p504');
+    mock.setFaults({ status504Rate: 1, faultRoutes: ['POST /tunes/:id/prompts'], maxFaults: 1 });
+    const input = { tuneId: t.id, prompt: { text: 'ohwx woman, portrait', num_images: 2, seed: 7 }, key: 'p0' };
+    const failure = await failureOf(run(activities, 'createPrompt', input, { workflowId: 'job-p504' }));
+    expect(failure.type).toBe('GatewayTimeout');
+    expect(failure.nextRetryDelay).toBe('60 seconds');
+
+    const posts = mock.stats().routes['POST /tunes/:id/prompts'];
+    const found = await run(activities, 'createPrompt', input, { attempt: 2, workflowId: 'job-p504' });
+    expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(posts);
+    expect(found.text).toBe('ohwx woman, portrait');
+    expect(await api.prompts.list(t.id)).toHaveLength(1);
+  });
+
+  test('a retry does not mistake another prompt of the job (same text, other key) for its own', async () => {
+    const { api, activities } = account();
+    const t = await trainedTune(activities, 'job-twins');
+    const first = await run(
+      activities,
+      'createPrompt',
+      { tuneId: t.id, prompt: { text: 'same' }, key: 'p0' },
+      { workflowId: 'job-twins' },
+    );
+    const second = await run(
+      activities,
+      'createPrompt',
+      { tuneId: t.id, prompt: { text: 'same' }, key: 'p1' },
+      { attempt: 3, workflowId: 'job-twins' },
+    );
+    expect(second.id).not.toBe(first.id);
+    expect(await api.prompts.list(t.id)).toHaveLength(2);
+  });
+
+  test('a prompt posted to a Flux LoRA tune: the service says 422, Validation, never retried, with field errors', async () => {
+    const { activities } = account();
+    const lora = await run(activities, 'createTune', {
+      tune: {
+        ...tune('job-lora'),
+        branch: 'flux1',
+        model_type: 'lora',
+        preset: 'flux-lora-portrait',
+        base_tune_id: 1504944,
+      },
+    });
+    const failure = await failureOf(
+      run(activities, 'createPrompt', { tuneId: lora.id, prompt: { text: 'x' }, key: 'p0' }),
+    );
+    expect(failure.type).toBe('Validation');
+    expect(failure.nonRetryable).toBe(true);
+    expect(failure.message).toContain('422');
+    expect(failure.details?.[0]).toMatchObject({ status: 422 });
+  });
+
+  test('bad input is refused before any request: InvalidInput, never retried, naming the field', async () => {
+    const { activities } = account();
+    const posts = mock.stats().routes['POST /tunes/:id/prompts'] ?? 0;
+    const failure = await failureOf(
+      run(activities, 'createPrompt', { tuneId: 1, prompt: { text: 'x', w: 500 }, key: 'p0' }),
+    );
+    expect(failure.type).toBe('InvalidInput');
+    expect(failure.nonRetryable).toBe(true);
+    expect(failure.message).toContain('prompt.w');
+    expect(mock.stats().routes['POST /tunes/:id/prompts'] ?? 0).toBe(posts);
+  });
+});
+
+describe('reads, lists and deletes', () => {
+  test('listPrompts returns the prompts from minId up, in one list call', async () => {
+    const { activities } = account();
+    const t = await run(activities, 'createTune', { tune: tune('job-list') });
+    const ids: number[] = [];
+    for (const key of ['a', 'b', 'c'])
+      ids.push(
+        (
+          await run(
+            activities,
+            'createPrompt',
+            { tuneId: t.id, prompt: { text: key }, key },
+            { workflowId: 'job-list' },
+          )
+        ).id,
+      );
+    const lists = mock.stats().routes['GET /tunes/:id/prompts'] ?? 0;
+    const listed = await run(activities, 'listPrompts', { tuneId: t.id, minId: ids[1] });
+    expect(listed.map((p) => p.id).sort()).toEqual([ids[1], ids[2]].sort());
+    expect(mock.stats().routes['GET /tunes/:id/prompts']).toBe(lists + 1);
+  });
+
+  test('retrieveTune of an unknown tune: NotFound, never retried', async () => {
+    const { activities } = account();
+    const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 999_999_999 }));
+    expect(failure.type).toBe('NotFound');
+    expect(failure.nonRetryable).toBe(true);
+  });
+
+  test('deletes are idempotent: a tune already gone counts as deleted', async () => {
+    const { api, activities } = account();
+    const t = await run(activities, 'createTune', { tune: tune('job-del') });
+    await run(activities, 'deleteTune', { tuneId: t.id });
+    await run(activities, 'deleteTune', { tuneId: t.id });
+    await expect(api.tunes.retrieve(t.id)).rejects.toMatchObject({ status: 404 });
+  });
+
+  test('createPackTune requests the tune, per-prompt and all-prompts callbacks', async () => {
+    const { api, activities } = account();
+    const [pack] = await api.packs.list();
+    const klass = Object.keys(pack.cost_mc_hash ?? {})[0];
+    const created = await run(
+      activities,
+      'createPackTune',
+      { packId: pack.id, tune: { title: 'job-pack', name: klass, image_urls: ['https://img.example.com/1.png'] } },
+      { workflowId: 'job-pack' },
+    );
+    expect(created.title).toBe('job-pack');
+    const prompts = await api.prompts.list(created.id);
+    expect(prompts.length).toBeGreaterThan(0);
+    for (const p of prompts) expect(p.callback).toBe(signer.url('prompt', 'job-pack', { key: 'pack' }));
+  });
+});
+
+describe('error mapping over the wire', () => {
+  test('429 with Retry-After: RateLimited, retried after Retry-After', async () => {
+    const { activities } = account();
+    mock.setFaults({ status429Rate: 1, maxFaults: 1 });
+    const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 1 }));
+    expect(failure.type).toBe('RateLimited');
+    expect(failure.nonRetryable).toBe(false);
+    expect(failure.nextRetryDelay).toBe(1000);
+  });
+
+  test('401: Unauthorized, never retried, and the API key is nowhere in the failure', async () => {
+    const strict = await startMockService({ port: 0, apiKeys: ['the-only-good-key-0123456789'] });
+    try {
+      const { apiKey, activities } = account(strict.url);
+      const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 1 }));
+      expect(failure.type).toBe('Unauthorized');
+      expect(failure.nonRetryable).toBe(true);
+      expect(JSON.stringify({ m: failure.message, d: failure.details, s: failure.stack })).not.toContain(apiKey);
+    } finally {
+      await strict.close();
+    }
+  });
+
+  test('a refused connection: ConnectionFailure, retried', async () => {
+    const server = http.createServer();
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    await new Promise<void>((r) => server.close(() => r()));
+    const { activities } = account(`http://127.0.0.1:${port}`);
+    const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 1 }));
+    expect(failure.type).toBe('ConnectionFailure');
+    expect(failure.nonRetryable).toBe(false);
+  });
+
+  test('no answer in time: ClientTimeout, retried', async () => {
+    const silent = http.createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const { activities } = account(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, '200ms');
+      const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 1 }));
+      expect(failure.type).toBe('ClientTimeout');
+      expect(failure.nonRetryable).toBe(false);
+    } finally {
+      silent.closeAllConnections();
+      await new Promise<void>((r) => silent.close(() => r()));
+    }
+  });
+});
+
+describe('toApplicationFailure', () => {
+  const req = { method: 'GET', path: '/tunes' };
+  test.each([
+    [400, { error: 'offset above 200: use before_id' }, 'OffsetTooDeep', true],
+    [400, { error: 'bad' }, 'BadRequest', true],
+    [401, {}, 'Unauthorized', true],
+    [403, {}, 'Unauthorized', true],
+    [404, {}, 'NotFound', true],
+    [422, { name: ['is not a class of this pack'] }, 'Validation', true],
+    [500, {}, 'ServerError', false],
+    [502, {}, 'ServerError', false],
+    [504, {}, 'GatewayTimeout', false],
+  ])('%i %j -> %s (nonRetryable %s)', (status, body, type, nonRetryable) => {
+    const failure = toApplicationFailure(APIError.generate(status, req, body)) as ApplicationFailure;
+    expect(failure.type).toBe(type);
+    expect(failure.nonRetryable).toBe(nonRetryable);
+  });
+
+  test('429 without Retry-After waits 60 seconds', () => {
+    const failure = toApplicationFailure(new RateLimitError(429, 'GET', '/tunes', {})) as ApplicationFailure;
+    expect(failure.nextRetryDelay).toBe('60 seconds');
+  });
+
+  test('422 carries the field errors', () => {
+    const failure = toApplicationFailure(
+      APIError.generate(422, req, { name: ['is not a class'] }),
+    ) as ApplicationFailure;
+    expect(failure.details?.[0]).toMatchObject({ fieldErrors: { name: ['is not a class'] } });
+  });
+
+  test('anything else passes through untouched', () => {
+    const err = new Error('boom');
+    expect(toApplicationFailure(err)).toBe(err);
+  });
+});
