@@ -59,7 +59,7 @@ export function tuneNeverTrained(tune: Tune, wait: WaitRecord): ApplicationFailu
     : 'it never started training';
   return ApplicationFailure.nonRetryable(
     `Tune ${tune.id} was not trained within ${ms(wait.timeoutMs, { long: true })} (trainingTimeout): ${state}; ` +
-      `no callback said otherwise and ${describePolls(wait)}`,
+      `no callback said otherwise and ${describePolls(wait, 'it')}`,
     FailureType.tuneNeverTrained,
     details,
   );
@@ -92,14 +92,14 @@ export function promptsNeverSettled(
   if (count.expected === 0 && count.known === 0) reasons.push('the tune never listed any prompt');
   return ApplicationFailure.nonRetryable(
     `Prompts of tune ${tuneId} did not settle within ${ms(wait.timeoutMs, { long: true })} (promptTimeout): ` +
-      `${reasons.join('; ')}; ${describePolls(wait)}`,
+      `${reasons.join('; ')}; ${describePolls(wait, 'them')}`,
     FailureType.promptsNeverSettled,
     details,
   );
 }
 
-function describePolls(wait: WaitRecord): string {
-  const polls = `${wait.polls} poll${wait.polls === 1 ? '' : 's'} found it unfinished`;
+function describePolls(wait: WaitRecord, what: 'it' | 'them'): string {
+  const polls = `${wait.polls} poll${wait.polls === 1 ? '' : 's'} found ${what} unfinished`;
   if (!wait.failedPolls) return polls;
   return `${polls} (${wait.failedPolls} failed, the last with: ${wait.lastPollError ?? 'unknown error'})`;
 }

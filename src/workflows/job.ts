@@ -17,6 +17,7 @@ import type { PackTuneSpec, PromptSpec, TuneSpec, TuneflowOptions } from './inpu
 import type { Prompt, Tune } from '../api/schemas';
 import { promptsNeverSettled, tuneNeverTrained, type WaitRecord } from './failures';
 import { packPromptsSettledSignal, Phase, progressQuery, promptSettledSignal, tuneTrainedSignal } from './messages';
+import { runBounded } from './concurrency';
 import { resolveOptions, type ResolvedOptions } from './options';
 import { isTransientFailure, pollActivityOptions, serviceActivityOptions } from './policies';
 import { pollDelay } from './poll-schedule';
@@ -107,19 +108,32 @@ export class Job {
   }
 
   /**
-   * Creates a tune from a pack (spec 4.9); its prompts are the run's from now on. Reused tunes (`tune_ids`) are
-   * never deleted on cancellation.
+   * Creates a tune from a pack (spec 4.9). The prompts the request makes are the run's from now on: every prompt of
+   * a new tune; on a reused tune (`tune_ids`, the first of which the service answers with) those from `minId` on.
+   * A reused tune is never deleted on cancellation.
    *
    * @example
    * const tune = await job.createPackTune(packId, { ...input.tune, title });
    */
-  async createPackTune(packId: number, tune: PackTuneSpec & { title: string }): Promise<Tune> {
+  async createPackTune(packId: number, tune: PackTuneSpec & { title: string }, minId?: number): Promise<Tune> {
     this.phase = Phase.creatingTune;
+    const reused = tune.tune_ids !== undefined;
     const created = await this.create(() => service.createPackTune({ packId, tune }));
-    if (tune.tune_ids === undefined) this.createdTuneId = created.id;
+    if (!reused) this.createdTuneId = created.id;
     this.tune.adopt(created);
-    this.prompts.claimTune(created.id);
+    this.prompts.claimPack(reused ? { tuneId: created.id, minId, packId } : { tuneId: created.id });
     return created;
+  }
+
+  /**
+   * The id after the newest prompt of a tune: prompts made from now on have this id or a higher one.
+   *
+   * @example
+   * const minId = await job.nextPromptId(input.tune.tune_ids[0]);
+   */
+  async nextPromptId(tuneId: number): Promise<number> {
+    const prompts = await this.counted(service.listPrompts({ tuneId }));
+    return prompts.reduce((max, p) => Math.max(max, p.id), 0) + 1;
   }
 
   /**
@@ -161,7 +175,7 @@ export class Job {
    */
   async createPrompts(target: PromptTarget, specs: readonly PromptSpec[]): Promise<void> {
     this.phase = Phase.creatingPrompts;
-    await inPool(specs.length, this.options.promptConcurrency, async (i) => {
+    await runBounded(specs.length, this.options.promptConcurrency, async (i) => {
       const prompt = { ...specs[i], text: target.textFor(specs[i].text) };
       const created = await this.create(() => service.createPrompt({ tuneId: target.tuneId, prompt, key: String(i) }));
       this.prompts.adopt(created, i);
@@ -177,7 +191,9 @@ export class Job {
    */
   async learnPrompts(tuneId: number): Promise<void> {
     if (this.prompts.known) return;
-    await this.pollSafely(async () => this.prompts.learn(await this.counted(polls.listPrompts({ tuneId }), true)));
+    await this.pollSafely(async () =>
+      this.prompts.learn(await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.pollMinId() }), true)),
+    );
   }
 
   /**
@@ -194,7 +210,7 @@ export class Job {
       this.options.promptTimeoutMs,
       0,
       async () => {
-        const listed = await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.oldestUnsettledId() }), true);
+        const listed = await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.pollMinId() }), true);
         this.prompts.learn(listed);
       },
     );
@@ -270,7 +286,7 @@ export class Job {
   private async cleanUp(): Promise<void> {
     this.phase = Phase.cleaningUp;
     const prompts = promptsOutlivingTune(this.prompts.all(), this.createdTuneId, this.tune.latest);
-    await inPool(prompts.length, this.options.promptConcurrency, (i) =>
+    await runBounded(prompts.length, this.options.promptConcurrency, (i) =>
       this.deleteQuietly(`prompt ${prompts[i].id}`, () =>
         service.deletePrompt({ tuneId: prompts[i].tune_id, promptId: prompts[i].id }),
       ),
@@ -306,27 +322,6 @@ class Deadline {
   clear(): void {
     this.scope.cancel();
   }
-}
-
-/**
- * Runs `work(0..count-1)` at most `limit` at a time. After a failure no new item starts, but every started one is let
- * finish before the first failure is thrown, so what they created is known.
- */
-async function inPool(count: number, limit: number, work: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failure: { error: unknown } | undefined;
-  const lane = async () => {
-    while (!failure && next < count) {
-      const i = next++;
-      try {
-        await work(i);
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, count) }, lane));
-  if (failure) throw failure.error;
 }
 
 function describeFailure(err: unknown): string {

@@ -13,6 +13,11 @@ import { untilEtaMs } from './poll-schedule';
  * Creates a tune from a pack, waits until it is trained, then until every prompt the pack put on it is settled
  * (prompt callbacks, the pack's prompts_callback, or polls of the tune's prompts); returns the final tune and prompts.
  *
+ * With `tune_ids` (existing tunes) the service adds the pack's prompts to each of them and answers with the first:
+ * the workflow follows that first tune. It notes the tune's newest prompt before the request, then waits for the
+ * pack's prompts added after it, and returns that tune with them. To follow each tune, start one `packTune` per
+ * tune. Reused tunes are never deleted on cancellation (only the prompts the request made).
+ *
  * @example
  * await client.workflow.execute(packTune, {
  *   taskQueue: 'tuneflow',
@@ -25,11 +30,17 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
   return job.run(input?.options, async () => {
     requireInput(Number.isInteger(input?.packId) && input.packId > 0, 'packId', 'must be a positive integer');
     requireInput(isObject(input.tune), 'tune', 'must be an object of pack tune attributes (spec 4.9)');
-    const created = await job.createPackTune(input.packId, {
-      ...input.tune,
-      title: input.tune.title ?? workflowInfo().workflowId,
-    });
-    await job.waitUntilTrained(untilEtaMs(created));
+    const reused = input.tune.tune_ids;
+    requireInput(
+      reused === undefined || (Array.isArray(reused) && reused.length > 0 && reused.every(Number.isInteger)),
+      'tune.tune_ids',
+      'must be a non-empty array of tune ids',
+    );
+    const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
+    const title = input.tune.title ?? workflowInfo().workflowId;
+    const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
+    // A reused tune's eta is from its own training, long ago.
+    await job.waitUntilTrained(reused ? 0 : untilEtaMs(created));
     await job.learnPrompts(created.id);
     const prompts = await job.waitUntilSettled(created.id);
     return { tune: job.tune.latest as Tune, prompts };

@@ -121,15 +121,26 @@ export class TuneWatch {
   }
 }
 
-/** The workflow's prompts: created by it, or (for a pack tune) every prompt of the pack's tune. */
+/**
+ * The prompts of a tune that a pack request made: every prompt of a new pack tune; on a reused tune (`tune_ids`),
+ * those newer than the request (`minId`) that belong to the pack (`packId`, when the service says).
+ */
+export interface PackClaim {
+  tuneId: number;
+  /** @default 0: every prompt of the tune */
+  minId?: number;
+  /** Prompts that carry another `pack_id` are not the request's. */
+  packId?: number;
+}
+
+/** The workflow's prompts: created by it, or (for a pack tune) those the pack request made. */
 export class PromptLedger {
   private readonly ours = new Map<number, Prompt>();
   /** Input position of each prompt, so results come back in the caller's order. */
   private readonly slots = new Map<number, number>();
   /** Copies of prompts not (yet) known as ours, by id: callbacks that beat their create's answer. */
   private readonly early = new Map<number, Prompt>();
-  /** Tunes whose every prompt is ours (a pack's tune). */
-  private readonly claimed = new Set<number>();
+  private claim: PackClaim | undefined;
   private expected: number | undefined;
 
   /** @param expected how many prompts the workflow waits for; undefined while unknown (a pack before its list). */
@@ -166,7 +177,7 @@ export class PromptLedger {
   offer(prompt: unknown): boolean {
     if (!hasId(prompt)) return false;
     const p = prompt as Prompt;
-    if (this.ours.has(p.id) || this.claimed.has(p.tune_id)) {
+    if (this.isOurs(p)) {
       this.adopt(p);
       return true;
     }
@@ -175,34 +186,39 @@ export class PromptLedger {
   }
 
   /**
-   * Every prompt of `tuneId` is ours from now on (a pack's tune), including copies already kept aside.
+   * The prompts a pack request made on a tune are ours from now on, including copies already kept aside.
    *
    * @example
-   * ledger.claimTune(packTune.id);
+   * ledger.claimPack({ tuneId: packTune.id });
    */
-  claimTune(tuneId: number): void {
-    this.claimed.add(tuneId);
-    for (const prompt of [...this.early.values()]) if (prompt.tune_id === tuneId) this.adopt(prompt);
+  claimPack(claim: PackClaim): void {
+    this.claim = claim;
+    for (const prompt of [...this.early.values()]) if (this.isOurs(prompt)) this.adopt(prompt);
+  }
+
+  private isOurs(p: Prompt): boolean {
+    if (this.ours.has(p.id)) return true;
+    const claim = this.claim;
+    if (!claim || p.tune_id !== claim.tuneId || p.id < (claim.minId ?? 0)) return false;
+    const packId = (p as { pack_id?: unknown }).pack_id;
+    return claim.packId === undefined || packId === undefined || packId === claim.packId;
   }
 
   /**
-   * A poll's listing: takes the prompts that are ours (created by the run, or of a claimed tune) and passes over the
-   * rest. For a claimed tune, from the first non-empty listing on, the run waits for as many prompts as are known.
+   * A poll's listing: takes the prompts that are ours (created by the run, or claimed for a pack) and passes over the
+   * rest. For a pack, from the first non-empty listing on, the run waits for as many prompts as are known.
    *
    * @example
    * ledger.learn(await listPrompts({ tuneId: packTune.id }));
    */
   learn(prompts: readonly Prompt[]): void {
-    for (const prompt of prompts) {
-      if (!hasId(prompt)) continue;
-      if (this.ours.has(prompt.id) || this.claimed.has(prompt.tune_id)) this.adopt(prompt);
-    }
+    for (const prompt of prompts) if (hasId(prompt) && this.isOurs(prompt)) this.adopt(prompt);
     if (this.ours.size > 0 && (this.expected === undefined || this.expected < this.ours.size))
       this.expected = this.ours.size;
   }
 
   /**
-   * A pack's `prompts_callback`: every prompt of the pack, settled. Prompts of a tune not yet claimed are kept aside
+   * A pack's `prompts_callback`: every prompt of the pack, settled. Prompts not yet claimed are kept aside
    * like any callback's.
    *
    * @example
@@ -242,10 +258,13 @@ export class PromptLedger {
     return [...this.ours.values()].filter((p) => !isPromptSettled(p));
   }
 
-  /** The lowest id still unsettled: a poll needs nothing older. */
-  oldestUnsettledId(): number | undefined {
+  /**
+   * The lowest prompt id a poll must list: the oldest unsettled prompt (nothing older can change the outcome), or
+   * while none is known, the start of a pack's claim.
+   */
+  pollMinId(): number | undefined {
     const ids = this.unsettled().map((p) => p.id);
-    return ids.length ? Math.min(...ids) : undefined;
+    return ids.length ? Math.min(...ids) : this.claim?.minId;
   }
 
   /**

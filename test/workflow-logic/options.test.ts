@@ -1,0 +1,135 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { validateOptions } from '../../src/client';
+import type { TuneflowOptions } from '../../src/workflows/inputs';
+import { DEFAULT_OPTIONS, INVALID_OPTIONS, MAX_PROMPT_CONCURRENCY, resolveOptions } from '../../src/workflows/options';
+
+/** The failure resolveOptions throws for `options`. */
+function failureOf(options: unknown): ApplicationFailure {
+  try {
+    resolveOptions(options as TuneflowOptions);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ApplicationFailure);
+    return err as ApplicationFailure;
+  }
+  throw new Error(`resolveOptions accepted ${JSON.stringify(options)}`);
+}
+
+describe('resolveOptions', () => {
+  test('defaults suit the real service: minutes between polls, hours to train', () => {
+    const resolved = resolveOptions(undefined);
+    expect(resolved).toEqual({
+      pollIntervalMs: 2 * 60_000,
+      maxPollIntervalMs: 10 * 60_000,
+      trainingTimeoutMs: 6 * 3600_000,
+      promptTimeoutMs: 3600_000,
+      promptConcurrency: 4,
+      cleanupOnCancel: false,
+    });
+    expect(resolveOptions({})).toEqual(resolved);
+    expect(resolveOptions(null)).toEqual(resolved);
+  });
+
+  test('the documented defaults are the ones applied', () => {
+    expect(DEFAULT_OPTIONS).toEqual({
+      pollInterval: '2 minutes',
+      maxPollInterval: '10 minutes',
+      trainingTimeout: '6 hours',
+      promptTimeout: '1 hour',
+      promptConcurrency: 4,
+      cleanupOnCancel: false,
+    });
+  });
+
+  test('takes Duration strings and numbers of milliseconds', () => {
+    expect(
+      resolveOptions({
+        pollInterval: '90 seconds',
+        maxPollInterval: '5m',
+        trainingTimeout: 7_200_000,
+        promptTimeout: '45 minutes',
+        promptConcurrency: 8,
+        cleanupOnCancel: true,
+      }),
+    ).toEqual({
+      pollIntervalMs: 90_000,
+      maxPollIntervalMs: 300_000,
+      trainingTimeoutMs: 7_200_000,
+      promptTimeoutMs: 2_700_000,
+      promptConcurrency: 8,
+      cleanupOnCancel: true,
+    });
+  });
+
+  test('a first interval above the default ceiling raises the ceiling when no ceiling is given', () => {
+    expect(resolveOptions({ pollInterval: '20 minutes' })).toMatchObject({
+      pollIntervalMs: 20 * 60_000,
+      maxPollIntervalMs: 20 * 60_000,
+    });
+  });
+
+  test.each([
+    ['pollInterval', 'soon'],
+    ['pollInterval', ''],
+    ['maxPollInterval', '10 minutes '],
+    ['trainingTimeout', 'forever'],
+    ['promptTimeout', { minutes: 5 }],
+    ['promptTimeout', true],
+  ])('a bad %s (%p) fails with InvalidOptions naming it', (option, value) => {
+    const failure = failureOf({ [option]: value });
+    expect(failure.type).toBe(INVALID_OPTIONS);
+    expect(failure.nonRetryable).toBe(true);
+    expect(failure.message).toContain(`Invalid option ${option}: must be a duration`);
+    expect(failure.details).toEqual([expect.objectContaining({ option })]);
+  });
+
+  test.each([
+    ['pollInterval', '0s'],
+    ['trainingTimeout', 0],
+    ['promptTimeout', '-5 minutes'],
+  ])('%s must be longer than zero (%p)', (option, value) => {
+    const failure = failureOf({ [option]: value });
+    expect(failure.type).toBe(INVALID_OPTIONS);
+    expect(failure.message).toMatch(new RegExp(`^Invalid option ${option}: must`));
+  });
+
+  test('the ceiling may not be below the first interval', () => {
+    const failure = failureOf({ pollInterval: '5 minutes', maxPollInterval: '1 minute' });
+    expect(failure.message).toBe('Invalid option maxPollInterval: must be at least pollInterval');
+  });
+
+  test.each([0, -1, 1.5, MAX_PROMPT_CONCURRENCY + 1, '4'])('promptConcurrency %p is refused', (value) => {
+    const failure = failureOf({ promptConcurrency: value });
+    expect(failure.message).toBe(
+      `Invalid option promptConcurrency: must be an integer from 1 to ${MAX_PROMPT_CONCURRENCY}`,
+    );
+  });
+
+  test('cleanupOnCancel must be a boolean', () => {
+    expect(failureOf({ cleanupOnCancel: 'yes' }).message).toBe('Invalid option cleanupOnCancel: must be true or false');
+  });
+
+  test('an unknown option is a typo, refused with the known names', () => {
+    const failure = failureOf({ pollIntervall: '1 minute' });
+    expect(failure.message).toContain('Invalid option pollIntervall: is not an option');
+    expect(failure.message).toContain('pollInterval, maxPollInterval');
+  });
+
+  test('options that are not an object are refused', () => {
+    expect(failureOf(['pollInterval']).message).toBe('Invalid option options: must be an object');
+    expect(failureOf('fast').message).toBe('Invalid option options: must be an object');
+  });
+
+  test('whatever the starters in client.ts accept, the workflows accept', () => {
+    const accepted: TuneflowOptions[] = [
+      {},
+      { pollInterval: '30 minutes' },
+      { pollInterval: 1, maxPollInterval: 1, trainingTimeout: 1, promptTimeout: 1 },
+      { promptConcurrency: 1 },
+      { promptConcurrency: MAX_PROMPT_CONCURRENCY, cleanupOnCancel: true },
+    ];
+    for (const options of accepted) {
+      expect(() => validateOptions(options)).not.toThrow();
+      expect(() => resolveOptions(options)).not.toThrow();
+    }
+  });
+});
