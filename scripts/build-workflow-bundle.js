@@ -17,7 +17,9 @@ async function run() {
   });
   fs.writeFileSync(OUT, code);
   const kib = Math.round(Buffer.byteLength(code) / 1024);
-  process.stdout.write(`workflow bundle: ${path.relative(process.cwd(), OUT)} (${kib} KiB, ${Date.now() - started} ms)\n`);
+  process.stdout.write(
+    `workflow bundle: ${path.relative(process.cwd(), OUT)} (${kib} KiB, ${Date.now() - started} ms)\n`,
+  );
 }
 
 run().catch((err) => {
