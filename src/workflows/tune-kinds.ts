@@ -1,7 +1,7 @@
 /**
  * What kind of tune a workflow holds decides how it waits and where its prompts go (service notes, "Flux and LoRA"):
- * a FaceID tune is ready at creation; a Flux LoRA cannot take prompts itself, they go to its base tune with the LoRA
- * named in the text.
+ * a FaceID tune is ready at creation; a (Flux) LoRA cannot take prompts itself, they go to its base tune with the
+ * LoRA named in the text.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { Prompt, Tune } from '../api/schemas';
@@ -60,21 +60,24 @@ export interface PromptTarget {
 }
 
 /**
- * The prompt target of a tune: itself, or for a Flux LoRA its base tune with the LoRA prepended to every text.
- * A Flux LoRA without a base tune cannot generate: that fails at once with type `MissingBaseTune`.
+ * The prompt target of a tune: itself, or for a LoRA on a base tune (a Flux LoRA above all) the base, with the LoRA
+ * prepended to every text: the service refuses prompts posted to a LoRA itself. A Flux LoRA without a base tune
+ * cannot generate: that fails at once with type `MissingBaseTune`.
  *
  * @example
  * promptTarget({ id: 7, model_type: 'lora', branch: 'flux1', base_tune_id: 1504944 }).tuneId; // 1504944
  */
 export function promptTarget(tune: Pick<Tune, 'id' | 'model_type' | 'branch' | 'base_tune_id'>): PromptTarget {
-  if (!isFluxLoraTune(tune)) return { tuneId: tune.id, textFor: (text) => text };
-  if (typeof tune.base_tune_id !== 'number')
+  const base = tune.base_tune_id;
+  if (tune.model_type === 'lora' && typeof base === 'number')
+    return { tuneId: base, textFor: (text) => loraPromptText(tune.id, text) };
+  if (isFluxLoraTune(tune))
     throw ApplicationFailure.nonRetryable(
       `Tune ${tune.id} is a Flux LoRA without a base_tune_id: its prompts have no tune to run on`,
       'MissingBaseTune',
       { tuneId: tune.id },
     );
-  return { tuneId: tune.base_tune_id, textFor: (text) => loraPromptText(tune.id, text) };
+  return { tuneId: tune.id, textFor: (text) => text };
 }
 
 /**

@@ -57,6 +57,13 @@ describe('promptTarget', () => {
     expect(target.textFor('ohwx woman')).toBe('<lora:77:1> ohwx woman');
   });
 
+  test('any LoRA on a base tune generates on the base; a LoRA without one posts to itself', () => {
+    expect(promptTarget({ id: 8, model_type: 'lora', branch: 'sd15', base_tune_id: 690204 }).tuneId).toBe(690204);
+    const alone = promptTarget({ id: 8, model_type: 'lora', branch: 'sd15', base_tune_id: null });
+    expect(alone.tuneId).toBe(8);
+    expect(alone.textFor('sks dog')).toBe('sks dog');
+  });
+
   test('a Flux LoRA without a base tune fails at once, typed', () => {
     let failure: unknown;
     try {

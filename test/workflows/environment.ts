@@ -1,0 +1,75 @@
+/**
+ * Where the workflow tests get a Temporal server (DESIGN.md, testing tier 4):
+ *
+ * - `TEMPORAL_TEST_SERVER_PATH`: the time-skipping test server at that path;
+ * - `TEMPORAL_ADDRESS` (and `TEMPORAL_NAMESPACE`): an existing server, in real time;
+ * - otherwise the SDK's own download of the test server, tried once by global-setup.ts within a bound.
+ *
+ * Jest decides test-or-skip when a test file loads, but finding a server is async: global-setup.ts decides once per
+ * run and publishes its verdict in process.env, which the test files read here. Only the download may end in a skip
+ * (printed with its reason); a server that was asked for by variable and does not work fails the tests instead.
+ */
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { VERDICT_VARIABLE, verdictFromVariables, type TemporalVerdict } from './global-setup';
+
+export type { TemporalVerdict } from './global-setup';
+
+/**
+ * The verdict global-setup.ts published; without one (a file run outside the `workflows` project), what the
+ * variables say, and no download.
+ */
+export function currentVerdict(env: Record<string, string | undefined> = process.env): TemporalVerdict {
+  const published = env[VERDICT_VARIABLE];
+  if (published) return JSON.parse(published) as TemporalVerdict;
+  const verdict = verdictFromVariables(env);
+  return verdict.kind === 'download'
+    ? {
+        kind: 'unavailable',
+        reason: "the workflows project's globalSetup did not run (see test/workflows/global-setup.ts)",
+      }
+    : verdict;
+}
+
+/** True when the workflow tests have a server to run against. */
+export function temporalAvailable(): boolean {
+  return currentVerdict().kind !== 'unavailable';
+}
+
+/** `test`, or `test.skip` when no Temporal server is available (the reason was printed by global-setup.ts). */
+export const workflowTest: jest.It = temporalAvailable() ? test : test.skip;
+
+/**
+ * A TestWorkflowEnvironment as the verdict says: time-skipping where possible, an existing server otherwise.
+ *
+ * @example
+ * beforeAll(async () => { env = await createTestEnvironment(); });
+ */
+export async function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
+  installQuietRuntime();
+  const verdict = currentVerdict();
+  switch (verdict.kind) {
+    case 'test-server':
+      return TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path: verdict.path } },
+      });
+    case 'existing':
+      return TestWorkflowEnvironment.createFromExistingServer({
+        address: verdict.address,
+        namespace: verdict.namespace,
+      });
+    case 'download':
+      return TestWorkflowEnvironment.createTimeSkipping();
+    default:
+      throw new Error(`no Temporal server for the workflow tests: ${verdict.reason}`);
+  }
+}
+
+/** Worker and core logs at WARN: the tests' own output stays readable. Once per process; later calls are no-ops. */
+function installQuietRuntime(): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // Already installed (another test file in this process): keep it.
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * Everything a workflow scenario runs on, for real: the mock service, the callback receiver signalling through
+ * Temporal, the activities over the service client, and a worker with the bundled workflows. Shared by the workflow
+ * tests and scripts/record-histories.ts.
+ */
+import { randomUUID } from 'node:crypto';
+import type { WorkflowHandle } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import type { History } from '@temporalio/common/lib/proto-utils';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { createActivities } from '../../src/activities';
+import { TunesApi } from '../../src/api';
+import { CallbackSigner } from '../../src/callbacks/signing';
+import { startCallbackReceiver, temporalSignaler, type CallbackReceiver } from '../../src/callbacks/receiver';
+import { startMockService, type MockService, type MockServiceOptions, type MockStats } from '../../src/mock-service';
+import { progressQuery, type Progress } from '../../src/workflows/messages';
+
+/** The API key every scenario uses against its mock: any key is an account there. */
+export const API_KEY = 'tuneflow-test-key';
+const SECRET = 'tuneflow-test-callback-secret';
+
+/** Which client starts and awaits a workflow. */
+export type Clock = 'real' | 'skipping';
+
+/**
+ * Bundles the workflows once, as the worker would load them.
+ *
+ * @example
+ * const bundle = await bundleWorkflows();
+ */
+export async function bundleWorkflows(): Promise<WorkflowBundle> {
+  return bundleWorkflowCode({
+    workflowsPath: require.resolve('../../src/workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
+}
+
+/** One scenario's world: its own mock service and task queue; the harness's receiver and clients. */
+export interface Scenario {
+  readonly mock: MockService;
+  /** A client of the mock for the test's own requests (existing tunes, checks). */
+  readonly api: TunesApi;
+  readonly taskQueue: string;
+  readonly env: TestWorkflowEnvironment;
+  /**
+   * Runs a worker on the scenario's task queue until `fn` settles. Each call is a fresh worker: a restart.
+   * @example await s.withWorker(async () => s.settle(handle));
+   */
+  withWorker<T>(fn: () => Promise<T>, identity?: string): Promise<T>;
+  /**
+   * Starts a workflow by name. `real`: a plain client, so time never skips and the mock's callbacks win their race
+   * against poll timers. `skipping`: env.client, so awaiting the result skips time (retry delays, deadlines).
+   */
+  start(workflow: string, input: unknown, clock: Clock, workflowId?: string): Promise<WorkflowHandle>;
+  /** Waits (querying) until the workflow's progress satisfies `predicate`; needs a running worker. */
+  progressUntil(handle: WorkflowHandle, predicate: (p: Progress) => boolean, timeoutMs?: number): Promise<Progress>;
+  /** The workflow's outcome, its final progress, the mock's counts and the history; needs a running worker. */
+  settle<R = unknown>(handle: WorkflowHandle): Promise<Outcome<R>>;
+}
+
+export interface Outcome<R> {
+  workflowId: string;
+  result?: R;
+  error?: unknown;
+  progress: Progress;
+  stats: MockStats;
+  history: History;
+  /** Ids the scenario made outside the workflow (an existing tune, an older prompt), for assertions. */
+  context?: Record<string, number>;
+}
+
+export interface ScenarioOptions {
+  /** Mock service options (short training and inference, faults). */
+  mock?: MockServiceOptions;
+  /**
+   * Ask the service for callbacks; without, the workflows rely on polling.
+   * @default true
+   */
+  callbacks?: boolean;
+}
+
+/** The receiver and clients every scenario of one environment shares. */
+export class WorkflowHarness {
+  private constructor(
+    readonly env: TestWorkflowEnvironment,
+    private readonly bundle: WorkflowBundle,
+    /** A client that never skips time (see Scenario.start). */
+    readonly realTime: Client,
+    private readonly receiver: CallbackReceiver,
+  ) {}
+
+  /**
+   * Starts the callback receiver for `env`.
+   *
+   * @example
+   * const harness = await WorkflowHarness.start(env, await bundleWorkflows());
+   */
+  static async start(env: TestWorkflowEnvironment, bundle: WorkflowBundle): Promise<WorkflowHarness> {
+    const realTime = new Client({ connection: env.connection, namespace: env.namespace });
+    // The receiver only checks signatures, which do not depend on the base URL.
+    const receiver = await startCallbackReceiver({
+      host: '127.0.0.1',
+      port: 0,
+      signer: new CallbackSigner({ baseUrl: 'http://127.0.0.1', secret: SECRET }),
+      signaler: temporalSignaler(realTime),
+      logger: new DefaultLogger('WARN'),
+    });
+    return new WorkflowHarness(env, bundle, realTime, receiver);
+  }
+
+  /**
+   * Runs `fn` in a fresh scenario: a new mock service and task queue; closed afterwards.
+   *
+   * @example
+   * const outcome = await harness.scenario({ mock: { trainingTime: '1s' } }, async (s) => ...);
+   */
+  async scenario<T>(options: ScenarioOptions, fn: (s: Scenario) => Promise<T>): Promise<T> {
+    const mock = await startMockService({ trainingTime: '1s', inferenceTime: '500ms', ...options.mock });
+    const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
+    const workerApi = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
+    const signer =
+      options.callbacks === false ? undefined : new CallbackSigner({ baseUrl: this.receiver.url, secret: SECRET });
+    const activities = createActivities({ api: workerApi, callbacks: signer });
+    const taskQueue = `tuneflow-test-${randomUUID()}`;
+    const { env, bundle, realTime } = this;
+
+    const scenario: Scenario = {
+      mock,
+      api,
+      taskQueue,
+      env,
+      async withWorker(fn, identity) {
+        const worker = await Worker.create({
+          connection: env.nativeConnection,
+          namespace: env.namespace ?? 'default',
+          taskQueue,
+          workflowBundle: bundle,
+          activities,
+          identity,
+          // No cache: every workflow task replays the whole history, so any nondeterminism fails the scenario.
+          maxCachedWorkflows: 0,
+        });
+        return worker.runUntil(fn);
+      },
+      async start(workflow, input, clock, workflowId = `${workflow}-${randomUUID()}`) {
+        const client = clock === 'real' ? realTime : env.client;
+        return client.workflow.start(workflow, { taskQueue, workflowId, args: [input] });
+      },
+      progressUntil: (handle, predicate, timeoutMs = 30_000) => progressUntil(handle, predicate, timeoutMs),
+      async settle<R>(handle: WorkflowHandle): Promise<Outcome<R>> {
+        let result: R | undefined;
+        let error: unknown;
+        try {
+          result = (await handle.result()) as R;
+        } catch (err) {
+          error = err;
+        }
+        return {
+          workflowId: handle.workflowId,
+          result,
+          error,
+          progress: await handle.query(progressQuery),
+          stats: mock.stats(),
+          history: await handle.fetchHistory(),
+        };
+      },
+    };
+    try {
+      return await fn(scenario);
+    } finally {
+      await Promise.all([api.close(), workerApi.close()]);
+      await mock.close();
+    }
+  }
+
+  /** Closes the receiver; the environment is the caller's. */
+  async close(): Promise<void> {
+    await this.receiver.close();
+  }
+}
+
+async function progressUntil(
+  handle: WorkflowHandle,
+  predicate: (p: Progress) => boolean,
+  timeoutMs: number,
+): Promise<Progress> {
+  let last: Progress | undefined;
+  await waitFor(
+    async () => predicate((last = await handle.query(progressQuery))),
+    () => `progress of ${handle.workflowId} to match (last: ${JSON.stringify(last)})`,
+    timeoutMs,
+  );
+  return last as Progress;
+}
+
+/**
+ * Checks every 100 ms until `check` holds; a bound, not a timing assertion: it fails only when something never
+ * happens.
+ *
+ * @example
+ * await waitFor(async () => (await api.tunes.retrieve(id)).trained_at != null, () => 'the tune to train');
+ */
+export async function waitFor(check: () => Promise<boolean>, what: () => string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * packTune and generate against the real mock service, callback receiver, activities and a Temporal test server,
+ * in real time.
+ */
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Prompt } from '../../src/api/schemas';
+import type { GenerateResult, PackTuneResult } from '../../src/workflows/inputs';
+import { createTestEnvironment, temporalAvailable, workflowTest } from './environment';
+import { bundleWorkflows, WorkflowHarness, type Outcome } from './harness';
+import { PET_PACK_ID, play, scenarios } from './scenarios';
+
+jest.setTimeout(120_000);
+
+let env: TestWorkflowEnvironment | undefined;
+let harness: WorkflowHarness;
+
+beforeAll(async () => {
+  if (!temporalAvailable()) return;
+  env = await createTestEnvironment();
+  harness = await WorkflowHarness.start(env, await bundleWorkflows());
+}, 180_000);
+
+afterAll(async () => {
+  await harness?.close();
+  await env?.teardown();
+});
+
+function resultOf<R>(outcome: Outcome<R>): R {
+  if (outcome.error) throw outcome.error;
+  return outcome.result as R;
+}
+
+const packIdOf = (p: Prompt) => (p as { pack_id?: unknown }).pack_id;
+
+workflowTest('a pack: the tune trains, then every prompt the pack put on it settles', async () => {
+  const outcome = await play<PackTuneResult>(harness, scenarios.pack);
+  const { tune, prompts } = resultOf(outcome);
+  expect(tune.trained_at).toBeTruthy();
+  expect(prompts).toHaveLength(2);
+  for (const prompt of prompts) {
+    expect(prompt.tune_id).toBe(tune.id);
+    expect(packIdOf(prompt)).toBe(PET_PACK_ID);
+    expect(prompt.text).toContain('brown fur');
+    expect(prompt.images?.length).toBeGreaterThan(0);
+  }
+  expect(outcome.stats.routes['POST /p/:pack_id/tunes']).toBe(1);
+  expect(outcome.progress).toMatchObject({ phase: 'completed', prompts: { total: 2, settled: 2, failed: 0 } });
+  // The tune's callback and both prompts' (the pack's prompts_callback may come after the end).
+  expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(3);
+});
+
+workflowTest('a pack on a reused tune (tune_ids): only the prompts the request added are waited for', async () => {
+  const outcome = await play<PackTuneResult>(harness, scenarios.packReusedTune);
+  const { tune, prompts } = resultOf(outcome);
+  const { tuneId, oldPromptId } = outcome.context as { tuneId: number; oldPromptId: number };
+  expect(tune.id).toBe(tuneId);
+  expect(prompts).toHaveLength(2);
+  expect(prompts.map((p) => p.id)).not.toContain(oldPromptId);
+  expect(prompts.every((p) => p.id > oldPromptId && packIdOf(p) === PET_PACK_ID)).toBe(true);
+  expect(prompts.every((p) => (p.images?.length ?? 0) > 0)).toBe(true);
+  expect(outcome.stats.routes['POST /p/:pack_id/tunes']).toBe(1);
+  expect(Object.keys(outcome.stats.routes).filter((route) => route.startsWith('DELETE'))).toEqual([]);
+});
+
+workflowTest(
+  'generate on a tune still training: polls until trained, then the prompts; __fail__ settles with a user_error',
+  async () => {
+    const outcome = await play<GenerateResult>(harness, scenarios.generateOnTrainingTune);
+    const { prompts } = resultOf(outcome);
+    const { tuneId } = outcome.context as { tuneId: number };
+    expect(prompts.map((p) => p.tune_id)).toEqual([tuneId, tuneId]);
+    expect(prompts[0].images).toHaveLength(2);
+    expect(prompts[1].user_error).toBeTruthy();
+    expect(outcome.progress).toMatchObject({
+      phase: 'completed',
+      tuneId,
+      prompts: { total: 2, settled: 2, failed: 1 },
+    });
+    // The first read, then at least one poll while it trained.
+    expect(outcome.stats.routes['GET /tunes/:id']).toBeGreaterThanOrEqual(2);
+    expect(outcome.progress.counts.polls).toBeGreaterThanOrEqual(1);
+  },
+);

@@ -1,0 +1,339 @@
+/**
+ * The workflow scenarios of the issue's "done when" list, defined once: the workflow tests play them and assert on
+ * the outcome; scripts/record-histories.ts plays them and keeps their histories as replay fixtures. Each scenario
+ * brings its own mock service (short training and inference, faults) and drives its workflow as a caller would.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { WorkflowHandle } from '@temporalio/client';
+import type { Prompt, Tune } from '../../src/api/schemas';
+import { FLUX_BASE_TUNE } from '../../src/mock-service';
+import { solidPng } from '../../src/mock-service/png';
+import { promptSettledSignal, tuneTrainedSignal } from '../../src/workflows/messages';
+import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/workflows/inputs';
+import { waitFor, type Outcome, type Scenario, type ScenarioOptions, type WorkflowHarness } from './harness';
+
+export interface ScenarioDefinition {
+  /** Also the workflow ID and the history file name. */
+  name: string;
+  options: ScenarioOptions;
+  run(s: Scenario, workflowId: string): Promise<Outcome<unknown>>;
+}
+
+/** Training images the service never fetches (the mock keeps URLs as given). */
+export const IMAGE_URLS = ['https://example.com/training/1.jpg', 'https://example.com/training/2.jpg'];
+/** The pet pack of the mock: a checkpoint pack for cats and dogs, two prompts per class. */
+export const PET_PACK_ID = 261;
+
+/** Quick polls for scenarios that rely on them (the defaults are minutes). */
+export const QUICK_POLLS: TuneflowOptions = { pollInterval: '1 second', maxPollInterval: '2 seconds' };
+
+/**
+ * Plays a scenario on the harness, as workflow `workflowId` (unique by default).
+ *
+ * @example
+ * const outcome = await play(harness, scenarios.callbacksHappyPath);
+ */
+export function play<R = unknown>(
+  harness: WorkflowHarness,
+  definition: ScenarioDefinition,
+  workflowId = `${definition.name}-${Date.now()}`,
+): Promise<Outcome<R>> {
+  return harness.scenario(definition.options, (s) => definition.run(s, workflowId)) as Promise<Outcome<R>>;
+}
+
+/** Starts and settles in one worker run. */
+function startAndSettle(workflow: string, input: unknown, clock: 'real' | 'skipping') {
+  return (s: Scenario, workflowId: string) =>
+    s.withWorker(async () => s.settle(await s.start(workflow, input, clock, workflowId)));
+}
+
+const twoPrompts: TrainThenGenerateInput['prompts'] = [
+  { text: 'sks dog on a beach', num_images: 2 },
+  { text: 'sks dog in the snow', num_images: 1 },
+];
+
+const fastDog = { name: 'dog', branch: 'fast' as const, image_urls: IMAGE_URLS };
+
+/** Waits until the workflow's tune exists and it is waiting for training (a worker must run). */
+function untilTraining(s: Scenario, handle: WorkflowHandle) {
+  return s.progressUntil(handle, (p) => p.phase === 'training' && p.tuneId !== null);
+}
+
+export const scenarios = {
+  /** Callbacks end every wait: no poll at all with the default (minutes-long) poll interval. */
+  callbacksHappyPath: {
+    name: 'callbacks-happy-path',
+    options: {},
+    run: startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real'),
+  },
+
+  /** Every callback is lost: polls near the eta, then after each prompt's start, finish the job. */
+  callbacksDropped: {
+    name: 'callbacks-dropped',
+    options: { mock: { faults: { callbackDropRate: 1 } } },
+    run: startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts, options: QUICK_POLLS }, 'real'),
+  },
+
+  /**
+   * Every callback comes twice; while the prompts run, stale copies of the tune and prompts and callbacks about
+   * objects that are not the workflow's arrive too. None of it changes the outcome.
+   */
+  callbacksDuplicatedAndReordered: {
+    name: 'callbacks-duplicated-reordered',
+    options: { mock: { inferenceTime: '2s', faults: { callbackDuplicateRate: 1 } } },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const handle = await s.start('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real', workflowId);
+        // Callbacks about objects that are not the workflow's, before its tune exists.
+        await handle.signal(promptSettledSignal, { id: 987_654, tune_id: 1, text: 'other job', images: ['x.png'] });
+        await handle.signal(tuneTrainedSignal, { id: 987_655, trained_at: '2025-01-01T00:00:00.000Z' });
+        const { tuneId } = await s.progressUntil(handle, (p) => p.phase === 'generating');
+        // Late, out-of-order copies: the tune as it was before training, the prompts before they settled.
+        const trained = await s.api.tunes.retrieve(tuneId as number);
+        const stale: Tune = { ...trained, trained_at: null, updated_at: trained.created_at };
+        await handle.signal(tuneTrainedSignal, stale);
+        for await (const prompt of s.api.prompts.list(tuneId as number))
+          await handle.signal(promptSettledSignal, { ...prompt, images: [], user_error: null } as Prompt);
+        return s.settle(handle);
+      }),
+  },
+
+  /** The worker stops while the workflow waits for training; a new worker picks it up and the callback ends it. */
+  workerRestart: {
+    name: 'worker-restart',
+    options: { mock: { trainingTime: '3s' } },
+    run: async (s, workflowId) => {
+      const input: TrainThenGenerateInput = { tune: fastDog, prompts: twoPrompts };
+      const handle = await s.withWorker(async () => {
+        const started = await s.start('trainThenGenerate', input, 'real', workflowId);
+        await untilTraining(s, started);
+        return started;
+      }, 'worker-1');
+      // No worker now: the tune trains and its callback is recorded as a signal, waiting for a worker.
+      await untilSignalled(handle);
+      return s.withWorker(() => s.settle(handle), 'worker-2');
+    },
+  },
+
+  /** A Flux LoRA: prompts go to the Flux base tune with `<lora:ID:1>` ahead of the text. */
+  fluxLora: {
+    name: 'flux-lora',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: {
+          name: 'woman',
+          branch: 'flux1',
+          model_type: 'lora',
+          base_tune_id: FLUX_BASE_TUNE.id,
+          preset: 'flux-lora-portrait',
+          image_urls: IMAGE_URLS,
+        },
+        prompts: [{ text: 'ohwx woman, studio portrait' }, { text: 'ohwx woman, on a bike', num_images: 2 }],
+      },
+      'real',
+    ),
+  },
+
+  /**
+   * A FaceID tune is ready at creation: no wait for training, not even a poll, though every callback is lost.
+   * Its training image is a file the worker reads (a path in the input, never bytes).
+   */
+  faceId: {
+    name: 'faceid',
+    options: { mock: { faults: { callbackDropRate: 1 } } },
+    run: (s, workflowId) => {
+      const image = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-faceid-')), 'face.png');
+      fs.writeFileSync(image, solidPng('faceid-training-image', 64));
+      const input: TrainThenGenerateInput = {
+        tune: { name: 'woman', model_type: 'faceid', base_tune_id: FLUX_BASE_TUNE.id, images: [image] },
+        prompts: [{ text: 'woman, watercolor avatar' }],
+        options: QUICK_POLLS,
+      };
+      return startAndSettle('trainThenGenerate', input, 'real')(s, workflowId);
+    },
+  },
+
+  /** Cancelled while training, with cleanupOnCancel: the tune is deleted before the workflow ends cancelled. */
+  cancelWithCleanup: {
+    name: 'cancel-with-cleanup',
+    options: { mock: { trainingTime: '60s' } },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const input = { tune: fastDog, prompts: twoPrompts, options: { cleanupOnCancel: true } };
+        const handle = await s.start('trainThenGenerate', input, 'real', workflowId);
+        await untilTraining(s, handle);
+        await handle.cancel();
+        return s.settle(handle);
+      }),
+  },
+
+  /** Cancelled without cleanupOnCancel: nothing is deleted. */
+  cancelWithoutCleanup: {
+    name: 'cancel-without-cleanup',
+    options: { mock: { trainingTime: '60s' } },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const handle = await s.start('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real', workflowId);
+        await untilTraining(s, handle);
+        await handle.cancel();
+        return s.settle(handle);
+      }),
+  },
+
+  /** A Flux LoRA cancelled while its prompts run on the base tune: those prompts and the LoRA are deleted. */
+  cancelFluxWhileGenerating: {
+    name: 'cancel-flux-while-generating',
+    options: { mock: { inferenceTime: '60s' } },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const input: TrainThenGenerateInput = {
+          tune: { name: 'man', model_type: 'lora', base_tune_id: FLUX_BASE_TUNE.id, image_urls: IMAGE_URLS },
+          prompts: [{ text: 'ohwx man, headshot' }, { text: 'ohwx man, hiking' }],
+          options: { cleanupOnCancel: true },
+        };
+        const handle = await s.start('trainThenGenerate', input, 'real', workflowId);
+        await s.progressUntil(handle, (p) => p.phase === 'generating');
+        await handle.cancel();
+        return s.settle(handle);
+      }),
+  },
+
+  /** The first POST /tunes gets a 500: the create is retried 30 seconds later and succeeds. */
+  serverErrorBackoff: {
+    name: 'server-error-backoff',
+    options: { mock: { faults: { status500Rate: 1, faultRoutes: ['POST /tunes'], maxFaults: 1 } } },
+    run: startAndSettle(
+      'trainThenGenerate',
+      { tune: { name: 'woman', model_type: 'faceid', image_urls: IMAGE_URLS }, prompts: [] },
+      'skipping',
+    ),
+  },
+
+  /**
+   * The first POST /tunes is processed but answered 504: the create waits 60 seconds, finds the tune by its title,
+   * and does not create a second one.
+   */
+  gatewayTimeoutOnce: {
+    name: 'gateway-timeout-once',
+    options: { mock: { faults: { status504Rate: 1, faultRoutes: ['POST /tunes'], maxFaults: 1 } } },
+    run: startAndSettle(
+      'trainThenGenerate',
+      { tune: { name: 'woman', model_type: 'faceid', image_urls: IMAGE_URLS }, prompts: [] },
+      'skipping',
+    ),
+  },
+
+  /** The service refuses the tune with a 422: the workflow fails at once with the field errors, no retry. */
+  validationError: {
+    name: 'validation-422',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      { tune: { ...fastDog, base_tune_id: 999_999 }, prompts: twoPrompts },
+      'skipping',
+    ),
+  },
+
+  /** A tune that never trains fails at its deadline with TuneNeverTrained, after a bounded number of polls. */
+  tuneNeverTrained: {
+    name: 'tune-never-trained',
+    options: { mock: { faults: { neverTrainRate: 1 } } },
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: fastDog,
+        prompts: twoPrompts,
+        options: { pollInterval: '5 seconds', maxPollInterval: '10 seconds', trainingTimeout: '20 seconds' },
+      },
+      'skipping',
+    ),
+  },
+
+  /** A bad option fails the workflow at once, before any call to the service. */
+  invalidOptions: {
+    name: 'invalid-options',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      { tune: fastDog, prompts: twoPrompts, options: { pollInterval: 'soon' } },
+      'skipping',
+    ),
+  },
+
+  /** A pack on a new tune: the pack's prompts for the class, with the tune's characteristics in their text. */
+  pack: {
+    name: 'pack',
+    options: {},
+    run: startAndSettle(
+      'packTune',
+      {
+        packId: PET_PACK_ID,
+        tune: { name: 'dog', image_urls: IMAGE_URLS, characteristics: { fur: 'brown' } },
+      } satisfies PackTuneInput,
+      'real',
+    ),
+  },
+
+  /**
+   * A pack on an existing tune (`tune_ids`) that already has a prompt: only the prompts the request adds are the
+   * workflow's; the tune is not trained again.
+   */
+  packReusedTune: {
+    name: 'pack-reused-tune',
+    options: {},
+    run: async (s, workflowId) => {
+      const tune = await trainedTune(s, 'existing-dog');
+      const old = await s.api.prompts.create(tune.id, { text: 'sks dog, an older prompt' });
+      const input: PackTuneInput = { packId: PET_PACK_ID, tune: { tune_ids: [tune.id] } };
+      const outcome = await startAndSettle('packTune', input, 'real')(s, workflowId);
+      return { ...outcome, context: { tuneId: tune.id, oldPromptId: old.id } };
+    },
+  },
+
+  /**
+   * `generate` on an existing tune still training: it polls until trained (the tune's callback is not its own),
+   * then runs the prompts; one of them fails by the mock's `__fail__` hook and settles with a user_error.
+   */
+  generateOnTrainingTune: {
+    name: 'generate-on-training-tune',
+    options: { mock: { trainingTime: '2s' } },
+    run: async (s, workflowId) => {
+      const tune = await s.api.tunes.create({
+        title: 'existing-cat',
+        name: 'cat',
+        branch: 'fast',
+        image_urls: IMAGE_URLS,
+      });
+      const input: GenerateInput = {
+        tuneId: tune.id,
+        prompts: [{ text: 'sks cat on a sofa', num_images: 2 }, { text: 'sks cat __fail__' }],
+        options: QUICK_POLLS,
+      };
+      const outcome = await startAndSettle('generate', input, 'real')(s, workflowId);
+      return { ...outcome, context: { tuneId: tune.id } };
+    },
+  },
+} satisfies Record<string, ScenarioDefinition>;
+
+/** A tune made through the API, waited for until trained. */
+async function trainedTune(s: Scenario, title: string): Promise<Tune> {
+  const created = await s.api.tunes.create({ title, name: 'dog', branch: 'fast', image_urls: IMAGE_URLS });
+  let tune = created;
+  await waitFor(
+    async () => !!(tune = await s.api.tunes.retrieve(created.id)).trained_at,
+    () => `tune ${created.id} to train`,
+  );
+  return tune;
+}
+
+/** Waits until the workflow's history holds a signal (no worker needed). */
+function untilSignalled(handle: WorkflowHandle): Promise<void> {
+  return waitFor(
+    async () => !!(await handle.fetchHistory()).events?.some((e) => e.workflowExecutionSignaledEventAttributes),
+    () => `a signal to reach ${handle.workflowId}`,
+  );
+}

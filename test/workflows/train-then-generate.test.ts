@@ -1,0 +1,149 @@
+/**
+ * trainThenGenerate against the real mock service, callback receiver, activities and a Temporal test server, in
+ * real time (a plain client: the mock's callbacks must win their race against poll timers).
+ */
+import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { FLUX_BASE_TUNE } from '../../src/mock-service';
+import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
+import { createTestEnvironment, temporalAvailable, workflowTest } from './environment';
+import { bundleWorkflows, WorkflowHarness, type Outcome } from './harness';
+import { play, scenarios } from './scenarios';
+
+jest.setTimeout(120_000);
+
+let env: TestWorkflowEnvironment | undefined;
+let harness: WorkflowHarness;
+
+beforeAll(async () => {
+  if (!temporalAvailable()) return;
+  env = await createTestEnvironment();
+  harness = await WorkflowHarness.start(env, await bundleWorkflows());
+}, 180_000);
+
+afterAll(async () => {
+  await harness?.close();
+  await env?.teardown();
+});
+
+function resultOf(outcome: Outcome<TrainThenGenerateResult>): TrainThenGenerateResult {
+  if (outcome.error) throw outcome.error;
+  return outcome.result as TrainThenGenerateResult;
+}
+
+workflowTest('happy path: callbacks end every wait, no poll is made', async () => {
+  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.callbacksHappyPath);
+  const { tune, prompts } = resultOf(outcome);
+  expect(tune.trained_at).toBeTruthy();
+  expect(tune.title).toBe(outcome.workflowId);
+  expect(prompts.map((p) => p.text)).toEqual(['sks dog on a beach', 'sks dog in the snow']);
+  expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+  expect(prompts.every((p) => p.tune_id === tune.id)).toBe(true);
+  expect(outcome.stats.routes).toEqual({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 2 });
+  expect(outcome.progress).toEqual({
+    phase: 'completed',
+    tuneId: tune.id,
+    prompts: { total: 2, settled: 2, failed: 0 },
+    counts: { apiCalls: 3, polls: 0, callbacks: 3 },
+  });
+});
+
+workflowTest('every callback dropped: polls near the eta and after the prompts start finish the job', async () => {
+  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.callbacksDropped);
+  const { tune, prompts } = resultOf(outcome);
+  expect(tune.trained_at).toBeTruthy();
+  expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+  expect(outcome.stats.callbacks.dropped).toBe(3);
+  // The tune trains in 1 s and the first poll comes 1 s after its eta; the prompts take 0.5 s and the first list
+  // comes 1 s after they start: one look each, a second only if the machine is slow.
+  const tunePolls = outcome.stats.routes['GET /tunes/:id'] ?? 0;
+  const listPolls = outcome.stats.routes['GET /tunes/:id/prompts'] ?? 0;
+  expect(tunePolls).toBeGreaterThanOrEqual(1);
+  expect(tunePolls).toBeLessThanOrEqual(2);
+  expect(listPolls).toBeGreaterThanOrEqual(1);
+  expect(listPolls).toBeLessThanOrEqual(2);
+  expect(outcome.progress.counts).toEqual({
+    apiCalls: 3 + tunePolls + listPolls,
+    polls: tunePolls + listPolls,
+    callbacks: 0,
+  });
+});
+
+workflowTest('duplicate, stale and foreign callbacks change nothing', async () => {
+  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.callbacksDuplicatedAndReordered);
+  const { tune, prompts } = resultOf(outcome);
+  expect(outcome.stats.callbacks.duplicated).toBe(3);
+  // The stale copy of the tune (untrained) came after it trained: the result keeps the trained one.
+  expect(tune.trained_at).toBeTruthy();
+  // The stale copies of the prompts (no images) came while they ran: every prompt still settles with its images.
+  expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+  expect(prompts.map((p) => p.id)).not.toContain(987_654);
+  expect(outcome.progress.prompts).toEqual({ total: 2, settled: 2, failed: 0 });
+  // Two foreign, one stale tune, two stale prompts, and at least one copy of each of the service's three.
+  expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(8);
+  expect(outcome.progress.counts.polls).toBe(0);
+  expect(outcome.stats.routes['POST /tunes']).toBe(1);
+  expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
+});
+
+workflowTest('a worker restarted in the middle of the training wait: the new worker finishes the job', async () => {
+  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.workerRestart);
+  const { prompts } = resultOf(outcome);
+  expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+  const identities = new Set(
+    outcome.history.events?.flatMap((e) => e.workflowTaskStartedEventAttributes?.identity ?? []),
+  );
+  expect(identities).toEqual(new Set(['worker-1', 'worker-2']));
+  expect(outcome.progress.counts.polls).toBe(0);
+  expect(outcome.stats.routes['POST /tunes']).toBe(1);
+});
+
+workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of the caller's text", async () => {
+  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.fluxLora);
+  const { tune, prompts } = resultOf(outcome);
+  expect(tune).toMatchObject({ model_type: 'lora', branch: 'flux1', base_tune_id: FLUX_BASE_TUNE.id });
+  expect(prompts.map((p) => p.tune_id)).toEqual([FLUX_BASE_TUNE.id, FLUX_BASE_TUNE.id]);
+  expect(prompts.map((p) => p.text)).toEqual([
+    `<lora:${tune.id}:1> ohwx woman, studio portrait`,
+    `<lora:${tune.id}:1> ohwx woman, on a bike`,
+  ]);
+  expect(prompts.map((p) => p.images?.length)).toEqual([1, 2]);
+  expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
+});
+
+workflowTest('FaceID: ready at creation, so no wait and no poll for training', async () => {
+  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.faceId);
+  const { tune, prompts } = resultOf(outcome);
+  expect(tune.model_type).toBe('faceid');
+  expect(tune.orig_images).toHaveLength(1); // the file at the path, uploaded by the worker
+  expect(outcome.stats.routes['GET /tunes/:id']).toBeUndefined();
+  expect(prompts[0].images?.length).toBe(1);
+  expect(outcome.progress.counts.callbacks).toBe(0);
+});
+
+workflowTest('cancelled while training with cleanupOnCancel: the tune is deleted, the run ends cancelled', async () => {
+  const outcome = await play(harness, scenarios.cancelWithCleanup);
+  expect(outcome.error).toBeInstanceOf(WorkflowFailedError);
+  expect((outcome.error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+  expect(outcome.progress.phase).toBe('cancelled');
+  expect(outcome.stats.routes['DELETE /tunes/:id']).toBe(1);
+  expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBeUndefined();
+});
+
+workflowTest('cancelled without cleanupOnCancel: nothing is deleted', async () => {
+  const outcome = await play(harness, scenarios.cancelWithoutCleanup);
+  expect((outcome.error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+  expect(outcome.progress.phase).toBe('cancelled');
+  expect(Object.keys(outcome.stats.routes).filter((route) => route.startsWith('DELETE'))).toEqual([]);
+});
+
+workflowTest(
+  'a Flux LoRA cancelled while generating: its prompts on the base tune, then the LoRA, are deleted',
+  async () => {
+    const outcome = await play(harness, scenarios.cancelFluxWhileGenerating);
+    expect((outcome.error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    expect(outcome.progress.phase).toBe('cancelled');
+    expect(outcome.stats.routes['DELETE /tunes/:tune_id/prompts/:id']).toBe(2);
+    expect(outcome.stats.routes['DELETE /tunes/:id']).toBe(1);
+  },
+);
