@@ -121,7 +121,9 @@ describe('isTransientFailure', () => {
   test('retries that ran out on a server error, a timeout or a lost connection: try again later', () => {
     expect(isTransientFailure(activityFailure(ApplicationFailure.retryable('500', 'ServerError')))).toBe(true);
     expect(isTransientFailure(activityFailure(ApplicationFailure.retryable('gone', 'ConnectionFailure')))).toBe(true);
-    expect(isTransientFailure(activityFailure(new TimeoutFailure('timed out', undefined, 'START_TO_CLOSE')))).toBe(true);
+    expect(isTransientFailure(activityFailure(new TimeoutFailure('timed out', undefined, 'START_TO_CLOSE')))).toBe(
+      true,
+    );
   });
 
   test('failures that cannot heal, and cancellation, are not transient', () => {
