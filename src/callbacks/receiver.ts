@@ -186,6 +186,7 @@ const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
 ]);
 
 const MAX_ISSUES_SHOWN = 5;
+const MAX_LOGGED_CHARS = 200;
 /** How much of a refused body is read and thrown away so the client sees the answer instead of a reset. */
 const DRAIN_LIMIT_BYTES = 8 * 1024 * 1024;
 const DRAIN_LIMIT_MS = 2_000;
@@ -249,7 +250,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     const route = ROUTES.get(path);
     if (route === undefined) {
       if (path === '/healthz') return health(req, res);
-      logger.debug('callback refused', { path, method: req.method, status: 404 });
+      logger.debug('callback refused', { path: clip(path), method: req.method, status: 404 });
       return refuse(req, res, 404, answers.notFound);
     }
     if (req.method !== 'POST') {
@@ -262,7 +263,12 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     const signature = query.get('sig');
     // Checked before the body is read: a stranger's body is never parsed.
     if (!workflowId || !signature || !signer.verify(route.kind, workflowId, signature)) {
-      logger.warn('callback refused', { kind: route.kind, workflowId, status: 403, reason: 'signature' });
+      logger.warn('callback refused', {
+        kind: route.kind,
+        workflowId: clip(workflowId),
+        status: 403,
+        reason: 'signature',
+      });
       return refuse(req, res, 403, answers.forbidden);
     }
     const declared = Number(req.headers['content-length']);
@@ -405,6 +411,11 @@ function drain(req: IncomingMessage): void {
   req.on('end', () => clearTimeout(timer));
   req.on('close', () => clearTimeout(timer));
   req.resume();
+}
+
+/** Unverified values from a URL go into logs shortened: a stranger chooses their length. */
+function clip(value: string | null): string | null {
+  return value !== null && value.length > MAX_LOGGED_CHARS ? `${value.slice(0, MAX_LOGGED_CHARS)}...` : value;
 }
 
 /** An address a local client can use: the wildcard addresses are not. */

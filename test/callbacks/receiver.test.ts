@@ -225,6 +225,13 @@ describe('refused callbacks signal nothing', () => {
     });
   });
 
+  it('403 for a forged callback with a long workflow ID, logged shortened', async () => {
+    const long = 'w'.repeat(5000);
+    expect((await send(`/callbacks/tune?workflowId=${long}&sig=${'ab'.repeat(32)}`, tune)).status).toBe(403);
+    const entry = logs.find((l) => l.meta?.status === 403);
+    expect(entry?.meta?.workflowId).toBe(`${'w'.repeat(200)}...`);
+  });
+
   it('403 for the signature of another workflow', async () => {
     const sig = new URL(signer.url('prompt', 'job-2')).searchParams.get('sig');
     expect((await send(`/callbacks/prompt?workflowId=job-1&sig=${sig}`, prompt)).status).toBe(403);
