@@ -1,0 +1,136 @@
+/**
+ * `tuneflow mock-service`: runs the mock service in the foreground, logging requests briefly, until SIGINT or
+ * SIGTERM. Its first line of output is `listening on http://HOST:PORT`, for scripts that start it and wait.
+ */
+import { parseArgs } from 'node:util';
+import { durationToMs, type Duration } from '../duration';
+import { startMockService } from './index';
+
+export const MOCK_SERVICE_USAGE = `Usage: tuneflow mock-service [flags]
+
+Runs an in-memory mock of the fine-tuning service (tunes, prompts, packs, callbacks) until Ctrl-C.
+
+Flags:
+  --port N                 port to listen on; 0 picks a free one (default 0)
+  --host H                 interface to listen on (default 127.0.0.1)
+  --training-time D        how long a tune trains, e.g. '30s' or '2 minutes' (default 2s)
+  --inference-time D       how long a prompt takes once its tune is trained (default 1s)
+  --idempotency on|off     the accounts' idempotency setting (default off)
+  --api-key KEY            accept only this key (repeatable); by default every key is its own account
+  --help                   show this help
+`;
+
+/** Where the command writes; tests pass their own streams and abort signal. */
+export interface MockServiceCommandIO {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  /** Stops the service like SIGINT/SIGTERM do. */
+  signal?: AbortSignal;
+}
+
+class FlagError extends Error {}
+
+function parseFlags(argv: string[]) {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'training-time': { type: 'string' },
+        'inference-time': { type: 'string' },
+        idempotency: { type: 'string' },
+        'api-key': { type: 'string', multiple: true },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (error) {
+    // parseArgs names the flag; its hint about positionals does not apply here.
+    throw new FlagError((error as Error).message.replace(/\. To specify a positional.*$/s, ''));
+  }
+  const port = values.port === undefined ? 0 : Number(values.port);
+  if (!/^\d+$/.test(values.port ?? '0') || port > 65535)
+    throw new FlagError(`--port: must be an integer from 0 to 65535 (got ${JSON.stringify(values.port)})`);
+  const duration = (flag: 'training-time' | 'inference-time') => {
+    const value = values[flag];
+    if (value === undefined) return undefined;
+    try {
+      durationToMs(value, `--${flag}`);
+    } catch (error) {
+      throw new FlagError((error as Error).message);
+    }
+    return value;
+  };
+  const idempotency = values.idempotency ?? 'off';
+  if (idempotency !== 'on' && idempotency !== 'off')
+    throw new FlagError(`--idempotency: must be on or off (got ${JSON.stringify(idempotency)})`);
+  if (values.host !== undefined && values.host.trim() === '') throw new FlagError('--host: must not be empty');
+  return {
+    help: values.help ?? false,
+    port,
+    host: values.host ?? '127.0.0.1',
+    trainingTime: duration('training-time'),
+    inferenceTime: duration('inference-time'),
+    idempotency: idempotency === 'on',
+    apiKeys: values['api-key'],
+  };
+}
+
+/**
+ * Runs the mock service until SIGINT/SIGTERM (or `io.signal`); resolves with the exit code.
+ * @example process.exitCode = await mockServiceCommand(['--port', '8080', '--training-time', '10s']);
+ */
+export async function mockServiceCommand(
+  argv: string[],
+  io: MockServiceCommandIO = { stdout: process.stdout, stderr: process.stderr },
+): Promise<number> {
+  let flags: ReturnType<typeof parseFlags>;
+  try {
+    flags = parseFlags(argv);
+  } catch (error) {
+    if (!(error instanceof FlagError)) throw error;
+    io.stderr.write(`tuneflow mock-service: ${error.message}\n\n${MOCK_SERVICE_USAGE}`);
+    return 2;
+  }
+  if (flags.help) {
+    io.stdout.write(MOCK_SERVICE_USAGE);
+    return 0;
+  }
+
+  let mock;
+  try {
+    mock = await startMockService({
+      port: flags.port,
+      host: flags.host,
+      // Checked by durationToMs above.
+      trainingTime: flags.trainingTime as Duration | undefined,
+      inferenceTime: flags.inferenceTime as Duration | undefined,
+      idempotency: flags.idempotency,
+      apiKeys: flags.apiKeys,
+      log: (line) => io.stdout.write(`${line}\n`),
+    });
+  } catch (error) {
+    io.stderr.write(`tuneflow mock-service: could not start: ${(error as Error).message}\n`);
+    return 1;
+  }
+  io.stdout.write(`listening on ${mock.url}\n`);
+
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      io.signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    if (io.signal?.aborted) stop();
+    else io.signal?.addEventListener('abort', stop);
+  });
+  await mock.close();
+  io.stdout.write('stopped\n');
+  return 0;
+}
