@@ -1,8 +1,6 @@
 /** Likes (service notes): feedback on prompts, aggregated to sort prompts and packs. */
 import { z } from 'zod';
-import { parseInput } from './errors';
-import type { HttpClient, RequestOptions } from './http';
-import { ResourceId } from './schemas';
+import { resourceId, type HttpClient, type RequestOptions } from './http';
 
 // 201 with an empty body; anything else the service may add is ignored.
 const LikeAnswer = z.unknown();
@@ -23,7 +21,7 @@ export class Likes {
    * await api.likes.create(promptId);
    */
   async create(promptId: number, options?: RequestOptions): Promise<void> {
-    const id = parseInput(ResourceId, 'promptId', promptId);
+    const id = resourceId(promptId, 'promptId');
     await this.http.request('POST', `/prompts/${id}/likes`, LikeAnswer, undefined, undefined, options);
   }
 
@@ -34,7 +32,7 @@ export class Likes {
    * await api.likes.delete(promptId);
    */
   async delete(promptId: number, options?: RequestOptions): Promise<void> {
-    const id = parseInput(ResourceId, 'promptId', promptId);
+    const id = resourceId(promptId, 'promptId');
     await this.http.request('DELETE', `/prompts/${id}/likes`, LikeAnswer, undefined, undefined, options);
   }
 }

@@ -1,8 +1,8 @@
 /** Packs (spec 4.9, service notes): curated prompts plus training settings; a tune made from one gets its prompts. */
 import { z } from 'zod';
 import { parseInput } from './errors';
-import { Upload, type HttpClient, type RequestOptions } from './http';
-import { Pack, PackDetail, PackListParams, PackTuneCreateInput, ResourceId, Tune } from './schemas';
+import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
+import { Pack, PackDetail, PackListParams, PackTuneCreateInput, Tune } from './schemas';
 
 const PackList = z.array(Pack);
 
@@ -34,7 +34,7 @@ export class Packs {
    * const classes = Object.keys((await api.packs.retrieve(packId)).prompts_per_class ?? {});
    */
   async retrieve(packId: number, options?: RequestOptions): Promise<PackDetail> {
-    const id = parseInput(ResourceId, 'packId', packId);
+    const id = resourceId(packId, 'packId');
     return this.http.request('GET', `/p/${id}`, PackDetail, undefined, undefined, options);
   }
 
@@ -48,7 +48,7 @@ export class Packs {
    * });
    */
   async createTune(packId: number, input: PackTuneCreateInput, options?: RequestOptions): Promise<Tune> {
-    const id = parseInput(ResourceId, 'packId', packId);
+    const id = resourceId(packId, 'packId');
     const tune = parseInput(PackTuneCreateInput, 'tune', input);
     const body = { ...tune, images: tune.images?.map((file) => new Upload(file)) };
     return this.http.request('POST', `/p/${id}/tunes`, Tune, { tune: body }, undefined, options);

@@ -1,7 +1,7 @@
 /** Prompts (spec 4.5-4.8): text that makes a tune generate images; the prompt object holds them once done. */
 import { z } from 'zod';
 import { parseInput } from './errors';
-import { Upload, type HttpClient, type RequestOptions } from './http';
+import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
 import { PagedList } from './pagination';
 import {
   DeleteResult,
@@ -9,7 +9,6 @@ import {
   Prompt,
   PromptCreateInput,
   PromptListParams,
-  ResourceId,
   type PromptAttributesInput,
 } from './schemas';
 
@@ -44,7 +43,7 @@ export class Prompts {
    * const prompt = await api.prompts.create(tuneId, { text: 'ohwx man on a beach', num_images: 4, w: 512, h: 640 });
    */
   async create(tuneId: number, input: PromptCreateInput, options?: RequestOptions): Promise<Prompt> {
-    const id = parseInput(ResourceId, 'tuneId', tuneId);
+    const id = resourceId(tuneId, 'tuneId');
     const prompt = parseInput(PromptCreateInput, 'prompt', input);
     return this.http.request(
       'POST',
@@ -63,8 +62,8 @@ export class Prompts {
    * const { images } = await api.prompts.retrieve(tuneId, promptId);
    */
   async retrieve(tuneId: number, promptId: number, options?: RequestOptions): Promise<Prompt> {
-    const tune = parseInput(ResourceId, 'tuneId', tuneId);
-    const id = parseInput(ResourceId, 'promptId', promptId);
+    const tune = resourceId(tuneId, 'tuneId');
+    const id = resourceId(promptId, 'promptId');
     return this.http.request('GET', `/tunes/${tune}/prompts/${id}`, Prompt, undefined, undefined, options);
   }
 
@@ -76,7 +75,7 @@ export class Prompts {
    */
   list(tuneId: number, params?: PromptListParams, options?: RequestOptions): PagedList<Prompt> {
     return new PagedList(() => {
-      const id = parseInput(ResourceId, 'tuneId', tuneId);
+      const id = resourceId(tuneId, 'tuneId');
       return this.#pages(`/tunes/${id}/prompts`, params, options);
     });
   }
@@ -98,8 +97,8 @@ export class Prompts {
    * const { message } = await api.prompts.delete(tuneId, promptId);
    */
   async delete(tuneId: number, promptId: number, options?: RequestOptions): Promise<DeleteResult> {
-    const tune = parseInput(ResourceId, 'tuneId', tuneId);
-    const id = parseInput(ResourceId, 'promptId', promptId);
+    const tune = resourceId(tuneId, 'tuneId');
+    const id = resourceId(promptId, 'promptId');
     return this.http.request('DELETE', `/tunes/${tune}/prompts/${id}`, DeleteResult, undefined, undefined, options);
   }
 

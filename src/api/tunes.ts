@@ -1,10 +1,10 @@
 /** Tunes (spec 4.1-4.4): fine-tuned models trained from training images. */
 import { z } from 'zod';
 import { parseInput } from './errors';
-import { Upload, type HttpClient, type RequestOptions } from './http';
+import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
 import { PagedList } from './pagination';
 import { promptBody } from './prompts';
-import { DeleteResult, LIMITS, ResourceId, Tune, TuneCreateInput, TuneListParams } from './schemas';
+import { DeleteResult, LIMITS, Tune, TuneCreateInput, TuneListParams } from './schemas';
 
 const TuneList = z.array(Tune);
 // The body of a tune delete is not shown by the spec: nothing, or any object.
@@ -43,7 +43,7 @@ export class Tunes {
    * const { trained_at } = await api.tunes.retrieve(tuneId);
    */
   async retrieve(tuneId: number, options?: RequestOptions): Promise<Tune> {
-    const id = parseInput(ResourceId, 'tuneId', tuneId);
+    const id = resourceId(tuneId, 'tuneId');
     return this.http.request('GET', `/tunes/${id}`, Tune, undefined, undefined, options);
   }
 
@@ -78,7 +78,7 @@ export class Tunes {
    * await api.tunes.delete(tuneId);
    */
   async delete(tuneId: number, options?: RequestOptions): Promise<DeleteResult> {
-    const id = parseInput(ResourceId, 'tuneId', tuneId);
+    const id = resourceId(tuneId, 'tuneId');
     return (await this.http.request('DELETE', `/tunes/${id}`, TuneDeleteResult, undefined, undefined, options)) ?? {};
   }
 }

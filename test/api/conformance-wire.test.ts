@@ -10,7 +10,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { Response } from 'undici';
-import { APIError, RateLimitError, TunesApi, UnexpectedResponseError } from '../../src/api';
+import {
+  APIError,
+  InspectionResult,
+  Pack,
+  PackDetail,
+  Prompt,
+  RateLimitError,
+  Tune,
+  TunesApi,
+  UnexpectedResponseError,
+} from '../../src/api';
+import { z } from 'zod';
 
 const API_KEY = 'sk-wire-test-5b1d0c9e7f';
 
@@ -446,5 +457,141 @@ describe('answers', () => {
     expect(inspect(error, { depth: 10, showHidden: true })).not.toContain(API_KEY);
     expect(inspect(api, { depth: 10, showHidden: true })).not.toContain(API_KEY);
     expect(JSON.stringify(api)).not.toContain(API_KEY);
+  });
+});
+
+describe('answer validation agrees with the zod schemas', () => {
+  const fullTune = {
+    ...tune(21),
+    token: 'ohwx',
+    base_tune_id: null,
+    args: { anything: [1, 'two'] },
+    steps: null,
+    face_crop: true,
+    ckpt_urls: [],
+    eta: '2025-03-01T10:07:00.000Z',
+    branch: 'fast',
+    model_type: null,
+    orig_images: ['https://cdn/1.jpg'],
+    extra: { nested: true },
+  };
+  const cases: { name: string; schema: z.ZodType; call: (a: TunesApi) => Promise<unknown>; body: unknown }[] = [
+    { name: 'a full tune', schema: Tune, call: (a) => a.tunes.retrieve(21), body: fullTune },
+    {
+      name: 'a tune with an id of 1.5',
+      schema: Tune,
+      call: (a) => a.tunes.retrieve(21),
+      body: { ...fullTune, id: 1.5 },
+    },
+    {
+      name: 'a tune with an unsafe id',
+      schema: Tune,
+      call: (a) => a.tunes.retrieve(21),
+      body: { ...fullTune, id: 2 ** 53 },
+    },
+    {
+      name: 'a tune with a string id',
+      schema: Tune,
+      call: (a) => a.tunes.retrieve(21),
+      body: { ...fullTune, id: '21' },
+    },
+    { name: 'a tune without an id', schema: Tune, call: (a) => a.tunes.retrieve(21), body: { title: 'x' } },
+    {
+      name: 'a tune with a numeric title',
+      schema: Tune,
+      call: (a) => a.tunes.retrieve(21),
+      body: { ...fullTune, title: 5 },
+    },
+    {
+      name: 'ckpt_urls of numbers',
+      schema: Tune,
+      call: (a) => a.tunes.retrieve(21),
+      body: { ...fullTune, ckpt_urls: [1] },
+    },
+    {
+      name: 'orig_images null',
+      schema: Tune,
+      call: (a) => a.tunes.retrieve(21),
+      body: { ...fullTune, orig_images: null },
+    },
+    { name: 'an array for a tune', schema: Tune, call: (a) => a.tunes.retrieve(21), body: [fullTune] },
+    { name: 'null for a tune', schema: Tune, call: (a) => a.tunes.retrieve(21), body: null },
+    {
+      name: 'a settled prompt',
+      schema: Prompt,
+      call: (a) => a.prompts.retrieve(1, 3),
+      body: prompt(3, { images: ['https://cdn/1.png'], user_error: null, cost_mc: 10 }),
+    },
+    {
+      name: 'a prompt with a null image',
+      schema: Prompt,
+      call: (a) => a.prompts.retrieve(1, 3),
+      body: prompt(3, { images: ['https://cdn/1.png', null] }),
+    },
+    {
+      name: 'a prompt without text',
+      schema: Prompt,
+      call: (a) => a.prompts.retrieve(1, 3),
+      body: { id: 3, tune_id: 1 },
+    },
+    {
+      name: 'a prompt with a numeric user_error',
+      schema: Prompt,
+      call: (a) => a.prompts.retrieve(1, 3),
+      body: prompt(3, { user_error: 5 }),
+    },
+    {
+      name: 'a pack with costs and prompts per class',
+      schema: PackDetail,
+      call: (a) => a.packs.retrieve(260),
+      body: {
+        id: 260,
+        cost_mc_hash: { man: 150000 },
+        costs: { man: { cost: 1.5, num_images: 6 } },
+        prompts_per_class: { man: [{ text: 'ohwx man' }] },
+      },
+    },
+    {
+      name: 'a pack with a string cost',
+      schema: PackDetail,
+      call: (a) => a.packs.retrieve(260),
+      body: { id: 260, cost_mc_hash: { man: 'cheap' } },
+    },
+    {
+      name: 'a pack with a prompt that is not an object',
+      schema: PackDetail,
+      call: (a) => a.packs.retrieve(260),
+      body: { id: 260, prompts_per_class: { man: [1] } },
+    },
+    {
+      name: 'a pack list with a bad entry',
+      schema: z.array(Pack),
+      call: (a) => a.packs.list(),
+      body: [{ id: 1 }, { id: 'two' }],
+    },
+    {
+      name: 'an inspection with a numeric age',
+      schema: InspectionResult,
+      call: (a) => a.images.inspect({ name: 'man', file_url: 'https://e.com/1.jpg' }),
+      body: { age: 30, blurry: false, hair_color: 'red' },
+    },
+    {
+      name: 'an inspection with a string flag',
+      schema: InspectionResult,
+      call: (a) => a.images.inspect({ name: 'man', file_url: 'https://e.com/1.jpg' }),
+      body: { blurry: 'no' },
+    },
+  ];
+
+  test.each(cases)('$name', async ({ schema, call, body }) => {
+    answer = () => ({ body });
+    const expected = schema.safeParse(body);
+    const outcome = await call(api).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    expect(outcome.ok).toBe(expected.success);
+    if (outcome.ok) expect(outcome.value).toEqual(expected.data);
+    else expect(outcome.error).toBeInstanceOf(UnexpectedResponseError);
   });
 });
