@@ -27,13 +27,12 @@ export interface Signaler {
 
 /** Temporal could not be reached (or did not answer in time): the receiver answers 503. */
 export class SignalerUnavailableError extends Error {
-  constructor(
-    message: string,
-    readonly workflowId: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+  /** The workflow the signal was for, when the thrower knew it. */
+  readonly workflowId?: string;
+  constructor(message?: string, options?: { cause?: unknown; workflowId?: string }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'SignalerUnavailableError';
+    this.workflowId = options?.workflowId;
   }
 }
 
@@ -100,8 +99,9 @@ export function temporalSignaler(client: Client, options: TemporalSignalerOption
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) return 'workflow-not-found';
         if (isTemporalUnavailable(err))
-          throw new SignalerUnavailableError(`Temporal is unavailable: ${(err as Error).message}`, workflowId, {
+          throw new SignalerUnavailableError(`Temporal is unavailable: ${(err as Error).message}`, {
             cause: err,
+            workflowId,
           });
         throw err;
       }

@@ -386,7 +386,7 @@ describe('signal outcomes', () => {
 
   it('SignalerUnavailableError is answered 503', async () => {
     outcome = async () => {
-      throw new SignalerUnavailableError('Temporal is unavailable', 'job-1');
+      throw new SignalerUnavailableError('Temporal is unavailable');
     };
     const res = await send(signedPath('prompt', 'job-1'), prompt);
     expect(res.status).toBe(503);
@@ -530,6 +530,7 @@ describe('temporalSignaler', () => {
       expect(await res.body.json()).toEqual({ error: 'temporal unavailable' });
       const entry = logs.find((l) => l.meta?.status === 503);
       expect(entry?.meta?.error).toBeInstanceOf(SignalerUnavailableError);
+      expect((entry?.meta?.error as SignalerUnavailableError).workflowId).toBe('job-1');
     } finally {
       await unreachable.close();
       await connection.close();
