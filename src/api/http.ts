@@ -85,6 +85,7 @@ export class HttpClient {
   // Built once: the hot path allocates no header objects. Private (#) so that no inspect or log shows the key.
   readonly #plainHeaders: Headers;
   readonly #jsonHeaders: Headers;
+  #closing?: Promise<void>;
 
   constructor(options: HttpClientOptions) {
     const url = new URL(options.baseUrl);
@@ -174,13 +175,15 @@ export class HttpClient {
   }
 
   /**
-   * Closes the pool once in-flight requests are done.
+   * Closes the pool once in-flight requests are done; later calls return the same promise.
    *
    * @example
    * await http.close();
    */
-  close(): Promise<void> {
-    return this.#pool.close();
+  async close(): Promise<void> {
+    // undici rejects a second close: closing twice (a worker's shutdown path and a finally) must not fail.
+    this.#closing ??= this.#pool.close();
+    await this.#closing;
   }
 }
 

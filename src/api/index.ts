@@ -85,7 +85,7 @@ export class TunesApi {
   }
 
   /**
-   * Closes the connections once in-flight requests are done.
+   * Closes the connections once in-flight requests are done; closing again is harmless.
    *
    * @example
    * await api.close();

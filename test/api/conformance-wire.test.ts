@@ -122,6 +122,17 @@ describe('requests', () => {
     }
   });
 
+  test('close() may be called twice; a call after it is refused without a request', async () => {
+    const closing = new TunesApi({ apiKey: API_KEY, baseUrl });
+    await closing.close();
+    await expect(closing.close()).resolves.toBeUndefined();
+    // undici's own error, as is: using a closed client is a bug of the caller, not a failure of the service.
+    await expect(closing.tunes.retrieve(1)).rejects.toMatchObject({
+      code: expect.stringMatching(/^UND_ERR_(CLOSED|DESTROYED)$/),
+    });
+    expect(recorded).toHaveLength(0);
+  });
+
   test('a tune with image_urls is JSON { tune: {...} }', async () => {
     answer = () => ({ body: tune(9) });
     const input = {
