@@ -1,0 +1,82 @@
+/**
+ * Replays every recorded history under test/histories/ with the current workflow code (DESIGN.md, testing tier 5):
+ * a change that would break a running workflow fails here. Needs no server. Histories recorded on a real server
+ * may be handed over in ../shared/histories/; they are copied in first. With no history at all, the bundle alone
+ * still proves the workflow code bundles with deterministic imports only.
+ *
+ * A history file is Temporal's JSON form of a history (`historyToJSON`, `temporal workflow show --output json`);
+ * its name, without `.json`, is the workflow ID it is replayed as (scripts/record-histories.ts records them so).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { DefaultLogger, Runtime, Worker, type ReplayResult, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflows } from './workflows/harness';
+import { historyFromJson } from './workflows/history-json';
+
+const HISTORIES = path.join(__dirname, 'histories');
+const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
+
+/** Copies histories handed over in ../shared/histories/ that are new or changed; returns their names. */
+function copySharedHistories(): string[] {
+  if (!fs.existsSync(SHARED_HISTORIES)) return [];
+  fs.mkdirSync(HISTORIES, { recursive: true });
+  const copied: string[] = [];
+  for (const name of fs.readdirSync(SHARED_HISTORIES).filter((n) => n.endsWith('.json'))) {
+    const from = path.join(SHARED_HISTORIES, name);
+    const to = path.join(HISTORIES, name);
+    const text = fs.readFileSync(from, 'utf8');
+    if (fs.existsSync(to) && fs.readFileSync(to, 'utf8') === text) continue;
+    fs.writeFileSync(to, text);
+    copied.push(name);
+  }
+  return copied;
+}
+
+// Jest decides the tests when the file loads: the copy and the listing happen now.
+const copied = copySharedHistories();
+const files = fs.existsSync(HISTORIES)
+  ? fs
+      .readdirSync(HISTORIES)
+      .filter((name) => name.endsWith('.json'))
+      .sort()
+  : [];
+
+let bundle: WorkflowBundle;
+const results = new Map<string, ReplayResult>();
+
+beforeAll(async () => {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // Installed already by another test file of this process.
+  }
+  bundle = await bundleWorkflows();
+  if (!files.length) return;
+  const histories = files.map((name) => ({
+    workflowId: path.basename(name, '.json'),
+    history: historyFromJson(JSON.parse(fs.readFileSync(path.join(HISTORIES, name), 'utf8'))),
+  }));
+  for await (const result of Worker.runReplayHistories({ workflowBundle: bundle }, histories))
+    results.set(result.workflowId, result);
+}, 120_000);
+
+test('the workflows bundle with deterministic imports only', () => {
+  // Module paths appear in the bundle, so a forbidden one would show.
+  expect(bundle.code).toContain('src/workflows/');
+  // Nothing that does I/O or validation at run time is bundled into workflow code.
+  for (const forbidden of ['node_modules/undici/', 'node_modules/zod/', 'src/api/http', 'src/activities/'])
+    expect(bundle.code).not.toContain(forbidden);
+  if (copied.length) console.info(`replay: copied ${copied.join(', ')} from ${SHARED_HISTORIES}`);
+  if (!files.length)
+    console.info(
+      'replay: no histories under test/histories/ yet (npm run record-histories records them): nothing to replay',
+    );
+});
+
+for (const name of files) {
+  test(`${name} replays with the current workflow code`, () => {
+    const result = results.get(path.basename(name, '.json'));
+    expect(result).toBeDefined();
+    if (result?.error) throw result.error;
+  });
+}

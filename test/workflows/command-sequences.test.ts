@@ -1,0 +1,407 @@
+/**
+ * The commands the workflows issue on each path, checked without a server: hand-built histories (what a server
+ * would record for the path) replayed against the current workflow code. The replayer fails on any command that
+ * differs from the history: a missing timer, an activity too many, completing instead of failing.
+ *
+ * The order of commands these histories pin down: a wait starts its deadline timer, then its poll timer; when it
+ * ends, the poll timer is cancelled, then the deadline; prompt creates run `promptConcurrency` at a time.
+ */
+import { DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import type { Prompt, Tune } from '../../src/api/schemas';
+import { bundleWorkflows } from './harness';
+import { HistoryBuilder } from './history-builder';
+
+const HOUR = 3600_000;
+const T0 = '2025-01-01T00:00:00.000Z';
+const T1 = '2025-01-01T00:00:01.000Z';
+
+/** A tune as the service answers its create: training, due in 1 s. */
+const training = (fields: Partial<Tune> = {}): Tune => ({
+  id: 7,
+  title: 'job',
+  model_type: null,
+  branch: 'fast',
+  created_at: T0,
+  updated_at: T0,
+  eta: T1,
+  trained_at: null,
+  ...fields,
+});
+const trained = training({ trained_at: T1, updated_at: T1 });
+const prompt = (id: number, fields: Partial<Prompt> = {}): Prompt => ({
+  id,
+  tune_id: 7,
+  text: 'sks dog',
+  images: [],
+  user_error: null,
+  updated_at: T1,
+  ...fields,
+});
+const settled = (id: number) => prompt(id, { images: [`https://example.com/${id}.png`] });
+
+/** The default first poll: 2 minutes after the eta (1 s after creation). */
+const FIRST_TUNE_POLL = 1_000 + 120_000;
+
+let bundle: WorkflowBundle;
+
+beforeAll(async () => {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // Installed already in this process.
+  }
+  bundle = await bundleWorkflows();
+}, 120_000);
+
+function replay(history: HistoryBuilder): Promise<void> {
+  return Worker.runReplayHistory({ workflowBundle: bundle }, history.history(), 'job');
+}
+
+test('callbacks end both waits: deadline and poll timers start, and are cancelled when the callback comes', async () => {
+  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 6 * HOUR)
+    .startTimer('2', FIRST_TUNE_POLL)
+    .signal('tuneTrained', trained)
+    .workflowTask()
+    .cancelTimer('2')
+    .cancelTimer('1')
+    .scheduleActivity('2', 'createPrompt')
+    .completeActivity('2', prompt(11))
+    .workflowTask()
+    .startTimer('3', HOUR)
+    .startTimer('4', 120_000)
+    .signal('promptSettled', settled(11))
+    .workflowTask()
+    .cancelTimer('4')
+    .cancelTimer('3')
+    .completed();
+  await replay(history);
+});
+
+test('the same history without the poll timer does not replay: the check is strict', async () => {
+  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 6 * HOUR)
+    .signal('tuneTrained', trained)
+    .workflowTask()
+    .cancelTimer('1')
+    .scheduleActivity('2', 'createPrompt')
+    .completeActivity('2', prompt(11))
+    .workflowTask()
+    .completed();
+  await expect(replay(history)).rejects.toThrow(/nondeterminism/i);
+});
+
+test('no callback: a poll when the timer fires, backing off; prompts created two at a time and polled with one list', async () => {
+  const input = {
+    tune: { name: 'dog' },
+    prompts: [{ text: 'a' }, { text: 'b' }, { text: 'c' }],
+    options: { pollInterval: '1 second', maxPollInterval: '2 seconds', promptConcurrency: 2 },
+  };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 6 * HOUR)
+    .startTimer('2', 2_000) // eta (1 s) + pollInterval
+    .fireTimer('2', 2_000)
+    .workflowTask()
+    .scheduleActivity('2', 'retrieveTune')
+    .completeActivity('2', training())
+    .workflowTask()
+    .startTimer('3', 2_000) // doubled, at the ceiling
+    .fireTimer('3', 2_000)
+    .workflowTask()
+    .scheduleActivity('3', 'retrieveTune')
+    .completeActivity('3', trained)
+    .workflowTask()
+    .cancelTimer('1')
+    .scheduleActivity('4', 'createPrompt')
+    .scheduleActivity('5', 'createPrompt')
+    .completeActivity('4', prompt(11))
+    .workflowTask()
+    .scheduleActivity('6', 'createPrompt')
+    .completeActivity('5', prompt(12))
+    .completeActivity('6', prompt(13))
+    .workflowTask()
+    .startTimer('4', HOUR)
+    .startTimer('5', 1_000)
+    .fireTimer('5', 1_000)
+    .workflowTask()
+    .scheduleActivity('7', 'listPrompts')
+    .completeActivity('7', [settled(13), settled(12), settled(11)])
+    .workflowTask()
+    .cancelTimer('4')
+    .completed();
+  await replay(history);
+});
+
+test('a poll that fails after its retries is counted and the wait goes on to the next poll', async () => {
+  const input = {
+    tune: { name: 'dog' },
+    prompts: [],
+    options: { pollInterval: '1 second', maxPollInterval: '2 seconds' },
+  };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 6 * HOUR)
+    .startTimer('2', 2_000)
+    .fireTimer('2', 2_000)
+    .workflowTask()
+    .scheduleActivity('2', 'retrieveTune')
+    .failActivity('2', 'ServerError', false)
+    .workflowTask()
+    .startTimer('3', 2_000)
+    .fireTimer('3', 2_000)
+    .workflowTask()
+    .scheduleActivity('3', 'retrieveTune')
+    .completeActivity('3', trained)
+    .workflowTask()
+    .cancelTimer('1')
+    .completed();
+  await replay(history);
+});
+
+test('a poll that fails for good (the tune is gone) ends the workflow', async () => {
+  const input = { tune: { name: 'dog' }, prompts: [], options: { pollInterval: '1 second' } };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 6 * HOUR)
+    .startTimer('2', 2_000)
+    .fireTimer('2', 2_000)
+    .workflowTask()
+    .scheduleActivity('2', 'retrieveTune')
+    .failActivity('2', 'NotFound', true)
+    .workflowTask()
+    .cancelTimer('1')
+    .failed();
+  await replay(history);
+});
+
+test('the deadline: a last poll when it passes, then the workflow fails', async () => {
+  const options = { pollInterval: '5 seconds', maxPollInterval: '10 seconds', trainingTimeout: '20 seconds' };
+  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [], options })
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 20_000)
+    .startTimer('2', 6_000)
+    .fireTimer('2', 6_000)
+    .workflowTask()
+    .scheduleActivity('2', 'retrieveTune')
+    .completeActivity('2', training())
+    .workflowTask()
+    .startTimer('3', 10_000)
+    .fireTimer('3', 10_000)
+    .workflowTask()
+    .scheduleActivity('3', 'retrieveTune')
+    .completeActivity('3', training())
+    .workflowTask()
+    .startTimer('4', 10_000)
+    .fireTimer('1', 4_000)
+    .workflowTask()
+    .cancelTimer('4')
+    .scheduleActivity('4', 'retrieveTune')
+    .completeActivity('4', training())
+    .workflowTask()
+    .failed();
+  await replay(history);
+});
+
+test('a bad option fails the first workflow task, before any activity', async () => {
+  const input = { tune: { name: 'dog' }, prompts: [], options: { pollInterval: 'soon' } };
+  await replay(new HistoryBuilder('trainThenGenerate', input).workflowTask().failed());
+});
+
+test('a FaceID tune needs no wait: no timer between the create and the prompts', async () => {
+  const input = { tune: { name: 'woman', model_type: 'faceid' }, prompts: [{ text: 'woman, avatar' }] };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training({ model_type: 'faceid', trained_at: T0 }))
+    .workflowTask()
+    .scheduleActivity('2', 'createPrompt')
+    .completeActivity('2', settled(11))
+    .workflowTask()
+    .completed();
+  await replay(history);
+});
+
+test('callbacks that beat the create answer are kept: no wait once the answer comes', async () => {
+  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .signal('tuneTrained', trained)
+    .workflowTask()
+    .completeActivity('1', training())
+    .workflowTask()
+    .scheduleActivity('2', 'createPrompt')
+    .signal('promptSettled', settled(11))
+    .workflowTask()
+    .completeActivity('2', prompt(11))
+    .workflowTask()
+    .completed();
+  await replay(history);
+});
+
+test('cancelled while training, with cleanupOnCancel: timers cancelled, the tune deleted, then cancelled', async () => {
+  const input = { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }], options: { cleanupOnCancel: true } };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 6 * HOUR)
+    .startTimer('2', FIRST_TUNE_POLL)
+    .cancelRequested()
+    .workflowTask()
+    .cancelTimer('2')
+    .cancelTimer('1')
+    .scheduleActivity('2', 'deleteTune')
+    .completeActivity('2', null)
+    .workflowTask()
+    .cancelled();
+  await replay(history);
+});
+
+test('cancelled during the create, with cleanupOnCancel: the create finishes, then its tune is deleted', async () => {
+  const input = { tune: { name: 'dog' }, prompts: [], options: { cleanupOnCancel: true } };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .cancelRequested()
+    .workflowTask()
+    .completeActivity('1', training())
+    .workflowTask()
+    .scheduleActivity('2', 'deleteTune')
+    .completeActivity('2', null)
+    .workflowTask()
+    .cancelled();
+  await replay(history);
+});
+
+test('a Flux LoRA cancelled while generating: its prompts (on the base tune) and then the LoRA are deleted', async () => {
+  const lora = training({ model_type: 'lora', branch: 'flux1', base_tune_id: 1504944 });
+  const input = { tune: { name: 'man' }, prompts: [{ text: 'a' }, { text: 'b' }], options: { cleanupOnCancel: true } };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .signal('tuneTrained', { ...lora, trained_at: T1, updated_at: T1 })
+    .workflowTask()
+    .completeActivity('1', lora)
+    .workflowTask()
+    .scheduleActivity('2', 'createPrompt')
+    .scheduleActivity('3', 'createPrompt')
+    .completeActivity('2', prompt(11, { tune_id: 1504944 }))
+    .completeActivity('3', prompt(12, { tune_id: 1504944 }))
+    .workflowTask()
+    .startTimer('1', HOUR)
+    .startTimer('2', 120_000)
+    .cancelRequested()
+    .workflowTask()
+    .cancelTimer('2')
+    .cancelTimer('1')
+    .scheduleActivity('4', 'deletePrompt')
+    .scheduleActivity('5', 'deletePrompt')
+    .completeActivity('4', null)
+    .completeActivity('5', null)
+    .workflowTask()
+    .scheduleActivity('6', 'deleteTune')
+    .completeActivity('6', null)
+    .workflowTask()
+    .cancelled();
+  await replay(history);
+});
+
+test('generate on a trained tune: read it, create the prompts, wait for their callbacks', async () => {
+  const input = { tuneId: 7, prompts: [{ text: 'a' }, { text: 'b' }] };
+  const history = new HistoryBuilder('generate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'retrieveTune')
+    .completeActivity('1', trained)
+    .workflowTask()
+    .scheduleActivity('2', 'createPrompt')
+    .scheduleActivity('3', 'createPrompt')
+    .completeActivity('2', prompt(11))
+    .completeActivity('3', prompt(12))
+    .workflowTask()
+    .startTimer('1', HOUR)
+    .startTimer('2', 120_000)
+    .signal('promptSettled', settled(11))
+    .signal('promptSettled', prompt(12, { user_error: 'the service could not' }))
+    .workflowTask()
+    .cancelTimer('2')
+    .cancelTimer('1')
+    .completed();
+  await replay(history);
+});
+
+test('a pack: wait for training, list the pack prompts once, then the prompts_callback ends the wait', async () => {
+  const input = { packId: 261, tune: { name: 'dog', image_urls: ['https://example.com/1.jpg'] } };
+  const history = new HistoryBuilder('packTune', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createPackTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', 6 * HOUR)
+    .startTimer('2', FIRST_TUNE_POLL)
+    .signal('tuneTrained', trained)
+    .workflowTask()
+    .cancelTimer('2')
+    .cancelTimer('1')
+    .scheduleActivity('2', 'listPrompts')
+    .completeActivity('2', [prompt(12), prompt(11)])
+    .workflowTask()
+    .startTimer('3', HOUR)
+    .startTimer('4', 120_000)
+    .signal('promptSettled', settled(11))
+    .workflowTask()
+    .signal('packPromptsSettled', [settled(11), settled(12)])
+    .workflowTask()
+    .cancelTimer('4')
+    .cancelTimer('3')
+    .completed();
+  await replay(history);
+});
+
+test('a pack on a reused tune: note its newest prompt, create, no training wait, then poll the new prompts', async () => {
+  const input = { packId: 261, tune: { tune_ids: [7] } };
+  const packPrompt = (id: number, fields: Partial<Prompt> = {}) =>
+    prompt(id, { pack_id: 261, ...fields } as Partial<Prompt>);
+  const history = new HistoryBuilder('packTune', input)
+    .workflowTask()
+    .scheduleActivity('1', 'listPrompts')
+    .completeActivity('1', [settled(5)])
+    .workflowTask()
+    .scheduleActivity('2', 'createPackTune')
+    .completeActivity('2', trained)
+    .workflowTask()
+    .scheduleActivity('3', 'listPrompts')
+    .completeActivity('3', [packPrompt(12), packPrompt(11)])
+    .workflowTask()
+    .startTimer('1', HOUR)
+    .startTimer('2', 120_000)
+    .fireTimer('2', 120_000)
+    .workflowTask()
+    .scheduleActivity('4', 'listPrompts')
+    .completeActivity('4', [packPrompt(12, { images: ['b.png'] }), packPrompt(11, { images: ['a.png'] })])
+    .workflowTask()
+    .cancelTimer('1')
+    .completed();
+  await replay(history);
+});
