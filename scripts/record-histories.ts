@@ -1,0 +1,78 @@
+/**
+ * `npm run record-histories [-- <scenario> ...]`: plays the workflow scenarios (test/workflows/scenarios.ts) on a
+ * running Temporal server against the mock service, and writes each one's history to test/histories/<scenario>.json,
+ * the fixtures test/replay.test.ts replays every workflow change against.
+ *
+ * Needs a server: TEMPORAL_ADDRESS (and TEMPORAL_NAMESPACE, default `default`), e.g. `temporal server start-dev`.
+ * Time is real there: the whole set takes about as long as its slowest scenario (the 60 s wait after a 504).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { bundleWorkflows, WorkflowHarness } from '../test/workflows/harness';
+import { historyToJson } from '../test/workflows/history-json';
+import { play, scenarios, type ScenarioDefinition } from '../test/workflows/scenarios';
+
+const HISTORIES = path.join(__dirname, '..', 'test', 'histories');
+/** Scenarios played at once: each brings its own mock service and worker. */
+const AT_ONCE = 4;
+
+async function run(names: string[]): Promise<number> {
+  const address = process.env.TEMPORAL_ADDRESS;
+  if (!address) {
+    process.stderr.write('record-histories: set TEMPORAL_ADDRESS to a running Temporal server (e.g. localhost:7233)\n');
+    return 2;
+  }
+  const all: ScenarioDefinition[] = Object.values(scenarios);
+  const unknown = names.filter((name) => !all.some((s) => s.name === name));
+  if (unknown.length) {
+    process.stderr.write(
+      `record-histories: unknown scenario ${unknown.join(', ')}; known: ${all.map((s) => s.name).join(', ')}\n`,
+    );
+    return 2;
+  }
+  const chosen = names.length ? all.filter((s) => names.includes(s.name)) : all;
+
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const env = await TestWorkflowEnvironment.createFromExistingServer({
+    address,
+    namespace: process.env.TEMPORAL_NAMESPACE || 'default',
+  });
+  const harness = await WorkflowHarness.start(env, await bundleWorkflows());
+  fs.mkdirSync(HISTORIES, { recursive: true });
+  let failures = 0;
+  try {
+    const queue = [...chosen];
+    const lane = async () => {
+      for (let scenario = queue.shift(); scenario; scenario = queue.shift()) {
+        try {
+          // The workflow ID is the file name: the replay test replays each history under that ID.
+          const outcome = await play(harness, scenario, scenario.name);
+          const file = path.join(HISTORIES, `${scenario.name}.json`);
+          fs.writeFileSync(file, `${historyToJson(outcome.history)}\n`);
+          const ending = outcome.error ? `ended with ${(outcome.error as Error).message}` : 'completed';
+          process.stdout.write(
+            `${scenario.name}: ${outcome.history.events?.length ?? 0} events, ${ending} -> ${path.relative(process.cwd(), file)}\n`,
+          );
+        } catch (err) {
+          failures++;
+          process.stderr.write(`${scenario.name}: not recorded: ${err instanceof Error ? err.stack : String(err)}\n`);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: AT_ONCE }, lane));
+  } finally {
+    await harness.close();
+    await env.teardown();
+  }
+  return failures ? 1 : 0;
+}
+
+run(process.argv.slice(2)).then(
+  (code) => (process.exitCode = code),
+  (err) => {
+    process.stderr.write(`record-histories: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);
