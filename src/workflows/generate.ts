@@ -1,7 +1,7 @@
 /**
  * `generate`: prompts on an existing tune.
  */
-import { requireInput } from './failures';
+import { requireInput, requirePrompts } from './failures';
 import type { GenerateInput, GenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -23,7 +23,7 @@ export async function generate(input: GenerateInput): Promise<GenerateResult> {
   const job = new Job(Phase.training, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
   return job.run(input?.options, async () => {
     requireInput(Number.isInteger(input?.tuneId) && input.tuneId > 0, 'tuneId', 'must be a positive integer');
-    requireInput(Array.isArray(input.prompts), 'prompts', 'must be an array of prompt attributes (spec 4.5)');
+    requirePrompts(input.prompts);
     await job.retrieveTune(input.tuneId);
     // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.
     const tune = await job.waitUntilTrained();

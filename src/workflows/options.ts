@@ -5,6 +5,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import { durationToMs } from '../duration';
 import type { TuneflowOptions } from './inputs';
+import { pollsWithin } from './poll-schedule';
 
 /**
  * Defaults. Training takes tens of minutes and prompts about a minute on the real service, and callbacks normally
@@ -21,6 +22,13 @@ export const DEFAULT_OPTIONS = {
 
 /** The most prompt creates at once (the same bound the starters in client.ts check). */
 export const MAX_PROMPT_CONCURRENCY = 32;
+
+/**
+ * The most polls one wait may make when no callback comes. Each poll adds about ten events (and a prompt list) to
+ * the history; this bound keeps a run far below Temporal's history limits without continue-as-new. With the
+ * defaults a training wait polls at most 38 times, a prompt wait 8 times.
+ */
+export const MAX_POLLS_PER_WAIT = 100;
 
 /** Options with every default applied and every duration in milliseconds. */
 export interface ResolvedOptions {
@@ -66,11 +74,23 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
   const cleanupOnCancel = options.cleanupOnCancel ?? DEFAULT_OPTIONS.cleanupOnCancel;
   if (typeof cleanupOnCancel !== 'boolean') throw invalid('cleanupOnCancel', 'must be true or false');
 
+  const schedule = { pollIntervalMs, maxPollIntervalMs };
+  const timeouts = { trainingTimeout: durationOf('trainingTimeout'), promptTimeout: durationOf('promptTimeout') };
+  for (const [option, timeoutMs] of Object.entries(timeouts)) {
+    const polls = pollsWithin(timeoutMs, schedule);
+    if (polls > MAX_POLLS_PER_WAIT)
+      throw invalid(
+        option,
+        `could take ${polls} polls at the poll intervals given, more than the ${MAX_POLLS_PER_WAIT} that keep the ` +
+          `workflow history small: raise maxPollInterval or shorten ${option}`,
+      );
+  }
+
   return {
     pollIntervalMs,
     maxPollIntervalMs,
-    trainingTimeoutMs: durationOf('trainingTimeout'),
-    promptTimeoutMs: durationOf('promptTimeout'),
+    trainingTimeoutMs: timeouts.trainingTimeout,
+    promptTimeoutMs: timeouts.promptTimeout,
     promptConcurrency,
     cleanupOnCancel,
   };

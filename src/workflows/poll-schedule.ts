@@ -47,3 +47,23 @@ export function untilEtaMs(tune: Pick<Tune, 'eta' | 'created_at'>): number {
   if (!Number.isFinite(eta) || !Number.isFinite(created)) return 0;
   return Math.max(0, eta - created);
 }
+
+/**
+ * The most polls one wait of `timeoutMs` can make (none sooner than the schedule allows, a last one at the
+ * deadline): what bounds a workflow's history when no callback ever comes.
+ *
+ * @example
+ * pollsWithin(6 * 3_600_000, { pollIntervalMs: 120_000, maxPollIntervalMs: 600_000 }); // 38
+ */
+export function pollsWithin(timeoutMs: number, schedule: PollSchedule): number {
+  let polls = 0;
+  let at = 0;
+  for (;;) {
+    const delay = pollDelay(polls, schedule);
+    if (at + delay >= timeoutMs) return polls + 1;
+    at += delay;
+    polls++;
+    // At the ceiling the rest is arithmetic.
+    if (delay >= schedule.maxPollIntervalMs) return polls + Math.ceil((timeoutMs - at) / schedule.maxPollIntervalMs);
+  }
+}

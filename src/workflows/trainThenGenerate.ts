@@ -3,7 +3,7 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { isObject, requireInput } from './failures';
+import { isObject, requireInput, requirePrompts } from './failures';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -26,7 +26,7 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
   const job = new Job(Phase.creatingTune, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
   return job.run(input?.options, async () => {
     requireInput(isObject(input?.tune), 'tune', 'must be an object of tune attributes (spec 4.1)');
-    requireInput(Array.isArray(input.prompts), 'prompts', 'must be an array of prompt attributes (spec 4.5)');
+    requirePrompts(input.prompts);
     const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowInfo().workflowId });
     const tune = await job.waitUntilTrained(untilEtaMs(created));
     const target = promptTarget(tune);

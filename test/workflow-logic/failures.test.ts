@@ -3,8 +3,10 @@ import type { Prompt } from '../../src/api/schemas';
 import {
   FailureType,
   isObject,
+  MAX_PROMPTS_PER_RUN,
   promptsNeverSettled,
   requireInput,
+  requirePrompts,
   tuneNeverTrained,
 } from '../../src/workflows/failures';
 
@@ -95,5 +97,31 @@ describe('requireInput', () => {
     expect(isObject([])).toBe(false);
     expect(isObject(null)).toBe(false);
     expect(isObject('x')).toBe(false);
+  });
+});
+
+describe('requirePrompts', () => {
+  const messageOf = (prompts: unknown) => {
+    try {
+      requirePrompts(prompts);
+    } catch (err) {
+      return (err as ApplicationFailure).message;
+    }
+    return 'accepted';
+  };
+
+  test('an array of up to one list page of prompts with a text', () => {
+    expect(messageOf([])).toBe('accepted');
+    expect(messageOf(Array.from({ length: MAX_PROMPTS_PER_RUN }, () => ({ text: 'x' })))).toBe('accepted');
+  });
+
+  test('refuses what is not, naming the field', () => {
+    expect(MAX_PROMPTS_PER_RUN).toBe(120);
+    expect(messageOf(undefined)).toBe('Invalid input prompts: must be an array of prompt attributes (spec 4.5)');
+    expect(messageOf(Array.from({ length: 121 }, () => ({ text: 'x' })))).toContain('must hold at most 120 prompts');
+    expect(messageOf([{ text: 'a' }, { num_images: 2 }])).toBe(
+      'Invalid input prompts[1]: must be prompt attributes with a text',
+    );
+    expect(messageOf(['a'])).toBe('Invalid input prompts[0]: must be prompt attributes with a text');
   });
 });

@@ -1,7 +1,13 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { validateOptions } from '../../src/client';
 import type { TuneflowOptions } from '../../src/workflows/inputs';
-import { DEFAULT_OPTIONS, INVALID_OPTIONS, MAX_PROMPT_CONCURRENCY, resolveOptions } from '../../src/workflows/options';
+import {
+  DEFAULT_OPTIONS,
+  INVALID_OPTIONS,
+  MAX_POLLS_PER_WAIT,
+  MAX_PROMPT_CONCURRENCY,
+  resolveOptions,
+} from '../../src/workflows/options';
 
 /** The failure resolveOptions throws for `options`. */
 function failureOf(options: unknown): ApplicationFailure {
@@ -119,7 +125,31 @@ describe('resolveOptions', () => {
     expect(failureOf('fast').message).toBe('Invalid option options: must be an object');
   });
 
-  test('whatever the starters in client.ts accept, the workflows accept', () => {
+  test('a wait that could poll more than MAX_POLLS_PER_WAIT times is refused: the history must stay small', () => {
+    // Two-second polls for six hours of training: thousands of polls if no callback comes.
+    const failure = failureOf({ pollInterval: '1 second', maxPollInterval: '2 seconds' });
+    expect(failure.type).toBe(INVALID_OPTIONS);
+    expect(failure.message).toMatch(/^Invalid option trainingTimeout: could take \d+ polls/);
+    expect(failure.message).toContain(`more than the ${MAX_POLLS_PER_WAIT}`);
+    // The prompt wait is checked too.
+    const prompts = failureOf({
+      pollInterval: '5 seconds',
+      maxPollInterval: '10 seconds',
+      trainingTimeout: '20 seconds',
+    });
+    expect(prompts.message).toMatch(/^Invalid option promptTimeout: could take 361 polls/);
+    // Quick polls with deadlines to match are fine.
+    expect(() =>
+      resolveOptions({
+        pollInterval: '1 second',
+        maxPollInterval: '2 seconds',
+        trainingTimeout: '2 minutes',
+        promptTimeout: '2 minutes',
+      }),
+    ).not.toThrow();
+  });
+
+  test('options the starters in client.ts accept (within the poll bound) the workflows accept too', () => {
     const accepted: TuneflowOptions[] = [
       {},
       { pollInterval: '30 minutes' },

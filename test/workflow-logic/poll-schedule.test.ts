@@ -1,5 +1,5 @@
 import { resolveOptions } from '../../src/workflows/options';
-import { POLL_GROWTH, pollDelay, untilEtaMs } from '../../src/workflows/poll-schedule';
+import { POLL_GROWTH, pollDelay, pollsWithin, untilEtaMs } from '../../src/workflows/poll-schedule';
 
 const schedule = { pollIntervalMs: 120_000, maxPollIntervalMs: 600_000 };
 
@@ -51,5 +51,35 @@ describe('untilEtaMs', () => {
     expect(untilEtaMs({ created_at: undefined, eta: '2025-01-01T00:30:00.000Z' })).toBe(0);
     expect(untilEtaMs({ created_at: 'yesterday', eta: '2025-01-01T00:30:00.000Z' })).toBe(0);
     expect(untilEtaMs({ created_at: '2025-01-01T01:00:00.000Z', eta: '2025-01-01T00:30:00.000Z' })).toBe(0);
+  });
+});
+
+describe('pollsWithin', () => {
+  /** Counts by walking the schedule one poll at a time. */
+  function walk(timeoutMs: number, s: { pollIntervalMs: number; maxPollIntervalMs: number }): number {
+    let polls = 0;
+    let at = 0;
+    for (;;) {
+      const delay = pollDelay(polls, s);
+      if (at + delay >= timeoutMs) return polls + 1; // the last look at the deadline
+      at += delay;
+      polls++;
+    }
+  }
+
+  test('the defaults: 38 polls in a six-hour training wait, 8 in a one-hour prompt wait', () => {
+    expect(pollsWithin(6 * 3600_000, schedule)).toBe(38);
+    expect(pollsWithin(3600_000, schedule)).toBe(8);
+  });
+
+  test.each([
+    [20_000, { pollIntervalMs: 5_000, maxPollIntervalMs: 10_000 }],
+    [120_000, { pollIntervalMs: 1_000, maxPollIntervalMs: 2_000 }],
+    [1_000, { pollIntervalMs: 1_000, maxPollIntervalMs: 1_000 }],
+    [1_001, { pollIntervalMs: 1_000, maxPollIntervalMs: 1_000 }],
+    [7 * 24 * 3600_000, { pollIntervalMs: 60_000, maxPollIntervalMs: 3600_000 }],
+    [1, { pollIntervalMs: 120_000, maxPollIntervalMs: 600_000 }],
+  ])('a wait of %p ms at %p polls as often as walking the schedule says', (timeoutMs, s) => {
+    expect(pollsWithin(timeoutMs, s)).toBe(walk(timeoutMs, s));
   });
 });

@@ -39,6 +39,15 @@ const prompt = (id: number, fields: Partial<Prompt> = {}): Prompt => ({
 });
 const settled = (id: number) => prompt(id, { images: [`https://example.com/${id}.png`] });
 
+/** Polls every second or two, deadlines of two minutes. */
+const QUICK = {
+  pollInterval: '1 second',
+  maxPollInterval: '2 seconds',
+  trainingTimeout: '2 minutes',
+  promptTimeout: '2 minutes',
+};
+const QUICK_TIMEOUT = 120_000;
+
 /** The default first poll: 2 minutes after the eta (1 s after creation). */
 const FIRST_TUNE_POLL = 1_000 + 120_000;
 
@@ -103,14 +112,14 @@ test('no callback: a poll when the timer fires, backing off; prompts created two
   const input = {
     tune: { name: 'dog' },
     prompts: [{ text: 'a' }, { text: 'b' }, { text: 'c' }],
-    options: { pollInterval: '1 second', maxPollInterval: '2 seconds', promptConcurrency: 2 },
+    options: { ...QUICK, promptConcurrency: 2 },
   };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
     .completeActivity('1', training())
     .workflowTask()
-    .startTimer('1', 6 * HOUR)
+    .startTimer('1', QUICK_TIMEOUT)
     .startTimer('2', 2_000) // eta (1 s) + pollInterval
     .fireTimer('2', 2_000)
     .workflowTask()
@@ -132,7 +141,7 @@ test('no callback: a poll when the timer fires, backing off; prompts created two
     .completeActivity('5', prompt(12))
     .completeActivity('6', prompt(13))
     .workflowTask()
-    .startTimer('4', HOUR)
+    .startTimer('4', QUICK_TIMEOUT)
     .startTimer('5', 1_000)
     .fireTimer('5', 1_000)
     .workflowTask()
@@ -145,17 +154,13 @@ test('no callback: a poll when the timer fires, backing off; prompts created two
 });
 
 test('a poll that fails after its retries is counted and the wait goes on to the next poll', async () => {
-  const input = {
-    tune: { name: 'dog' },
-    prompts: [],
-    options: { pollInterval: '1 second', maxPollInterval: '2 seconds' },
-  };
+  const input = { tune: { name: 'dog' }, prompts: [], options: QUICK };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
     .completeActivity('1', training())
     .workflowTask()
-    .startTimer('1', 6 * HOUR)
+    .startTimer('1', QUICK_TIMEOUT)
     .startTimer('2', 2_000)
     .fireTimer('2', 2_000)
     .workflowTask()
@@ -174,13 +179,13 @@ test('a poll that fails after its retries is counted and the wait goes on to the
 });
 
 test('a poll that fails for good (the tune is gone) ends the workflow', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [], options: { pollInterval: '1 second' } };
+  const input = { tune: { name: 'dog' }, prompts: [], options: QUICK };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
     .completeActivity('1', training())
     .workflowTask()
-    .startTimer('1', 6 * HOUR)
+    .startTimer('1', QUICK_TIMEOUT)
     .startTimer('2', 2_000)
     .fireTimer('2', 2_000)
     .workflowTask()
@@ -193,7 +198,12 @@ test('a poll that fails for good (the tune is gone) ends the workflow', async ()
 });
 
 test('the deadline: a last poll when it passes, then the workflow fails', async () => {
-  const options = { pollInterval: '5 seconds', maxPollInterval: '10 seconds', trainingTimeout: '20 seconds' };
+  const options = {
+    pollInterval: '5 seconds',
+    maxPollInterval: '10 seconds',
+    trainingTimeout: '20 seconds',
+    promptTimeout: '20 seconds',
+  };
   const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [], options })
     .workflowTask()
     .scheduleActivity('1', 'createTune')

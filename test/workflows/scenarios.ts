@@ -26,8 +26,13 @@ export const IMAGE_URLS = ['https://example.com/training/1.jpg', 'https://exampl
 /** The pet pack of the mock: a checkpoint pack for cats and dogs, two prompts per class. */
 export const PET_PACK_ID = 261;
 
-/** Quick polls for scenarios that rely on them (the defaults are minutes). */
-export const QUICK_POLLS: TuneflowOptions = { pollInterval: '1 second', maxPollInterval: '2 seconds' };
+/** Quick polls for scenarios that rely on them (the defaults are minutes), and deadlines to match. */
+export const QUICK_POLLS: TuneflowOptions = {
+  pollInterval: '1 second',
+  maxPollInterval: '2 seconds',
+  trainingTimeout: '2 minutes',
+  promptTimeout: '2 minutes',
+};
 
 /**
  * Plays a scenario on the harness, as workflow `workflowId` (unique by default).
@@ -247,7 +252,12 @@ export const scenarios = {
       {
         tune: fastDog,
         prompts: twoPrompts,
-        options: { pollInterval: '5 seconds', maxPollInterval: '10 seconds', trainingTimeout: '20 seconds' },
+        options: {
+          pollInterval: '5 seconds',
+          maxPollInterval: '10 seconds',
+          trainingTimeout: '20 seconds',
+          promptTimeout: '20 seconds',
+        },
       },
       'skipping',
     ),
