@@ -10,7 +10,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DefaultLogger, Runtime, Worker, type ReplayResult, type WorkflowBundle } from '@temporalio/worker';
-import { bundleWorkflows } from './workflows/harness';
+import { bundleWorkflows } from './workflows/bundle';
 import { historyFromJson } from './workflows/history-json';
 
 const HISTORIES = path.join(__dirname, 'histories');

@@ -8,7 +8,7 @@
  */
 import { DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Prompt, Tune } from '../../src/api/schemas';
-import { bundleWorkflows } from './harness';
+import { bundleWorkflows } from './bundle';
 import { HistoryBuilder } from './history-builder';
 
 const HOUR = 3600_000;

@@ -8,7 +8,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { DefaultLogger, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { createActivities } from '../../src/activities';
 import { TunesApi } from '../../src/api';
 import { CallbackSigner } from '../../src/callbacks/signing';
@@ -16,25 +16,14 @@ import { startCallbackReceiver, temporalSignaler, type CallbackReceiver } from '
 import { startMockService, type MockService, type MockServiceOptions, type MockStats } from '../../src/mock-service';
 import { progressQuery, type Progress } from '../../src/workflows/messages';
 
+export { bundleWorkflows } from './bundle';
+
 /** The API key every scenario uses against its mock: any key is an account there. */
 export const API_KEY = 'tuneflow-test-key';
 const SECRET = 'tuneflow-test-callback-secret';
 
 /** Which client starts and awaits a workflow. */
 export type Clock = 'real' | 'skipping';
-
-/**
- * Bundles the workflows once, as the worker would load them.
- *
- * @example
- * const bundle = await bundleWorkflows();
- */
-export async function bundleWorkflows(): Promise<WorkflowBundle> {
-  return bundleWorkflowCode({
-    workflowsPath: require.resolve('../../src/workflows'),
-    logger: new DefaultLogger('WARN'),
-  });
-}
 
 /** One scenario's world: its own mock service and task queue; the harness's receiver and clients. */
 export interface Scenario {
