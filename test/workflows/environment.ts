@@ -36,8 +36,12 @@ export function temporalAvailable(): boolean {
   return currentVerdict().kind !== 'unavailable';
 }
 
-/** `test`, or `test.skip` when no Temporal server is available (the reason was printed by global-setup.ts). */
+/** `test`, or `test.skip` when no Temporal server is available (global-setup.ts prints why). */
 export const workflowTest: jest.It = temporalAvailable() ? test : test.skip;
+
+// Without the globalSetup (a project configured without it) nobody printed the reason yet.
+if (!temporalAvailable() && !process.env[VERDICT_VARIABLE])
+  process.stderr.write(`workflow tests SKIPPED: ${(currentVerdict() as { reason: string }).reason}\n`);
 
 /**
  * A TestWorkflowEnvironment as the verdict says: time-skipping where possible, an existing server otherwise.
