@@ -1,15 +1,22 @@
 /**
- * The typed failures a workflow ends with when a deadline passes. Each says which object, how long it waited, and
- * why it gave up (what the last copy showed, whether callbacks or polls came), so whoever reads it can act.
+ * The typed failures the workflows end with, besides the activities' own: a deadline passed (which object, how long
+ * it waited, why it gave up: what the last copy showed, whether callbacks or polls came), or an input or option the
+ * workflow cannot run with.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import ms from 'ms';
 import type { Prompt, Tune } from '../api/schemas';
 
+/** The `type` of every ApplicationFailure a workflow throws itself. */
 export const FailureType = {
   tuneNeverTrained: 'TuneNeverTrained',
   promptsNeverSettled: 'PromptsNeverSettled',
+  /** An input of the wrong shape (the starters in client.ts check every rule before starting). */
   invalidInput: 'InvalidInput',
+  /** An option that is not a positive Duration, or that would let the history grow too large. */
+  invalidOptions: 'InvalidOptions',
+  /** A Flux LoRA without a base tune: its prompts have nowhere to run. */
+  missingBaseTune: 'MissingBaseTune',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 

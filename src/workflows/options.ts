@@ -4,6 +4,7 @@
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import { durationToMs } from '../duration';
+import { FailureType } from './failures';
 import type { TuneflowOptions } from './inputs';
 import { pollsWithin } from './poll-schedule';
 
@@ -39,8 +40,6 @@ export interface ResolvedOptions {
   promptConcurrency: number;
   cleanupOnCancel: boolean;
 }
-
-export const INVALID_OPTIONS = 'InvalidOptions';
 
 type DurationOption = 'pollInterval' | 'maxPollInterval' | 'trainingTimeout' | 'promptTimeout';
 const KNOWN_OPTIONS: readonly string[] = Object.keys(DEFAULT_OPTIONS);
@@ -109,7 +108,10 @@ function positiveDuration(key: DurationOption, value: unknown): number {
 }
 
 function invalid(option: string, rule: string): ApplicationFailure {
-  return ApplicationFailure.nonRetryable(`Invalid option ${option}: ${rule}`, INVALID_OPTIONS, { option, rule });
+  return ApplicationFailure.nonRetryable(`Invalid option ${option}: ${rule}`, FailureType.invalidOptions, {
+    option,
+    rule,
+  });
 }
 
 function show(value: unknown): string {

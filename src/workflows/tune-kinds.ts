@@ -5,6 +5,7 @@
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { Prompt, Tune } from '../api/schemas';
+import { FailureType } from './failures';
 
 /** The strength a Flux LoRA is loaded with in a prompt's text. */
 export const LORA_STRENGTH = 1;
@@ -74,7 +75,7 @@ export function promptTarget(tune: Pick<Tune, 'id' | 'model_type' | 'branch' | '
   if (isFluxLoraTune(tune))
     throw ApplicationFailure.nonRetryable(
       `Tune ${tune.id} is a Flux LoRA without a base_tune_id: its prompts have no tune to run on`,
-      'MissingBaseTune',
+      FailureType.missingBaseTune,
       { tuneId: tune.id },
     );
   return { tuneId: tune.id, textFor: (text) => text };

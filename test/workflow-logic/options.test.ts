@@ -1,9 +1,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { validateOptions } from '../../src/client';
+import { FailureType } from '../../src/workflows/failures';
 import type { TuneflowOptions } from '../../src/workflows/inputs';
 import {
   DEFAULT_OPTIONS,
-  INVALID_OPTIONS,
   MAX_POLLS_PER_WAIT,
   MAX_PROMPT_CONCURRENCY,
   resolveOptions,
@@ -82,7 +82,7 @@ describe('resolveOptions', () => {
     ['promptTimeout', true],
   ])('a bad %s (%p) fails with InvalidOptions naming it', (option, value) => {
     const failure = failureOf({ [option]: value });
-    expect(failure.type).toBe(INVALID_OPTIONS);
+    expect(failure.type).toBe(FailureType.invalidOptions);
     expect(failure.nonRetryable).toBe(true);
     expect(failure.message).toContain(`Invalid option ${option}: must be a duration`);
     expect(failure.details).toEqual([expect.objectContaining({ option })]);
@@ -94,7 +94,7 @@ describe('resolveOptions', () => {
     ['promptTimeout', '-5 minutes'],
   ])('%s must be longer than zero (%p)', (option, value) => {
     const failure = failureOf({ [option]: value });
-    expect(failure.type).toBe(INVALID_OPTIONS);
+    expect(failure.type).toBe(FailureType.invalidOptions);
     expect(failure.message).toMatch(new RegExp(`^Invalid option ${option}: must`));
   });
 
@@ -128,7 +128,7 @@ describe('resolveOptions', () => {
   test('a wait that could poll more than MAX_POLLS_PER_WAIT times is refused: the history must stay small', () => {
     // Two-second polls for six hours of training: thousands of polls if no callback comes.
     const failure = failureOf({ pollInterval: '1 second', maxPollInterval: '2 seconds' });
-    expect(failure.type).toBe(INVALID_OPTIONS);
+    expect(failure.type).toBe(FailureType.invalidOptions);
     expect(failure.message).toMatch(/^Invalid option trainingTimeout: could take \d+ polls/);
     expect(failure.message).toContain(`more than the ${MAX_POLLS_PER_WAIT}`);
     // The prompt wait is checked too.
