@@ -28,7 +28,7 @@ export type Clock = 'real' | 'skipping';
 /** One scenario's world: its own mock service and task queue; the harness's receiver and clients. */
 export interface Scenario {
   readonly mock: MockService;
-  /** A client of the mock for the test's own requests (existing tunes, checks). */
+  /** The client of the mock the activities use; also for the scenario's own requests (existing tunes). */
   readonly api: TunesApi;
   readonly taskQueue: string;
   readonly env: TestWorkflowEnvironment;
@@ -107,10 +107,9 @@ export class WorkflowHarness {
   async scenario<T>(options: ScenarioOptions, fn: (s: Scenario) => Promise<T>): Promise<T> {
     const mock = await startMockService({ trainingTime: '1s', inferenceTime: '500ms', ...options.mock });
     const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
-    const workerApi = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
     const signer =
       options.callbacks === false ? undefined : new CallbackSigner({ baseUrl: this.receiver.url, secret: SECRET });
-    const activities = createActivities({ api: workerApi, callbacks: signer });
+    const activities = createActivities({ api, callbacks: signer });
     const taskQueue = `tuneflow-test-${randomUUID()}`;
     const { env, bundle, realTime } = this;
 
@@ -158,7 +157,7 @@ export class WorkflowHarness {
     try {
       return await fn(scenario);
     } finally {
-      await Promise.all([api.close(), workerApi.close()]);
+      await api.close();
       await mock.close();
     }
   }
