@@ -5,7 +5,7 @@
  * warm-up; rounds interleave the three in a rotating order and the medians are reported, to even out noise.
  * The mock runs in a worker thread (its own event loop, as the real service is another machine).
  *
- * Run alone: `npx tsx bench/client.ts` (env: BENCH_CLIENT_REQUESTS=10000 per run, BENCH_CLIENT_ROUNDS=5,
+ * Run alone: `npx tsx bench/client.ts` (env: BENCH_CLIENT_REQUESTS=8000 per run, BENCH_CLIENT_ROUNDS=7,
  * BENCH_CONCURRENCY=32, BENCH_IN_PROCESS=1 to run the mock and the clients on one event loop).
  */
 import type { EventLoopUtilization } from 'node:perf_hooks';
@@ -100,8 +100,8 @@ const median = (values: number[]): number => {
  * await benchClient(); // prints req/s of tuneflow, undici, fetch, the ratios, and the mock's own rate
  */
 export async function benchClient(): Promise<void> {
-  const count = Number(process.env.BENCH_CLIENT_REQUESTS ?? 10_000);
-  const rounds = Number(process.env.BENCH_CLIENT_ROUNDS ?? 5);
+  const count = Number(process.env.BENCH_CLIENT_REQUESTS ?? 8_000);
+  const rounds = Number(process.env.BENCH_CLIENT_ROUNDS ?? 7);
   const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32);
   const oneLoop = process.env.BENCH_IN_PROCESS === '1';
   const mock = oneLoop ? inProcess(await startMockService()) : await startMockThread();
@@ -150,6 +150,8 @@ export async function benchClient(): Promise<void> {
       // Rotate the order each round, so no client always runs first (or after the same one).
       for (let i = 0; i < names.length; i++) {
         const name = names[(round + i) % names.length];
+        // A pause, so the garbage of one run (fetch makes a lot) is collected before the next starts.
+        await new Promise((resolve) => setTimeout(resolve, 200));
         const { rate, busyUs } = await run(fetchers[name], count, concurrency);
         rates[name].push(rate);
         busy[name].push(busyUs);

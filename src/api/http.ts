@@ -135,15 +135,19 @@ export class HttpClient {
     let responseHeaders: Record<string, string | string[] | undefined>;
     let text: string;
     try {
-      const response = await this.#pool.request({
-        method,
-        path: fullPath,
-        headers,
-        body: payload,
-        signal,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      });
+      // The common call (no body, signal or own timeout) sends the smallest options object: the pool already holds
+      // the client's timeouts, and undici's hot functions stay monomorphic.
+      const response = await (payload === undefined && signal === undefined && timeoutMs === this.#timeoutMs
+        ? this.#pool.request({ method, path: fullPath, headers })
+        : this.#pool.request({
+            method,
+            path: fullPath,
+            headers,
+            body: payload,
+            signal,
+            headersTimeout: timeoutMs,
+            bodyTimeout: timeoutMs,
+          }));
       statusCode = response.statusCode;
       responseHeaders = response.headers;
       // The body is read once, as text: JSON.parse on it is all `body.json()` would do, and it also copes with
