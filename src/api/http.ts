@@ -26,7 +26,8 @@ export interface HttpClientOptions {
   /** Where the service lives, e.g. `https://api.astria.ai`; a path prefix (`http://host/api`) is kept. */
   baseUrl: string;
   /**
-   * How long a request may wait for its headers, and then between body chunks, before it fails with TimeoutError.
+   * How long a request may wait for its headers, and then between body chunks, before it fails with TimeoutError
+   * (undici's headersTimeout and bodyTimeout: counted from when the request is sent, about a second coarse).
    * @default 35_000 (just above the service's own 30 s limit, after which it answers 504)
    */
   timeoutMs?: number;

@@ -29,7 +29,8 @@ export interface TunesApiOptions {
   baseUrl?: string;
   /**
    * How long one request may wait for an answer (for its headers, then between body chunks) before it fails with
-   * TimeoutError. Just above the service's own 30 s, after which it answers 504 itself.
+   * TimeoutError. Just above the service's own 30 s, after which it answers 504 itself. Counted from when the request
+   * is sent (not while it waits for a free connection), on undici's timers: they fire up to about a second late.
    * @default '35 seconds'
    * @format Duration ('35 seconds', '2s', or a number of milliseconds)
    */
