@@ -40,9 +40,15 @@ export interface HttpClientOptions {
 
 /** Per-call options, always the last argument of a resource method. */
 export interface RequestOptions {
-  /** Aborts the call; its abort reason is rethrown as is (an abort is not a service failure). */
+  /**
+   * Aborts the call; its abort reason is rethrown as is (an abort is not a service failure).
+   * @default none
+   */
   signal?: AbortSignal;
-  /** Overrides the client's timeout for this call, in milliseconds. */
+  /**
+   * This call's timeout, in milliseconds (a Temporal activity passes what is left of its own).
+   * @default the client's `timeout`
+   */
   timeoutMs?: number;
 }
 
