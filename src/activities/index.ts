@@ -11,7 +11,7 @@ import type { Prompt, Tune } from '../api/schemas';
 import type { CallbackSigner } from '../callbacks/signing';
 import { CallbackKind } from '../workflows/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../workflows/inputs';
-import { findCreatedPrompt, findCreatedTune } from './lookup';
+import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
 import { toApplicationFailure } from './failures';
 
 export { toApplicationFailure } from './failures';
@@ -82,7 +82,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(async () => {
         const earlier = earlierAttempt();
         if (earlier) {
-          const found = await findCreatedTune(api, tune.title, earlier.since, lookupPages, options());
+          const found = await findCreatedTune(api, tune.title, lookupPages, options());
           if (found) return found;
         }
         return api.tunes.create({ ...tune, callback: callbackUrl(CallbackKind.tune) }, options());
@@ -102,7 +102,8 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
         const attributes = { ...prompt, callback: callbackUrl(CallbackKind.prompt, { key }) };
         const earlier = earlierAttempt();
         if (earlier) {
-          const found = await findCreatedPrompt(api, tuneId, attributes, earlier.since, lookupPages, options());
+          const since = attributes.callback ? undefined : earlier.since;
+          const found = await findCreatedPrompt(api, tuneId, attributes, since, lookupPages, options());
           if (found) return found;
         }
         return api.prompts.create(tuneId, attributes, options());
@@ -131,11 +132,17 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     async createPackTune({ packId, tune }) {
       return mapped(async () => {
         const earlier = earlierAttempt();
+        const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
         if (earlier && tune.tune_ids === undefined) {
-          const found = await findCreatedTune(api, tune.title, earlier.since, lookupPages, options());
+          const found = await findCreatedTune(api, tune.title, lookupPages, options());
           if (found) return found;
         }
-        const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
+        if (earlier && tune.tune_ids !== undefined) {
+          // Reused tunes: the service answers with the first one; its pack prompts carry our callback.
+          const first = tune.tune_ids[0];
+          if (await findCreatedPackPrompts(api, first, promptCallback, lookupPages, options()))
+            return api.tunes.retrieve(first, options());
+        }
         return api.packs.createTune(
           packId,
           {

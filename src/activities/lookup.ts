@@ -11,28 +11,34 @@ const PAGE = 120;
 
 type RequestOptions = { signal?: AbortSignal };
 
-/** The newest tune titled `title` created since the first attempt (newest first, at most `pages` pages). */
+/**
+ * The newest tune titled `title` (newest first, at most `pages` pages). The title is the job's business key, so any
+ * tune with it belongs to this job, however old: no time bound (a time-skipping test server's clock is no guide).
+ */
 export async function findCreatedTune(
   api: TunesApi,
   title: string,
-  sinceMs: number,
   pages: number,
   options: RequestOptions,
 ): Promise<Tune | undefined> {
   let seen = 0;
   for await (const tune of api.tunes.list({ limit: PAGE }, options)) {
     if (tune.title === title) return tune;
-    if (isOlderThan(tune.created_at, sinceMs) || ++seen >= pages * PAGE) return undefined;
+    if (++seen >= pages * PAGE) return undefined;
   }
   return undefined;
 }
 
-/** The newest prompt of the tune whose considered attributes match the request, created since the first attempt. */
+/**
+ * The newest prompt of the tune whose considered attributes match the request. With a signed callback (workflow ID
+ * and prompt key in it) a match is this job's own, however old; without one, the same text may be another job's, so
+ * only prompts created since `sinceMs` (the first attempt, less the clock skew) count.
+ */
 export async function findCreatedPrompt(
   api: TunesApi,
   tuneId: number,
   attributes: Record<string, unknown>,
-  sinceMs: number,
+  sinceMs: number | undefined,
   pages: number,
   options: RequestOptions,
 ): Promise<Prompt | undefined> {
@@ -40,9 +46,29 @@ export async function findCreatedPrompt(
   let seen = 0;
   for await (const prompt of api.prompts.list(tuneId, { limit: PAGE }, options)) {
     if (promptMatches(prompt, wanted)) return prompt;
-    if (isOlderThan(prompt.created_at, sinceMs) || ++seen >= pages * PAGE) return undefined;
+    if ((sinceMs !== undefined && isOlderThan(prompt.created_at, sinceMs)) || ++seen >= pages * PAGE) return undefined;
   }
   return undefined;
+}
+
+/**
+ * Pack prompts an earlier attempt of `POST /p/:id/tunes` with `tune_ids` created: they carry this job's signed
+ * per-prompt callback. Without callbacks they cannot be told from others, and nothing is found.
+ */
+export async function findCreatedPackPrompts(
+  api: TunesApi,
+  tuneId: number,
+  promptCallback: string | undefined,
+  pages: number,
+  options: RequestOptions,
+): Promise<boolean> {
+  if (!promptCallback) return false;
+  let seen = 0;
+  for await (const prompt of api.prompts.list(tuneId, { limit: PAGE }, options)) {
+    if (prompt.callback === promptCallback) return true;
+    if (++seen >= pages * PAGE) return false;
+  }
+  return false;
 }
 
 /**

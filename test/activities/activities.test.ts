@@ -41,12 +41,12 @@ function run<K extends keyof TuneflowActivities>(
   activities: TuneflowActivities,
   name: K,
   input: Parameters<TuneflowActivities[K]>[0],
-  { attempt = 1, workflowId = 'wf-1' } = {},
+  { attempt = 1, workflowId = 'wf-1', scheduledTimestampMs = Date.now() - 1000 } = {},
 ): ReturnType<TuneflowActivities[K]> {
   const env = new MockActivityEnvironment({
     attempt,
     workflowExecution: { workflowId, runId: 'run-1' },
-    scheduledTimestampMs: Date.now() - 1000,
+    scheduledTimestampMs,
   });
   const fn = activities[name] as (arg: typeof input) => ReturnType<TuneflowActivities[K]>;
   return env.run(fn, input) as ReturnType<TuneflowActivities[K]>;
@@ -104,6 +104,21 @@ describe('createTune', () => {
     expect(retried.title).toBe('job-504');
     expect(mock.stats().routes['POST /tunes']).toBe(before + 1); // the retry looked, and did not POST again
     expect(await tuneCount(api)).toBe(1);
+  });
+
+  test("a retry finds the job's tune even when the server's clock ran far ahead (time skipping)", async () => {
+    const { api, activities } = account();
+    await run(activities, 'createTune', { tune: tune('job-skew') });
+    await run(activities, 'createTune', { tune: tune('another-job') }); // newer: the scan meets it first
+    const sixHoursAhead = Date.now() + 6 * 3600_000;
+    const again = await run(
+      activities,
+      'createTune',
+      { tune: tune('job-skew') },
+      { attempt: 2, scheduledTimestampMs: sixHoursAhead },
+    );
+    expect(again.title).toBe('job-skew');
+    expect(await tuneCount(api)).toBe(2);
   });
 
   test('a retry after a 500 that created nothing creates the tune once', async () => {
@@ -274,6 +289,25 @@ describe('reads, lists and deletes', () => {
     const prompts = await api.prompts.list(created.id);
     expect(prompts.length).toBeGreaterThan(0);
     for (const p of prompts) expect(p.callback).toBe(signer.url('prompt', 'job-pack', { key: 'pack' }));
+  });
+});
+
+describe('createPackTune on reused tunes (tune_ids)', () => {
+  test('a 504 after the pack prompts were created: the retry finds them and creates none again', async () => {
+    const { api, activities } = account();
+    const [pack] = await api.packs.list();
+    const klass = Object.keys(pack.cost_mc_hash ?? {})[0];
+    const own = await run(activities, 'createTune', { tune: { ...tune('job-reuse-base'), name: klass } });
+    mock.setFaults({ status504Rate: 1, faultRoutes: ['POST /p/:pack_id/tunes'], maxFaults: 1 });
+    const input = { packId: pack.id, tune: { title: 'job-reuse', tune_ids: [own.id] } };
+    const failure = await failureOf(run(activities, 'createPackTune', input, { workflowId: 'job-reuse' }));
+    expect(failure.type).toBe('GatewayTimeout');
+    const afterFirst = (await api.prompts.list(own.id)).length;
+    expect(afterFirst).toBeGreaterThan(0);
+
+    const again = await run(activities, 'createPackTune', input, { attempt: 2, workflowId: 'job-reuse' });
+    expect(again.id).toBe(own.id);
+    expect(await api.prompts.list(own.id)).toHaveLength(afterFirst);
   });
 });
 
