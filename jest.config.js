@@ -6,6 +6,12 @@ const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 
 module.exports = {
   projects: [
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/**/*.test.ts'], testPathIgnorePatterns: ['/test/workflows/'] },
-    { ...base, displayName: 'workflows', testMatch: ['<rootDir>/test/workflows/**/*.test.ts'] },
+    {
+      ...base,
+      displayName: 'workflows',
+      testMatch: ['<rootDir>/test/workflows/**/*.test.ts'],
+      // Decides once where the tests get a Temporal server, or prints why they are skipped.
+      globalSetup: '<rootDir>/test/workflows/global-setup.ts',
+    },
   ],
 };
