@@ -97,8 +97,11 @@ function faultsSchema(known: ReadonlySet<string>) {
         .optional(),
     })
     .superRefine((f, ctx) => {
-      const sum = (f.status500Rate ?? 0) + (f.status429Rate ?? 0) + (f.status504Rate ?? 0);
-      if (sum > 1)
+      // Refinements also run after field errors: judge the sum only of rates that are valid on their own.
+      const rates = [f.status500Rate, f.status429Rate, f.status504Rate].map((r) =>
+        typeof r === 'number' && r >= 0 && r <= 1 ? r : 0,
+      );
+      if (rates[0] + rates[1] + rates[2] > 1)
         ctx.addIssue({
           code: 'custom',
           path: ['status500Rate'],
