@@ -4,11 +4,13 @@
  * attaches to the first instead of training twice.
  */
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
+import type { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { InvalidInputError, parseInput } from './api/errors';
 import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from './api/schemas';
 import { DEFAULT_TASK_QUEUE } from './config';
-import { durationToMs } from './duration';
+import { MAX_PROMPTS_PER_RUN } from './workflows/failures';
+import { resolveOptions } from './workflows/options';
 import type {
   GenerateInput,
   GenerateResult,
@@ -152,18 +154,14 @@ export function validateTrainThenGenerate(workflowId: string, input: TrainThenGe
     ...input.tune,
     images: paths(input.tune?.images, 'tune.images'),
   });
-  if (!Array.isArray(input.prompts))
-    throw new InvalidInputError('input', [{ field: 'prompts', rule: 'must be an array of prompts' }]);
-  input.prompts.forEach((prompt, i) => parseInput(PromptCreateInput, `prompts[${i}]`, prompt));
+  validatePrompts(input.prompts, true);
   validateOptions(input.options);
 }
 
 export function validateGenerate(input: GenerateInput): void {
   requireObject(input, 'input');
   parseInput(ResourceId, 'tuneId', input.tuneId);
-  if (!Array.isArray(input.prompts) || input.prompts.length === 0)
-    throw new InvalidInputError('input', [{ field: 'prompts', rule: 'must be a non-empty array of prompts' }]);
-  input.prompts.forEach((prompt, i) => parseInput(PromptCreateInput, `prompts[${i}]`, prompt));
+  validatePrompts(input.prompts, false);
   validateOptions(input.options);
 }
 
@@ -176,25 +174,27 @@ export function validatePackTune(workflowId: string, input: PackTuneInput): void
   validateOptions(input.options);
 }
 
+/** The workflows' own option rules (defaults, durations, the poll bound), checked before starting. */
 export function validateOptions(options: TuneflowOptions | undefined): void {
-  if (options === undefined) return;
-  requireObject(options, 'options');
-  const issues: { field: string; rule: string }[] = [];
-  for (const key of ['pollInterval', 'maxPollInterval', 'trainingTimeout', 'promptTimeout'] as const) {
-    const value = options[key];
-    if (value === undefined) continue;
-    try {
-      if (durationToMs(value, key) <= 0) issues.push({ field: `options.${key}`, rule: 'must be a positive duration' });
-    } catch {
-      issues.push({ field: `options.${key}`, rule: "must be a duration such as '90 seconds'" });
-    }
+  try {
+    resolveOptions(options);
+  } catch (err) {
+    const details = (err as ApplicationFailure).details?.[0] as { option?: string; rule?: string } | undefined;
+    if (!details?.option) throw err;
+    throw new InvalidInputError('input', [{ field: `options.${details.option}`, rule: details.rule ?? 'is invalid' }]);
   }
-  const concurrency = options.promptConcurrency;
-  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency >= 1 && concurrency <= 32))
-    issues.push({ field: 'options.promptConcurrency', rule: 'must be an integer from 1 to 32' });
-  if (options.cleanupOnCancel !== undefined && typeof options.cleanupOnCancel !== 'boolean')
-    issues.push({ field: 'options.cleanupOnCancel', rule: 'must be true or false' });
-  if (issues.length) throw new InvalidInputError('input', issues);
+}
+
+function validatePrompts(prompts: unknown, allowEmpty: boolean): void {
+  if (!Array.isArray(prompts) || (!allowEmpty && prompts.length === 0))
+    throw new InvalidInputError('input', [
+      { field: 'prompts', rule: `must be a${allowEmpty ? 'n' : ' non-empty'} array of prompts` },
+    ]);
+  if (prompts.length > MAX_PROMPTS_PER_RUN)
+    throw new InvalidInputError('input', [
+      { field: 'prompts', rule: `must hold at most ${MAX_PROMPTS_PER_RUN} prompts (one list page); start more runs` },
+    ]);
+  prompts.forEach((prompt, i) => parseInput(PromptCreateInput, `prompts[${i}]`, prompt));
 }
 
 function paths(images: unknown, field: string): string[] | undefined {

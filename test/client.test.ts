@@ -64,6 +64,26 @@ describe('TuneflowClient validates before it starts anything', () => {
       () => tuneflow.trainThenGenerate('k', { tune, prompts, options: { promptConcurrency: 0 } }),
       'options.promptConcurrency',
     ],
+    [
+      'ceiling below the first poll',
+      () =>
+        tuneflow.trainThenGenerate('k', {
+          tune,
+          prompts,
+          options: { pollInterval: '5 minutes', maxPollInterval: '1 minute' },
+        }),
+      'options.maxPollInterval',
+    ],
+    [
+      'an option that does not exist',
+      () => tuneflow.trainThenGenerate('k', { tune, prompts, options: { pollEvery: '1 minute' } as never }),
+      'options.pollEvery',
+    ],
+    [
+      'more prompts than one list page',
+      () => tuneflow.trainThenGenerate('k', { tune, prompts: Array.from({ length: 121 }, () => ({ text: 'x' })) }),
+      'prompts',
+    ],
     ['generate without a tune id', () => tuneflow.generate('k', { tuneId: 0, prompts }), 'tuneId'],
     ['generate without prompts', () => tuneflow.generate('k', { tuneId: 1, prompts: [] }), 'prompts'],
     ['pack without images', () => tuneflow.packTune('k', { packId: 260, tune: { name: 'man' } }), 'tune.images'],
