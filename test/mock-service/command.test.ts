@@ -1,0 +1,101 @@
+/**
+ * `tuneflow mock-service` as a real child process (node with tsx, as a user runs src/cli.ts): the first line
+ * announces the URL, it serves and logs requests, SIGTERM stops it with exit 0; usage errors exit 2 naming the flag.
+ * Also the `tuneflow` dispatcher itself.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { call, type TuneJson } from './loopback';
+
+jest.setTimeout(30_000);
+
+const ROOT = resolve(__dirname, '../..');
+
+function cli(args: string[]): ChildProcessWithoutNullStreams {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT });
+}
+
+/** Runs the cli to its end. */
+async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = cli(args);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c));
+  child.stderr.on('data', (c: Buffer) => (stderr += c));
+  const code = await new Promise<number | null>((done) => child.on('exit', done));
+  return { code, stdout, stderr };
+}
+
+describe('tuneflow mock-service', () => {
+  test('prints "listening on" first, serves and logs requests, and stops on SIGTERM with exit 0', async () => {
+    const child = cli(['mock-service', '--port', '0', '--training-time', '200ms', '--api-key', 'only-this']);
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((done) =>
+      child.on('exit', (code, signal) => done([code, signal])),
+    );
+    try {
+      const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+      const first = (await lines.next()).value as string;
+      expect(first).toMatch(/^listening on http:\/\/127\.0\.0\.1:\d+$/);
+      const url = first.slice('listening on '.length);
+
+      const created = await call<TuneJson>(url, 'only-this', 'POST', '/tunes', {
+        tune: { title: 'cli', name: 'man', image_urls: ['https://images.test/1.jpg'] },
+      });
+      expect(created.status).toBe(201);
+      expect(Date.parse(created.body.eta) - Date.parse(created.body.created_at)).toBe(200);
+      expect((await call(url, 'another', 'GET', '/tunes')).status).toBe(401);
+      expect((await lines.next()).value).toMatch(/^POST \/tunes 201 /);
+      expect((await lines.next()).value).toMatch(/^GET \/tunes 401 /);
+
+      child.kill('SIGTERM');
+      expect(await exited).toEqual([0, null]);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  test('--help prints the usage and exits 0', async () => {
+    const { code, stdout } = await run(['mock-service', '--help']);
+    expect(code).toBe(0);
+    expect(stdout).toContain('Usage: tuneflow mock-service');
+    for (const flag of ['--port', '--host', '--training-time', '--inference-time', '--idempotency', '--api-key'])
+      expect(stdout).toContain(flag);
+  });
+
+  test('an unknown flag exits 2 naming it, with the usage on stderr', async () => {
+    const { code, stdout, stderr } = await run(['mock-service', '--colour', 'red']);
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toContain("'--colour'");
+    expect(stderr).toContain('Usage: tuneflow mock-service');
+  });
+
+  test.each([
+    [['--training-time', 'soon'], '--training-time'],
+    [['--inference-time=-5s'], '--inference-time'],
+    [['--port', 'eighty'], '--port'],
+    [['--idempotency', 'maybe'], '--idempotency'],
+  ])('a bad value %j exits 2 naming %s and its rule', async (args, flag) => {
+    const { code, stderr } = await run(['mock-service', ...args]);
+    expect(code).toBe(2);
+    expect(stderr).toContain(`${flag}: must be`);
+  });
+});
+
+describe('tuneflow', () => {
+  test('--help lists the commands and exits 0; no command lists them on stderr and exits 2', async () => {
+    const help = await run(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('mock-service');
+    const none = await run([]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('mock-service');
+  });
+
+  test('an unknown command exits 2 naming it', async () => {
+    const { code, stderr } = await run(['frobnicate']);
+    expect(code).toBe(2);
+    expect(stderr).toContain("unknown command 'frobnicate'");
+  });
+});
