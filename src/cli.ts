@@ -1,8 +1,7 @@
 /**
  * `tuneflow <command> [flags]`: a table of commands, each `(argv) => Promise<exit code>`. Adding a command is one
- * row in COMMANDS.
+ * row in COMMANDS. Each command's module loads only when it runs, so `--help` does not load Temporal's worker.
  */
-import { mockServiceCommand } from './mock-service/command';
 
 interface Command {
   /** One line for the list of commands. */
@@ -11,9 +10,37 @@ interface Command {
 }
 
 const COMMANDS: Record<string, Command> = {
+  demo: {
+    summary: 'train a tune and generate images through a durable workflow, all in this process',
+    run: async (argv) => (await import('./demo')).demoCommand(argv),
+  },
+  worker: {
+    summary: 'run the production worker: workflows, activities and the callback receiver',
+    run: async (argv) => (await import('./worker')).workerCommand(argv),
+  },
+  callbacks: {
+    summary: 'run the callback receiver alone (callbacks -> workflow signals)',
+    run: async (argv) => (await import('./callbacks/command')).callbacksCommand(argv),
+  },
+  start: {
+    summary: 'start a train-then-generate run (--wait to follow it)',
+    run: async (argv) => (await import('./commands/start')).startCommand(argv),
+  },
+  status: {
+    summary: "show a run's status, progress and result",
+    run: async (argv) => (await import('./commands/status')).statusCommand(argv),
+  },
+  cancel: {
+    summary: 'cancel a run',
+    run: async (argv) => (await import('./commands/status')).cancelCommand(argv),
+  },
+  packs: {
+    summary: "list the service's packs and their classes",
+    run: async (argv) => (await import('./commands/packs')).packsCommand(argv),
+  },
   'mock-service': {
     summary: 'run an in-memory mock of the fine-tuning service (callbacks, faults)',
-    run: (argv) => mockServiceCommand(argv),
+    run: async (argv) => (await import('./mock-service/command')).mockServiceCommand(argv),
   },
 };
 
@@ -45,12 +72,17 @@ export async function main(argv: string[]): Promise<number> {
   return command.run(rest);
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    process.stderr.write(`tuneflow: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+/** The `tuneflow` executable (bin/tuneflow.js) and `node lib/cli.js`. */
+export function run(): void {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`tuneflow: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
+
+if (require.main === module) run();

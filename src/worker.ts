@@ -11,7 +11,7 @@ import { createActivities } from './activities';
 import { TunesApi } from './api';
 import { CallbackSigner } from './callbacks/signing';
 import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
-import { ConfigError, loadWorkerConfig, type WorkerConfig } from './config';
+import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from './config';
 import { createJsonLogger } from './logging';
 
 /** The workflow bundle `npm run build` writes beside this file; without it the worker bundles at start-up. */
@@ -92,7 +92,33 @@ export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger
   }
 }
 
-/** `tuneflow worker`: settings from the environment, metrics and JSON logs, until SIGINT/SIGTERM. */
+export const WORKER_USAGE = `Usage: tuneflow worker [--help]
+
+Runs the tuneflow workflows and activities, the callback receiver and Prometheus metrics until SIGINT/SIGTERM.
+Every setting comes from the environment:
+${Object.entries(ENVIRONMENT)
+  .map(([name, meaning]) => `  ${name.padEnd(27)} ${meaning}`)
+  .join('\n')}
+  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE
+                              the Temporal connection
+`;
+
+/** `tuneflow worker [--help]`. */
+export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h')) {
+    process.stdout.write(WORKER_USAGE);
+    return 0;
+  }
+  if (argv.length > 0) {
+    process.stderr.write(
+      `tuneflow worker: unexpected argument '${argv[0]}': settings come from the environment\n\n${WORKER_USAGE}`,
+    );
+    return 2;
+  }
+  return runWorker(env);
+}
+
+/** The worker: settings from the environment, metrics and JSON logs, until SIGINT/SIGTERM. */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let config: WorkerConfig;
   try {
