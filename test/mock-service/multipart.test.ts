@@ -115,7 +115,7 @@ describe('png', () => {
     expect(png.subarray(0, 8)).toEqual(Buffer.from('89504e470d0a1a0a', 'hex'));
     expect(pngSize(png)).toEqual({ width: 4, height: 4 });
     const chunks: string[] = [];
-    let idat = Buffer.alloc(0);
+    let idat: Buffer = Buffer.alloc(0);
     for (let at = 8; at < png.length; ) {
       const length = png.readUInt32BE(at);
       const type = png.toString('latin1', at + 4, at + 8);
