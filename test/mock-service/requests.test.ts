@@ -5,7 +5,7 @@
 import { FormData, request } from 'undici';
 import { startMockService, type MockService } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
-import { call, type ErrorJson, type PromptJson, type TuneJson } from './loopback';
+import { call, until, type ErrorJson, type PromptJson, type TuneJson } from './loopback';
 
 jest.setTimeout(20_000);
 
@@ -85,6 +85,32 @@ describe('paths and bodies', () => {
       expect([id, (await call(mock.url, key, 'GET', `/tunes/${id}`)).status]).toEqual([id, 404]);
     expect((await call(mock.url, key, 'GET', '/tunes/12/prompts/x')).status).toBe(404);
     expect((await call(mock.url, key, 'GET', '/no/such/route')).status).toBe(404);
+  });
+
+  test('publicUrl is the base of object, image and file URLs', async () => {
+    const proxied = await startMockService({ publicUrl: 'https://mock.example.test/api/', inferenceTime: '50ms' });
+    try {
+      const form = new FormData();
+      form.append('tune[title]', 'p');
+      form.append('tune[name]', 'man');
+      form.append('tune[model_type]', 'faceid');
+      form.append('tune[images][]', new Blob([solidPng('p')], { type: 'image/png' }), 'p.png');
+      const tune = (await call<TuneJson>(proxied.url, 'k', 'POST', '/tunes', form)).body;
+      expect(tune.url).toBe(`https://mock.example.test/api/tunes/${tune.id}`);
+      expect(tune.orig_images).toEqual([
+        expect.stringMatching(/^https:\/\/mock\.example\.test\/api\/files\/\d+\.png$/),
+      ]);
+      const prompt = (
+        await call<PromptJson>(proxied.url, 'k', 'POST', `/tunes/${tune.id}/prompts`, { prompt: { text: 'x' } })
+      ).body;
+      const done = await until(
+        async () => (await call<PromptJson>(proxied.url, 'k', 'GET', `/tunes/${tune.id}/prompts/${prompt.id}`)).body,
+        (p) => p.images.length > 0,
+      );
+      expect(done.images).toEqual([`https://mock.example.test/api/images/${prompt.id}-0.png`]);
+    } finally {
+      await proxied.close();
+    }
   });
 
   test('object urls answer with the .json suffix too', async () => {
