@@ -6,7 +6,8 @@
  * The mock runs in a worker thread (its own event loop, as the real service is another machine).
  *
  * Run alone: `npx tsx bench/client.ts` (env: BENCH_CLIENT_REQUESTS=8000 per run, BENCH_CLIENT_ROUNDS=7,
- * BENCH_CONCURRENCY=32, BENCH_IN_PROCESS=1 to run the mock and the clients on one event loop).
+ * BENCH_CONCURRENCY=32, BENCH_CLIENTS=tuneflow,undici,fetch to pick, BENCH_IN_PROCESS=1 to run the mock and the
+ * clients on one event loop).
  */
 import type { EventLoopUtilization } from 'node:perf_hooks';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
@@ -64,8 +65,13 @@ type Fetcher = () => Promise<number>;
 interface RunResult {
   /** Requests per second. */
   rate: number;
-  /** Busy time of this thread's event loop per request, in microseconds: the client's own cost, whatever the load. */
+  /** Busy time of this thread's event loop per request, in microseconds (wall clock: inflated when the machine is busy). */
   busyUs: number;
+  /**
+   * CPU time of the whole process per request, in microseconds: the client's work plus the mock's (the same for every
+   * client), so the difference between two clients is the difference of their own costs.
+   */
+  cpuUs: number;
 }
 
 /** Runs `count` fetches with `concurrency` in flight. */
@@ -79,12 +85,14 @@ async function run(fetchTune: Fetcher, count: number, concurrency: number): Prom
     }
   };
   const loop = performance.eventLoopUtilization();
+  const cpu = process.cpuUsage();
   const started = performance.now();
   await Promise.all(Array.from({ length: concurrency }, lane));
   const elapsed = performance.now() - started;
   const { active } = performance.eventLoopUtilization(loop);
+  const { user, system } = process.cpuUsage(cpu);
   if (checksum === 0) throw new Error('no tune was read');
-  return { rate: count / (elapsed / 1000), busyUs: (active * 1000) / count };
+  return { rate: count / (elapsed / 1000), busyUs: (active * 1000) / count, cpuUs: (user + system) / count };
 }
 
 const median = (values: number[]): number => {
@@ -137,12 +145,13 @@ export async function benchClient(): Promise<void> {
         return body.id;
       },
     };
-    const names = Object.keys(fetchers);
+    const names = (process.env.BENCH_CLIENTS ?? 'tuneflow,undici,fetch').split(',').filter((n) => n in fetchers);
 
     for (const name of names) await run(fetchers[name], Math.min(2_000, count), concurrency);
 
     const rates: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
     const busy: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
+    const cpu: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
     const servedBefore = (await mock.stats()).routes[ROUTE] ?? 0;
     const mockLoop = mock.loop?.();
     let measuredSeconds = 0;
@@ -152,9 +161,10 @@ export async function benchClient(): Promise<void> {
         const name = names[(round + i) % names.length];
         // A pause, so the garbage of one run (fetch makes a lot) is collected before the next starts.
         await new Promise((resolve) => setTimeout(resolve, 200));
-        const { rate, busyUs } = await run(fetchers[name], count, concurrency);
+        const { rate, busyUs, cpuUs } = await run(fetchers[name], count, concurrency);
         rates[name].push(rate);
         busy[name].push(busyUs);
+        cpu[name].push(cpuUs);
         measuredSeconds += count / rate;
       }
     }
@@ -168,20 +178,24 @@ export async function benchClient(): Promise<void> {
         `${concurrency} in flight, mock ${oneLoop ? 'on the same event loop' : 'in a worker thread'}`,
     );
     console.log(
-      `${'client'.padEnd(10)}${pad('median req/s', 14)}${pad('min', 9)}${pad('max', 9)}${pad('loop us/req', 13)}`,
+      `${'client'.padEnd(10)}${pad('median req/s', 14)}${pad('min', 9)}${pad('max', 9)}${pad('loop us/req', 13)}${pad('cpu us/req', 12)}`,
     );
     for (const n of names) {
       const r = rates[n];
       const cells = [med[n], Math.min(...r), Math.max(...r)].map((x, i) => pad(x.toFixed(0), i === 0 ? 14 : 9));
-      console.log(`${n.padEnd(10)}${cells.join('')}${pad(median(busy[n]).toFixed(1), 13)}`);
+      const costs = `${pad(median(busy[n]).toFixed(1), 13)}${pad(median(cpu[n]).toFixed(1), 12)}`;
+      console.log(`${n.padEnd(10)}${cells.join('')}${costs}`);
     }
-    // Ratios round by round too: each round's three runs are close in time, so they share the machine's mood.
+    // Ratios round by round too: each round's runs are close in time, so they share the machine's mood.
     const perRound = (a: string, b: string) => median(rates[a].map((r, i) => r / rates[b][i]));
-    console.log(
-      `client/undici ${(med.tuneflow / med.undici).toFixed(3)} (median of per-round ratios ` +
-        `${perRound('tuneflow', 'undici').toFixed(3)}); client/fetch ${(med.tuneflow / med.fetch).toFixed(3)} ` +
-        `(per round ${perRound('tuneflow', 'fetch').toFixed(3)})`,
-    );
+    const ratios = ['undici', 'fetch']
+      .filter((other) => rates.tuneflow && rates[other])
+      .map(
+        (other) =>
+          `client/${other} ${(med.tuneflow / med[other]).toFixed(3)} ` +
+          `(median of per-round ratios ${perRound('tuneflow', other).toFixed(3)})`,
+      );
+    if (ratios.length) console.log(ratios.join('; '));
     // The mock's own rate: requests it served per second of its event loop's busy time (its capacity on one core).
     const own = mockBusy
       ? `its own rate ${(served / ((mockBusy.active || 1) / 1000)).toFixed(0)} req/s of busy loop ` +
