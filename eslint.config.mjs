@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['lib/**', 'node_modules/**', 'out/**', 'bin/**', 'scripts/*.js', 'jest.config.js', 'tmp-*/**'] },
+  { ignores: ['lib/**', 'node_modules/**', 'out/**', 'bin/**', 'scripts/*.js', 'jest.config.js', 'eslint.config.mjs', 'tmp-*/**'] },
   ...tseslint.configs.recommended,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
