@@ -54,7 +54,8 @@ async function measure(count: number, send: (i: number) => Promise<number>): Pro
   return count / seconds;
 }
 
-async function run(): Promise<void> {
+/** Prints the mock's requests per second for the routes polling and creating hit. */
+export async function benchMockService(): Promise<void> {
   const inProcess = process.env.BENCH_IN_PROCESS === '1';
   const mock = await startMock(inProcess);
   const pool = new Pool(mock.url, { connections: CONCURRENCY, pipelining: 1 });
@@ -100,8 +101,8 @@ if (!isMainThread && (workerData as { role?: string } | undefined)?.role === 'mo
     parentPort!.postMessage(mock.url);
     parentPort!.once('message', () => void mock.close().then(() => process.exit(0)));
   });
-} else if (isMainThread) {
-  run().catch((error: unknown) => {
+} else if (require.main === module) {
+  benchMockService().catch((error: unknown) => {
     console.error(error);
     process.exitCode = 1;
   });

@@ -9,9 +9,8 @@
  * run and publishes its verdict in process.env, which the test files read here. Only the download may end in a skip
  * (printed with its reason); a server that was asked for by variable and does not work fails the tests instead.
  */
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { VERDICT_VARIABLE, verdictFromVariables, type TemporalVerdict } from './global-setup';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { environmentFor, VERDICT_VARIABLE, verdictFromVariables, type TemporalVerdict } from './global-setup';
 
 export type { TemporalVerdict } from './global-setup';
 
@@ -49,31 +48,6 @@ if (!temporalAvailable() && !process.env[VERDICT_VARIABLE])
  * @example
  * beforeAll(async () => { env = await createTestEnvironment(); });
  */
-export async function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
-  installQuietRuntime();
-  const verdict = currentVerdict();
-  switch (verdict.kind) {
-    case 'test-server':
-      return TestWorkflowEnvironment.createTimeSkipping({
-        server: { executable: { type: 'existing-path', path: verdict.path } },
-      });
-    case 'existing':
-      return TestWorkflowEnvironment.createFromExistingServer({
-        address: verdict.address,
-        namespace: verdict.namespace,
-      });
-    case 'download':
-      return TestWorkflowEnvironment.createTimeSkipping();
-    default:
-      throw new Error(`no Temporal server for the workflow tests: ${verdict.reason}`);
-  }
-}
-
-/** Worker and core logs at WARN: the tests' own output stays readable. Once per process; later calls are no-ops. */
-function installQuietRuntime(): void {
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-  } catch {
-    // Already installed (another test file in this process): keep it.
-  }
+export function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
+  return environmentFor(currentVerdict());
 }

@@ -5,6 +5,7 @@
  */
 import * as fs from 'node:fs';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 /** The variable global-setup.ts publishes its verdict in (JSON). */
 export const VERDICT_VARIABLE = 'TUNEFLOW_TEMPORAL_VERDICT';
@@ -106,5 +107,40 @@ export function describeVerdict(verdict: TemporalVerdict): string {
         `workflow tests SKIPPED: no Temporal server (${verdict.reason}). ` +
         'Set TEMPORAL_TEST_SERVER_PATH to a time-skipping test server, or TEMPORAL_ADDRESS to a running server.'
       );
+  }
+}
+
+/**
+ * A TestWorkflowEnvironment as the verdict says: time-skipping where possible, an existing server otherwise. Used by
+ * the workflow tests (through environment.ts) and by bench/api-calls.ts; it needs no jest.
+ *
+ * @example
+ * const env = await environmentFor(await probeTemporal());
+ */
+export async function environmentFor(verdict: TemporalVerdict): Promise<TestWorkflowEnvironment> {
+  installQuietRuntime();
+  switch (verdict.kind) {
+    case 'test-server':
+      return TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path: verdict.path } },
+      });
+    case 'existing':
+      return TestWorkflowEnvironment.createFromExistingServer({
+        address: verdict.address,
+        namespace: verdict.namespace,
+      });
+    case 'download':
+      return TestWorkflowEnvironment.createTimeSkipping();
+    default:
+      throw new Error(`no Temporal server for the workflow tests: ${verdict.reason}`);
+  }
+}
+
+/** Worker and core logs at WARN: the tests' own output stays readable. Once per process; later calls are no-ops. */
+function installQuietRuntime(): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // Already installed (another test file in this process): keep it.
   }
 }

@@ -1,0 +1,28 @@
+/**
+ * `npm run bench`: every benchmark in one run. Speed is measured here, never asserted in tests.
+ * - the service client against bare undici and global fetch, on the same mock endpoint;
+ * - the mock service's own throughput (so it is never what the client bench measures);
+ * - the callback receiver: callbacks per second and request-to-signal latency;
+ * - API calls per workflow run, with callbacks and with every callback lost (needs a Temporal server).
+ */
+import { benchApiCalls } from './api-calls';
+import { benchCallbacks } from './callbacks';
+import { benchClient } from './client';
+import { benchMockService } from './mock-service';
+
+async function run(): Promise<void> {
+  for (const [name, bench] of [
+    ['service client', benchClient],
+    ['mock service', benchMockService],
+    ['callback receiver', benchCallbacks],
+    ['API calls per run', benchApiCalls],
+  ] as const) {
+    console.log(`\n=== ${name} ===`);
+    await bench();
+  }
+}
+
+run().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
