@@ -38,12 +38,16 @@ export class ConfigError extends Error {
 export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export interface CallbackConfig {
-  /** Public base URL that callback URLs start with. */
-  baseUrl: string;
+export interface ReceiverConfig {
+  /** Public base URL that callback URLs start with, when set. */
+  baseUrl?: string;
   secret: string;
   port: number;
   host: string;
+}
+
+export interface CallbackConfig extends ReceiverConfig {
+  baseUrl: string;
 }
 
 export interface WorkerConfig {
@@ -70,23 +74,38 @@ function read<T>(env: Env, variable: string, schema: z.ZodType<T>, rule: string)
   return result.data;
 }
 
-/** The callback settings alone (also used by `tuneflow callbacks`); undefined when no base URL is set. */
-export function loadCallbackConfig(env: Env = process.env, required = false): CallbackConfig | undefined {
-  const baseUrl = env.TUNEFLOW_CALLBACK_BASE_URL;
-  if (!baseUrl && !required) return undefined;
+/**
+ * What the callback receiver needs: the secret (required), where to listen, and the public base URL when it is set.
+ * `tuneflow callbacks` runs on this alone.
+ */
+export function loadReceiverConfig(env: Env = process.env): ReceiverConfig {
   return {
-    baseUrl: read(env, 'TUNEFLOW_CALLBACK_BASE_URL', httpUrl, 'must be an http(s) URL the service can reach'),
+    baseUrl: env.TUNEFLOW_CALLBACK_BASE_URL
+      ? read(env, 'TUNEFLOW_CALLBACK_BASE_URL', httpUrl, 'must be an http(s) URL the service can reach')
+      : undefined,
     secret: read(
       env,
       'TUNEFLOW_CALLBACK_SECRET',
       z.string().min(16),
-      'is required with callbacks: at least 16 characters',
+      'is required with callbacks: the HMAC key of callback URLs, at least 16 characters',
     ),
     port: env.TUNEFLOW_CALLBACK_PORT
       ? read(env, 'TUNEFLOW_CALLBACK_PORT', port, 'must be a port number from 0 to 65535')
       : DEFAULT_CALLBACK_PORT,
     host: env.TUNEFLOW_CALLBACK_HOST || '0.0.0.0',
   };
+}
+
+/** The worker's callback settings; undefined when no base URL is set (the workflows then poll only). */
+export function loadCallbackConfig(env: Env = process.env): CallbackConfig | undefined {
+  if (!env.TUNEFLOW_CALLBACK_BASE_URL) return undefined;
+  return loadReceiverConfig(env) as CallbackConfig;
+}
+
+export function loadLogLevel(env: Env = process.env): LogLevel {
+  return env.TUNEFLOW_LOG_LEVEL
+    ? read(env, 'TUNEFLOW_LOG_LEVEL', z.enum(LOG_LEVELS), `must be one of ${LOG_LEVELS.join(', ')}`)
+    : 'INFO';
 }
 
 /** The Temporal connection from the standard environment variables and profile file. */
@@ -128,9 +147,7 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
             hostPort,
             'must be host:port or "off"',
           ),
-    logLevel: env.TUNEFLOW_LOG_LEVEL
-      ? read(env, 'TUNEFLOW_LOG_LEVEL', z.enum(LOG_LEVELS), `must be one of ${LOG_LEVELS.join(', ')}`)
-      : 'INFO',
+    logLevel: loadLogLevel(env),
   };
 }
 

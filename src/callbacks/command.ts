@@ -4,7 +4,15 @@
  */
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { ConfigError, DEFAULT_CALLBACK_PORT, LOG_LEVELS, type LogLevel, loadTemporalConfig } from '../config';
+import {
+  ConfigError,
+  DEFAULT_CALLBACK_PORT,
+  loadLogLevel,
+  loadReceiverConfig,
+  loadTemporalConfig,
+  type LogLevel,
+  type ReceiverConfig,
+} from '../config';
 import { createJsonLogger } from '../logging';
 import { startCallbackReceiver, temporalSignaler } from './receiver';
 import { CallbackSigner } from './signing';
@@ -28,11 +36,7 @@ Environment:
                               the Temporal connection (connected on the first callback)
 `;
 
-interface Settings {
-  port: number;
-  host: string;
-  secret: string;
-  baseUrl?: string;
+interface Settings extends ReceiverConfig {
   logLevel: LogLevel;
 }
 
@@ -42,26 +46,16 @@ function readPort(value: string, name: string): number {
   return port;
 }
 
-/** Flags first, then the environment; throws a ConfigError naming the flag or variable and its rule. */
+/** The environment's settings (src/config.ts), then the flags over them; a ConfigError names what is wrong. */
 function readSettings(values: { port?: string; host?: string }, env: Record<string, string | undefined>): Settings {
-  const secret = env.TUNEFLOW_CALLBACK_SECRET;
-  if (!secret || secret.length < 16)
-    throw new ConfigError('TUNEFLOW_CALLBACK_SECRET', 'is required: the callback HMAC key, at least 16 characters');
-  const baseUrl = env.TUNEFLOW_CALLBACK_BASE_URL || undefined;
-  if (baseUrl !== undefined && !/^https?:\/\/[^\s/?#]+/i.test(baseUrl))
-    throw new ConfigError('TUNEFLOW_CALLBACK_BASE_URL', 'must be an http(s) URL the service can reach');
-  const port =
-    values.port !== undefined
-      ? readPort(values.port, '--port')
-      : env.TUNEFLOW_CALLBACK_PORT
-        ? readPort(env.TUNEFLOW_CALLBACK_PORT, 'TUNEFLOW_CALLBACK_PORT')
-        : DEFAULT_CALLBACK_PORT;
-  const host = values.host ?? (env.TUNEFLOW_CALLBACK_HOST || '0.0.0.0');
-  if (!host.trim()) throw new ConfigError('--host', 'must be an address to bind, such as 0.0.0.0 or 127.0.0.1');
-  const logLevel = (env.TUNEFLOW_LOG_LEVEL || 'INFO') as LogLevel;
-  if (!LOG_LEVELS.includes(logLevel))
-    throw new ConfigError('TUNEFLOW_LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
-  return { port, host, secret, baseUrl, logLevel };
+  const settings = { ...loadReceiverConfig(env), logLevel: loadLogLevel(env) };
+  if (values.port !== undefined) settings.port = readPort(values.port, '--port');
+  if (values.host !== undefined) {
+    if (!values.host.trim())
+      throw new ConfigError('--host', 'must be an address to bind, such as 0.0.0.0 or 127.0.0.1');
+    settings.host = values.host;
+  }
+  return settings;
 }
 
 /**
@@ -104,11 +98,27 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
   const connection = Connection.lazy(temporal.connectionOptions as Parameters<typeof Connection.lazy>[0]);
   const signaler = temporalSignaler(new Client({ connection, namespace }));
 
+  // Listening for SIGINT/SIGTERM before the first line is printed: a script may signal as soon as it reads it.
+  let removeHandlers = () => {};
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    const stop = (name: NodeJS.Signals) => {
+      removeHandlers();
+      resolve(name);
+    };
+    removeHandlers = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+
   let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
   try {
     receiver = await startCallbackReceiver({ port, host, signer, signaler, logger });
   } catch (err) {
     process.stderr.write(`tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`);
+    removeHandlers();
     await connection.close().catch(() => undefined);
     return 1;
   }
@@ -120,15 +130,7 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
     temporalAddress: temporal.connectionOptions.address ?? 'localhost:7233',
   });
 
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    const stop = (name: NodeJS.Signals) => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve(name);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  const signal = await stopped;
   logger.info('callback receiver stopping', { signal });
   await receiver.close();
   await connection.close().catch(() => undefined);

@@ -116,9 +116,8 @@ export async function mockServiceCommand(
     io.stderr.write(`tuneflow mock-service: could not start: ${(error as Error).message}\n`);
     return 1;
   }
-  io.stdout.write(`listening on ${mock.url}\n`);
-
-  await new Promise<void>((resolve) => {
+  // Listening for signals before the first line is printed: a script may signal as soon as it reads it.
+  const stopped = new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
@@ -130,6 +129,8 @@ export async function mockServiceCommand(
     if (io.signal?.aborted) stop();
     else io.signal?.addEventListener('abort', stop);
   });
+  io.stdout.write(`listening on ${mock.url}\n`);
+  await stopped;
   await mock.close();
   io.stdout.write('stopped\n');
   return 0;
