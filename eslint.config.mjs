@@ -1,7 +1,18 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['lib/**', 'node_modules/**', 'out/**', 'bin/**', 'scripts/*.js', 'jest.config.js', 'eslint.config.mjs', 'tmp-*/**'] },
+  {
+    ignores: [
+      'lib/**',
+      'node_modules/**',
+      'out/**',
+      'bin/**',
+      'scripts/*.js',
+      'jest.config.js',
+      'eslint.config.mjs',
+      'tmp-*/**',
+    ],
+  },
   ...tseslint.configs.recommended,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
@@ -18,8 +29,15 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process'], message: 'Workflow code must be deterministic: no node builtins.' },
-            { group: ['undici', 'zod'], message: 'Workflow code must not do I/O or validation at run time; import types only.', allowTypeImports: true },
+            {
+              group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process'],
+              message: 'Workflow code must be deterministic: no node builtins.',
+            },
+            {
+              group: ['undici', 'zod'],
+              message: 'Workflow code must not do I/O or validation at run time; import types only.',
+              allowTypeImports: true,
+            },
           ],
         },
       ],

@@ -5,7 +5,12 @@ const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 
 /** @type {import('jest').Config} */
 module.exports = {
   projects: [
-    { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/**/*.test.ts'], testPathIgnorePatterns: ['/test/workflows/'] },
+    {
+      ...base,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/test/**/*.test.ts'],
+      testPathIgnorePatterns: ['/test/workflows/'],
+    },
     {
       ...base,
       displayName: 'workflows',

@@ -10,6 +10,8 @@ export type Duration = StringValue | number;
 export function durationToMs(value: Duration | string, field: string): number {
   const n = typeof value === 'number' ? value : ms(value as StringValue);
   if (typeof n !== 'number' || !Number.isFinite(n) || n < 0)
-    throw new TypeError(`${field}: must be a duration such as '90 seconds', '2s' or a number of milliseconds (got ${JSON.stringify(value)})`);
+    throw new TypeError(
+      `${field}: must be a duration such as '90 seconds', '2s' or a number of milliseconds (got ${JSON.stringify(value)})`,
+    );
   return n;
 }

@@ -50,7 +50,10 @@ export class InvalidInputError extends TunesError {
     for (const issue of error.issues) {
       if (issue.code === 'unrecognized_keys') {
         for (const key of issue.keys)
-          issues.push({ field: formatPath(subject, [...issue.path, key]), rule: 'is not an attribute the service knows' });
+          issues.push({
+            field: formatPath(subject, [...issue.path, key]),
+            rule: 'is not an attribute the service knows',
+          });
       } else {
         issues.push({ field: formatPath(subject, issue.path), rule: issue.message });
       }
@@ -100,7 +103,8 @@ export class APIError extends TunesError {
     headers: Record<string, string | string[] | undefined> = {},
   ): APIError {
     const { method, path } = request;
-    if (status === 400 && /before_id|offset/i.test(describeBody(body))) return new OffsetTooDeepError(status, method, path, body);
+    if (status === 400 && /before_id|offset/i.test(describeBody(body)))
+      return new OffsetTooDeepError(status, method, path, body);
     if (status === 401 || status === 403) return new UnauthorizedError(status, method, path, body);
     if (status === 404) return new NotFoundError(status, method, path, body);
     if (status === 422) return new ValidationError(status, method, path, body);

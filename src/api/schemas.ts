@@ -15,7 +15,16 @@ export const ModelType = { lora: 'lora', pti: 'pti', faceid: 'faceid' } as const
 export type ModelType = (typeof ModelType)[keyof typeof ModelType];
 
 export const PRESETS = ['flux-lora-focus', 'flux-lora-portrait', 'flux-lora-fast'] as const;
-export const SCHEDULERS = ['euler', 'euler_a', 'dpm++2m_karras', 'dpm++sde_karras', 'dpm++2m', 'dpm++sde', 'lcm', 'tcd'] as const;
+export const SCHEDULERS = [
+  'euler',
+  'euler_a',
+  'dpm++2m_karras',
+  'dpm++sde_karras',
+  'dpm++2m',
+  'dpm++sde',
+  'lcm',
+  'tcd',
+] as const;
 export const STYLES = [
   'Cinematic',
   'Animated',
@@ -66,7 +75,10 @@ const oneOf = <T extends readonly [string, ...string[]]>(values: T) =>
 
 const int = (min: number, max?: number) => {
   const rule = max === undefined ? `an integer of at least ${min}` : `an integer from ${min} to ${max}`;
-  let s = z.number({ error: `must be ${rule}` }).int({ error: `must be ${rule}` }).min(min, { error: `must be ${rule}` });
+  let s = z
+    .number({ error: `must be ${rule}` })
+    .int({ error: `must be ${rule}` })
+    .min(min, { error: `must be ${rule}` });
   if (max !== undefined) s = s.max(max, { error: `must be ${rule}` });
   return s;
 };
@@ -171,7 +183,9 @@ export type Pack = z.infer<typeof Pack>;
 
 export const PackDetail = Pack.extend({
   cover_url: z.string().nullish(),
-  costs: z.record(z.string(), z.looseObject({ cost: z.number().nullish(), num_images: z.number().nullish() })).nullish(),
+  costs: z
+    .record(z.string(), z.looseObject({ cost: z.number().nullish(), num_images: z.number().nullish() }))
+    .nullish(),
   prompts_per_class: z.record(z.string(), z.array(z.looseObject({}))).nullish(),
 });
 export type PackDetail = z.infer<typeof PackDetail>;
@@ -260,7 +274,8 @@ function checkPromptRules(p: PromptRuleInput, ctx: z.RefinementCtx): void {
   if (p.inpaint_faces && p.super_resolution !== true) issue('inpaint_faces', 'requires super_resolution to be true');
   if (p.hires_fix && p.super_resolution !== true) issue('hires_fix', 'requires super_resolution to be true');
   const hasInput = p.input_image !== undefined || p.input_image_url !== undefined;
-  if (p.controlnet !== undefined && !hasInput) issue('controlnet', 'requires an input image (input_image or input_image_url)');
+  if (p.controlnet !== undefined && !hasInput)
+    issue('controlnet', 'requires an input image (input_image or input_image_url)');
   if (p.input_image !== undefined && p.input_image_url !== undefined)
     issue('input_image_url', 'give input_image or input_image_url, not both');
   if (p.mask_image !== undefined && p.input_image === undefined)
@@ -270,13 +285,13 @@ function checkPromptRules(p: PromptRuleInput, ctx: z.RefinementCtx): void {
 }
 
 const loraScaleOutside = {
-  lora_scale: z
-    .never({ error: 'is allowed only inside prompts_attributes of a tune create (spec 4.5)' })
-    .optional(),
+  lora_scale: z.never({ error: 'is allowed only inside prompts_attributes of a tune create (spec 4.5)' }).optional(),
 };
 
 /** `POST /tunes/:id/prompts` body attributes (spec 4.5). */
-export const PromptCreateInput = z.strictObject({ ...promptAttributeShape, ...loraScaleOutside }).superRefine(checkPromptRules);
+export const PromptCreateInput = z
+  .strictObject({ ...promptAttributeShape, ...loraScaleOutside })
+  .superRefine(checkPromptRules);
 export type PromptCreateInput = z.input<typeof PromptCreateInput>;
 
 /** A prompt inside `prompts_attributes` of a tune create: may carry `lora_scale`. */
@@ -297,8 +312,12 @@ function checkExactlyOneImageSource(t: ImagesRuleInput, ctx: z.RefinementCtx): v
     });
 }
 
-const images = z.array(FileInput, { error: 'must be an array of files' }).min(1, { error: 'must hold at least one image' });
-const imageUrls = z.array(httpUrl, { error: 'must be an array of URLs' }).min(1, { error: 'must hold at least one URL' });
+const images = z
+  .array(FileInput, { error: 'must be an array of files' })
+  .min(1, { error: 'must hold at least one image' });
+const imageUrls = z
+  .array(httpUrl, { error: 'must be an array of URLs' })
+  .min(1, { error: 'must hold at least one URL' });
 const characteristics = z.record(
   z.string(),
   z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }),
@@ -328,7 +347,11 @@ export const TuneCreateInput = z
   .superRefine((t, ctx) => {
     checkExactlyOneImageSource(t, ctx);
     if (t.preset != null && t.model_type !== 'lora')
-      ctx.addIssue({ code: 'custom', path: ['preset'], message: 'is a Flux LoRA preset: it requires model_type "lora"' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['preset'],
+        message: 'is a Flux LoRA preset: it requires model_type "lora"',
+      });
   });
 export type TuneCreateInput = z.input<typeof TuneCreateInput>;
 
@@ -344,14 +367,21 @@ export const PackTuneCreateInput = z
     prompt_attributes: z.strictObject({ callback: httpUrl.optional() }).optional(),
     prompts_callback: httpUrl.optional(),
     /** Reuse existing tunes: only the pack's prompts are created for them. */
-    tune_ids: z.array(id, { error: 'must be an array of tune ids' }).min(1, { error: 'must hold at least one id' }).optional(),
+    tune_ids: z
+      .array(id, { error: 'must be an array of tune ids' })
+      .min(1, { error: 'must hold at least one id' })
+      .optional(),
     /** Run a subset of the pack's prompts. */
     prompt_ids: z.array(id, { error: 'must be an array of prompt ids' }).optional(),
   })
   .superRefine((t, ctx) => {
     if (t.tune_ids !== undefined) {
       if (t.images !== undefined || t.image_urls !== undefined)
-        ctx.addIssue({ code: 'custom', path: ['tune_ids'], message: 'replaces images and image_urls: give one or the other' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tune_ids'],
+          message: 'replaces images and image_urls: give one or the other',
+        });
       return;
     }
     for (const key of ['name', 'title'] as const)
@@ -393,7 +423,11 @@ export const ThemeCreateInput = z.strictObject({
   theme: required,
   tune_ids: z.array(id, { error: 'must be an array of tune ids' }).min(1, { error: 'must hold at least one id' }),
   prompt_attributes: z
-    .strictObject({ num_images: int(1, LIMITS.numImagesMax).optional(), w: multipleOf8.optional(), h: multipleOf8.optional() })
+    .strictObject({
+      num_images: int(1, LIMITS.numImagesMax).optional(),
+      w: multipleOf8.optional(),
+      h: multipleOf8.optional(),
+    })
     .optional(),
 });
 export type ThemeCreateInput = z.input<typeof ThemeCreateInput>;

@@ -43,11 +43,11 @@ describe('README', () => {
   });
 
   test('its configuration table holds every variable the worker reads', () => {
-    for (const variable of Object.keys(ENVIRONMENT)) expect(readme).toMatch(new RegExp(`\\| \`${variable}\``));
+    for (const variable of Object.keys(ENVIRONMENT)) expect(readme).toMatch(new RegExp(`\\| \`${variable}\` +\\|`));
   });
 
   test("its options table holds every workflow option with the code's default", () => {
     for (const [option, value] of Object.entries(DEFAULT_OPTIONS))
-      expect(readme).toMatch(new RegExp(`\\| \`${option}\` \\| \`${String(value)}\` \\|`));
+      expect(readme).toMatch(new RegExp(`\\| \`${option}\` +\\| \`${String(value)}\` +\\|`));
   });
 });
