@@ -2,8 +2,8 @@
  * The service's error policies as Temporal retries, and the typed failures, on a time-skipping test server: awaiting
  * through env.client skips the 30 s backoff, the 60 s wait after a 504, and the deadlines.
  *
- * The 504 scenario runs first: the activities compare the service's clock with the activity's scheduled time when
- * they look for what an earlier attempt created, and every skip moves the test server's clock ahead of the mock's.
+ * Every skip moves the test server's clock ahead of the mock's: nothing here compares the two (the look-up before a
+ * retried create finds the tune by its title alone).
  */
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
@@ -30,7 +30,11 @@ afterAll(async () => {
   await env?.teardown();
 });
 
-/** The createTune activity as history shows it: its last attempt, what failed before it, and when it started. */
+/**
+ * The createTune activity as history shows it: its last attempt, what failed before it, and when it started.
+ * `lastFailureType` is undefined on the time-skipping test server, which does not record `lastFailure` on
+ * ActivityTaskStarted (a real server does); the mock's fault settings and the delay say which failure it was there.
+ */
 function createTuneAttempts(history: History) {
   const events = history.events ?? [];
   const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createTune');
@@ -65,17 +69,18 @@ workflowTest('a 504 after the tune was created: retried 60 s later, found by tit
   expect(outcome.stats.routes['GET /tunes']).toBeGreaterThanOrEqual(1); // the look-up before POSTing again
   const attempts = createTuneAttempts(outcome.history);
   expect(attempts.attempt).toBe(2);
-  expect(attempts.lastFailureType).toBe('GatewayTimeout');
+  expect([undefined, 'GatewayTimeout']).toContain(attempts.lastFailureType);
   expect(attempts.waitedMs).toBeGreaterThanOrEqual(60_000);
 });
 
 workflowTest('500s then success: the create is retried after the 30 s backoff', async () => {
   const outcome = await play(harness, scenarios.serverErrorBackoff);
   expect(outcome.error).toBeUndefined();
+  expect(outcome.stats.faults.injected).toBe(1);
   expect(outcome.stats.routes['POST /tunes']).toBe(2);
   const attempts = createTuneAttempts(outcome.history);
   expect(attempts.attempt).toBe(2);
-  expect(attempts.lastFailureType).toBe('ServerError');
+  expect([undefined, 'ServerError']).toContain(attempts.lastFailureType);
   expect(attempts.waitedMs).toBeGreaterThanOrEqual(30_000);
   expect(attempts.waitedMs).toBeLessThan(60_000);
 });
