@@ -269,6 +269,37 @@ test('callbacks that beat the create answer are kept: no wait once the answer co
   await replay(history);
 });
 
+test('duplicate, stale and foreign callbacks change nothing: the wait ends on the last prompt settling', async () => {
+  const input = { tune: { name: 'dog' }, prompts: [{ text: 'a' }, { text: 'b' }] };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .signal('tuneTrained', trained)
+    .workflowTask()
+    .completeActivity('1', training())
+    .workflowTask()
+    .scheduleActivity('2', 'createPrompt')
+    .scheduleActivity('3', 'createPrompt')
+    .completeActivity('2', prompt(11))
+    .completeActivity('3', prompt(12))
+    .workflowTask()
+    .startTimer('1', HOUR)
+    .startTimer('2', 120_000)
+    .signal('promptSettled', settled(11))
+    .signal('promptSettled', settled(11))
+    .signal('tuneTrained', training())
+    .signal('promptSettled', prompt(11, { updated_at: '2025-01-01T00:00:02.000Z' }))
+    .signal('promptSettled', settled(99))
+    .signal('packPromptsSettled', [settled(98)])
+    .workflowTask()
+    .signal('promptSettled', settled(12))
+    .workflowTask()
+    .cancelTimer('2')
+    .cancelTimer('1')
+    .completed();
+  await replay(history);
+});
+
 test('cancelled while training, with cleanupOnCancel: timers cancelled, the tune deleted, then cancelled', async () => {
   const input = { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }], options: { cleanupOnCancel: true } };
   const history = new HistoryBuilder('trainThenGenerate', input)
@@ -285,6 +316,26 @@ test('cancelled while training, with cleanupOnCancel: timers cancelled, the tune
     .scheduleActivity('2', 'deleteTune')
     .completeActivity('2', null)
     .workflowTask()
+    .cancelled();
+  await replay(history);
+});
+
+test('cancelled during a poll, without cleanupOnCancel: the poll is cancelled, the deadline too, then cancelled', async () => {
+  const input = { tune: { name: 'dog' }, prompts: [], options: QUICK };
+  const history = new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .completeActivity('1', training())
+    .workflowTask()
+    .startTimer('1', QUICK_TIMEOUT)
+    .startTimer('2', 2_000)
+    .fireTimer('2', 2_000)
+    .workflowTask()
+    .scheduleActivity('2', 'retrieveTune')
+    .cancelRequested()
+    .workflowTask()
+    .requestActivityCancel('2')
+    .cancelTimer('1')
     .cancelled();
   await replay(history);
 });

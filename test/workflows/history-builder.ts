@@ -117,6 +117,17 @@ export class HistoryBuilder {
     return this;
   }
 
+  /** The workflow asked to cancel the activity (RequestCancelActivityTask). */
+  requestActivityCancel(activityId: string): this {
+    this.add('EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED', {
+      activityTaskCancelRequestedEventAttributes: {
+        scheduledEventId: id(this.activityEvent(activityId)),
+        workflowTaskCompletedEventId: id(this.lastTaskCompleted),
+      },
+    });
+    return this;
+  }
+
   startTimer(timerId: string, ms: number): this {
     const eventId = this.add('EVENT_TYPE_TIMER_STARTED', {
       timerStartedEventAttributes: {
