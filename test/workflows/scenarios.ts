@@ -87,7 +87,8 @@ export const scenarios = {
    */
   callbacksDuplicatedAndReordered: {
     name: 'callbacks-duplicated-reordered',
-    options: { mock: { inferenceTime: '2s', faults: { callbackDuplicateRate: 1 } } },
+    // Prompts that run long enough for the stale copies to land before they settle (a signal to a closed run fails).
+    options: { mock: { inferenceTime: '3s', faults: { callbackDuplicateRate: 1 } } },
     run: (s, workflowId) =>
       s.withWorker(async () => {
         const handle = await s.start('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real', workflowId);
