@@ -8,7 +8,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { DefaultLogger, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import { createActivities } from '../../src/activities';
 import { TunesApi } from '../../src/api';
 import { CallbackSigner } from '../../src/callbacks/signing';
@@ -122,12 +122,7 @@ export class WorkflowHarness {
         const worker = await Worker.create({
           connection: env.nativeConnection,
           namespace: env.namespace ?? 'default',
-          taskQueue,
-          workflowBundle: bundle,
-          activities,
-          identity,
-          // No cache: every workflow task replays the whole history, so any nondeterminism fails the scenario.
-          maxCachedWorkflows: 0,
+          ...scenarioWorkerOptions(bundle, taskQueue, activities, identity),
         });
         return worker.runUntil(fn);
       },
@@ -166,6 +161,29 @@ export class WorkflowHarness {
   async close(): Promise<void> {
     await this.receiver.close();
   }
+}
+
+/**
+ * The options of a scenario's worker. No cache: every workflow task replays the whole history, so any nondeterminism
+ * fails the scenario. Without an identity the key is left out: the SDK spreads the options over its defaults, and the
+ * native worker refuses `identity: undefined` ("Missing property 'identity'").
+ *
+ * @example
+ * await Worker.create({ connection, namespace, ...scenarioWorkerOptions(bundle, taskQueue, activities) });
+ */
+export function scenarioWorkerOptions(
+  bundle: WorkflowBundle,
+  taskQueue: string,
+  activities: object,
+  identity?: string,
+): Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'activities' | 'maxCachedWorkflows' | 'identity'> {
+  return {
+    taskQueue,
+    workflowBundle: bundle,
+    activities,
+    maxCachedWorkflows: 0,
+    ...(identity !== undefined && { identity }),
+  };
 }
 
 async function progressUntil(

@@ -1,0 +1,42 @@
+/**
+ * The harness's own worker options, checked without a server: the native worker must take them, with and without an
+ * identity (the workflow scenarios create every worker with them).
+ */
+import { DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflows } from './bundle';
+import { scenarioWorkerOptions } from './harness';
+import { HistoryBuilder } from './history-builder';
+
+let bundle: WorkflowBundle;
+
+beforeAll(async () => {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // Installed already in this process.
+  }
+  bundle = await bundleWorkflows();
+}, 120_000);
+
+/** A run that fails at its first workflow task (a bad option): the shortest history there is. */
+const history = () =>
+  new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [], options: { pollInterval: 'soon' } })
+    .workflowTask()
+    .failed()
+    .history();
+
+test.each([undefined, 'worker-1'])('the native worker takes a scenario worker with identity %p', async (identity) => {
+  const { taskQueue, activities, maxCachedWorkflows, ...replayOptions } = scenarioWorkerOptions(
+    bundle,
+    'tuneflow-test',
+    {},
+    identity,
+  );
+  expect({ taskQueue, activities, maxCachedWorkflows }).toEqual({
+    taskQueue: 'tuneflow-test',
+    activities: {},
+    maxCachedWorkflows: 0,
+  });
+  expect(Object.values(replayOptions)).not.toContain(undefined);
+  await Worker.runReplayHistory(replayOptions, history(), 'job');
+});
