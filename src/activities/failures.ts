@@ -3,7 +3,8 @@
  * the retry policies of src/workflows/policies.ts list as retryable or not; the service's own rules decide the
  * delays: 504 waits 60 s (the request most likely went through), 429 waits for Retry-After (60 s when absent).
  */
-import { ApplicationFailure, type Duration } from '@temporalio/common';
+import { ApplicationFailure, type Duration, type RetryPolicy } from '@temporalio/common';
+import { durationToMs } from '../duration';
 import { APIError, ErrorKind, InvalidInputError, RateLimitError, TunesError, ValidationError } from '../api/errors';
 
 /** After a 504 the service advises waiting a minute before asking again (spec 4.11, 7). */
@@ -20,8 +21,14 @@ const NON_RETRYABLE: ReadonlySet<string> = new Set([
   ErrorKind.validation,
 ]);
 
+/** Where an activity stands in its retries: a 429's Retry-After never shortens the policy's own backoff. */
+export interface AttemptInfo {
+  attempt: number;
+  retryPolicy?: RetryPolicy;
+}
+
 /** Maps any error an activity meets to the failure Temporal should see. Cancellation passes through. */
-export function toApplicationFailure(err: unknown): unknown {
+export function toApplicationFailure(err: unknown, attempt?: AttemptInfo): unknown {
   if (err instanceof ApplicationFailure) return err;
   if (err instanceof TunesError) {
     const nonRetryable = NON_RETRYABLE.has(err.kind);
@@ -30,17 +37,32 @@ export function toApplicationFailure(err: unknown): unknown {
       type: err.kind,
       nonRetryable,
       details: [detailsOf(err)],
-      nextRetryDelay: nonRetryable ? undefined : retryDelayOf(err),
+      nextRetryDelay: nonRetryable ? undefined : retryDelayOf(err, attempt),
       cause: err,
     });
   }
   return err;
 }
 
-function retryDelayOf(err: TunesError): Duration | undefined {
+function retryDelayOf(err: TunesError, attempt: AttemptInfo | undefined): Duration | undefined {
   if (err.kind === ErrorKind.gatewayTimeout) return GATEWAY_TIMEOUT_RETRY_DELAY;
-  if (err instanceof RateLimitError) return err.retryAfterMs ?? RATE_LIMIT_RETRY_DELAY;
+  if (err instanceof RateLimitError) {
+    if (err.retryAfterMs === undefined) return RATE_LIMIT_RETRY_DELAY;
+    // Retry-After is the least the service asks for; a short one must not burn the attempts in seconds.
+    return Math.max(err.retryAfterMs, attempt ? backoffMs(attempt) : 0);
+  }
   return undefined;
+}
+
+/** The delay the retry policy itself would wait after this attempt. */
+export function backoffMs({ attempt, retryPolicy }: AttemptInfo): number {
+  if (!retryPolicy?.initialInterval) return 0;
+  const initial = durationToMs(retryPolicy.initialInterval, 'initialInterval');
+  const coefficient = retryPolicy.backoffCoefficient ?? 2;
+  const maximum = retryPolicy.maximumInterval
+    ? durationToMs(retryPolicy.maximumInterval, 'maximumInterval')
+    : initial * 100;
+  return Math.min(initial * coefficient ** Math.max(0, attempt - 1), maximum);
 }
 
 /** What goes into history with the failure: enough to act on, never the API key (errors never hold it). */

@@ -33,8 +33,11 @@ export interface TuneflowActivities {
    */
   createPrompt(input: { tuneId: number; prompt: PromptSpec; key: string }): Promise<Prompt>;
   retrievePrompt(input: { tuneId: number; promptId: number }): Promise<Prompt>;
-  /** The tune's prompts with id >= minId, newest first: one list call unless there are more than a page. */
-  listPrompts(input: { tuneId: number; minId?: number }): Promise<Prompt[]>;
+  /**
+   * The tune's prompts with id >= minId, newest first, at most `limit` of them: one list call unless there are more
+   * than a page.
+   */
+  listPrompts(input: { tuneId: number; minId?: number; limit?: number }): Promise<Prompt[]>;
   /** DELETE /tunes/:tune_id/prompts/:id; a prompt that is already gone counts as deleted. */
   deletePrompt(input: { tuneId: number; promptId: number }): Promise<void>;
   /** POST /p/:packId/tunes with the signed tune, prompt and prompts callbacks; looks up by title on a retry. */
@@ -114,12 +117,15 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(() => api.prompts.retrieve(tuneId, promptId, options()));
     },
 
-    async listPrompts({ tuneId, minId }) {
+    async listPrompts({ tuneId, minId, limit }) {
       return mapped(async () => {
         const prompts: Prompt[] = [];
-        for await (const prompt of api.prompts.list(tuneId, { limit: PAGE }, options())) {
+        if (limit !== undefined && limit < 1) return prompts;
+        const page = Math.min(limit ?? PAGE, PAGE);
+        for await (const prompt of api.prompts.list(tuneId, { limit: page }, options())) {
           if (minId !== undefined && prompt.id < minId) break;
           prompts.push(prompt);
+          if (prompts.length === limit) break;
         }
         return prompts;
       });
@@ -173,7 +179,8 @@ async function mapped<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {
-    throw toApplicationFailure(err);
+    const { attempt, retryPolicy } = activityInfo();
+    throw toApplicationFailure(err, { attempt, retryPolicy });
   }
 }
 

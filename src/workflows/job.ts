@@ -132,7 +132,8 @@ export class Job {
    * const minId = await job.nextPromptId(input.tune.tune_ids[0]);
    */
   async nextPromptId(tuneId: number): Promise<number> {
-    const prompts = await this.counted(service.listPrompts({ tuneId }));
+    // Newest first: one prompt tells, however many the reused tune has (history stays small).
+    const prompts = await this.counted(service.listPrompts({ tuneId, limit: 1 }));
     return prompts.reduce((max, p) => Math.max(max, p.id), 0) + 1;
   }
 

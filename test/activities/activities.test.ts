@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities, toApplicationFailure, type TuneflowActivities } from '../../src/activities';
+import { backoffMs } from '../../src/activities/failures';
 import { APIError, RateLimitError, TunesApi, type Duration } from '../../src/api';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { startMockService } from '../../src/mock-service';
@@ -260,6 +261,25 @@ describe('reads, lists and deletes', () => {
     expect(mock.stats().routes['GET /tunes/:id/prompts']).toBe(lists + 1);
   });
 
+  test('listPrompts with a limit reads only the newest prompts, in one small call', async () => {
+    const { activities } = account();
+    const t = await run(activities, 'createTune', { tune: tune('job-limit') });
+    const ids: number[] = [];
+    for (const key of ['a', 'b', 'c'])
+      ids.push(
+        (
+          await run(
+            activities,
+            'createPrompt',
+            { tuneId: t.id, prompt: { text: key }, key },
+            { workflowId: 'job-limit' },
+          )
+        ).id,
+      );
+    const newest = await run(activities, 'listPrompts', { tuneId: t.id, limit: 1 });
+    expect(newest.map((p) => p.id)).toEqual([Math.max(...ids)]);
+  });
+
   test('retrieveTune of an unknown tune: NotFound, never retried', async () => {
     const { activities } = account();
     const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 999_999_999 }));
@@ -376,6 +396,23 @@ describe('toApplicationFailure', () => {
     const failure = toApplicationFailure(APIError.generate(status, req, body)) as ApplicationFailure;
     expect(failure.type).toBe(type);
     expect(failure.nonRetryable).toBe(nonRetryable);
+  });
+
+  test("a short Retry-After never shortens the policy's own backoff", () => {
+    const retryPolicy = {
+      initialInterval: '30 seconds',
+      backoffCoefficient: 2,
+      maximumInterval: '10 minutes',
+    } as const;
+    const short = new RateLimitError(429, 'GET', '/tunes', {}, 1000);
+    const long = new RateLimitError(429, 'GET', '/tunes', {}, 300_000);
+    const delay = (err: RateLimitError, attempt: number) =>
+      (toApplicationFailure(err, { attempt, retryPolicy }) as ApplicationFailure).nextRetryDelay;
+    expect(delay(short, 1)).toBe(30_000);
+    expect(delay(short, 3)).toBe(120_000);
+    expect(delay(short, 12)).toBe(600_000); // the ceiling
+    expect(delay(long, 1)).toBe(300_000); // the service asked for longer
+    expect(backoffMs({ attempt: 2, retryPolicy: { initialInterval: '30 seconds' } })).toBe(60_000);
   });
 
   test('429 without Retry-After waits 60 seconds', () => {
