@@ -231,6 +231,19 @@ describe('demo without any Temporal server', () => {
     expect(stdout).toBe('');
   }, 30_000); // a hang guard, not a measurement: the figure is in the issue note
 
+  test("`npm run demo`, the README's command, does the same", async () => {
+    const child = spawn('npm', ['run', '--silent', 'demo'], {
+      cwd: ROOT,
+      env: baseEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).not.toBe(0);
+    expect(stderr).toContain('No Temporal server is available');
+  }, 30_000);
+
   test('against the real service it asks for training image URLs first, exit 2', async () => {
     const { code, stderr } = await tuneflow(['demo'], baseEnv({ TUNEFLOW_API_KEY: 'k' }));
     expect(code).toBe(2);

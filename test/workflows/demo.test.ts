@@ -1,5 +1,5 @@
 /**
- * `npm run demo`'s command as a real child process, end to end: a Temporal server from the same variables as the
+ * `npm run demo` as a real child process, end to end: a Temporal server from the same variables as the
  * other workflow tests, the mock service, the receiver and a worker in the demo's process; it must end with the
  * images saved and exit 0.
  */
