@@ -1,33 +1,122 @@
 /**
  * Service client throughput: GET /tunes/:id of one tune, with a valid key, against the mock service, through
- * (a) the tuneflow client (validation, error mapping, zod parse of the answer), (b) bare undici `Pool.request` with
- * the same pool settings and header (body read as JSON), (c) global `fetch`. Same concurrency, same count, after a
- * warm-up; rounds interleave the three in a rotating order and the medians are reported, to even out noise.
+ * (a) the tuneflow client (validation, error mapping, schema check of the answer), (b) bare undici `Pool.request` with
+ * the same pool settings and header (body read and parsed as JSON), (c) global `fetch`. Same concurrency, same count.
  * The mock runs in a worker thread (its own event loop, as the real service is another machine).
  *
- * Run alone: `npx tsx bench/client.ts` (env: BENCH_CLIENT_REQUESTS=8000 per run, BENCH_CLIENT_ROUNDS=7,
- * BENCH_CONCURRENCY=32, BENCH_CLIENTS=tuneflow,undici,fetch to pick, BENCH_IN_PROCESS=1 to run the mock and the
- * clients on one event loop).
+ * Fairness and stability, and why:
+ * - Every run is a fresh worker thread (its own V8 isolate) that builds one client, warms it up, then measures it.
+ *   Measured, one process's JIT state moves the tuneflow/undici ratio of all its runs together, anywhere from 0.87 to
+ *   1.24 between processes of the same code; and fetch slows the undici-based clients that run after it in the same
+ *   isolate. Fresh isolates make the runs independent, so medians over rounds mean something.
+ * - Clients take turns in an order that rotates each round; the ratio is also taken round by round (neighbouring
+ *   runs share the machine's mood), with its quartiles.
+ * - CPU per request is given for the client's thread alone (Linux: /proc/thread-self/schedstat), next to the whole
+ *   process's (which includes the mock's thread: the same work for every client).
+ * - The machine is shared: before each run the bench waits (up to BENCH_QUIET_WAIT ms) until other processes leave
+ *   the cores idle, and it reports how busy they kept the machine during the runs (Linux: /proc/stat).
+ *
+ * Run alone: `npx tsx bench/client.ts` (env: BENCH_CLIENT_REQUESTS=8000 per run after 3000 to warm up,
+ * BENCH_CLIENT_ROUNDS=9, BENCH_CONCURRENCY=32, BENCH_CLIENTS=tuneflow,undici,fetch to pick, BENCH_QUIET_WAIT=5000,
+ * BENCH_IN_PROCESS=1 to run the mock on each client's event loop).
  */
-import type { EventLoopUtilization } from 'node:perf_hooks';
+import { readFileSync } from 'node:fs';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { Pool } from 'undici';
-import { TunesApi } from '../src/api';
+import { TunesApi, type TuneCreateInput } from '../src/api';
 import { DEFAULT_TIMEOUT_MS } from '../src/api/http';
-import { startMockService, type MockService, type MockStats } from '../src/mock-service';
+import { startMockService, type MockStats } from '../src/mock-service';
 
 const API_KEY = 'sk-bench-client-0123456789';
 const ROUTE = 'GET /tunes/:id';
+const CLIENTS = ['tuneflow', 'undici', 'fetch'] as const;
+type ClientName = (typeof CLIENTS)[number];
 
 interface MockData {
   role: 'client-bench-mock';
 }
 
+interface RunData {
+  role: 'client-bench-run';
+  client: ClientName;
+  /** The mock's URL; none to start a mock on the run's own event loop. */
+  url?: string;
+  warmUp: number;
+  count: number;
+  concurrency: number;
+}
+
+interface RunResult {
+  /** Requests per second. */
+  rate: number;
+  /** Busy time of the client's event loop per request, in microseconds (wall clock: inflated on a busy machine). */
+  busyUs: number;
+  /** CPU time of the client's thread per request, in microseconds; NaN where the OS does not tell. */
+  threadCpuUs: number;
+  /** CPU time of the whole process per request, in microseconds: the client's work plus the mock's and the GC's. */
+  cpuUs: number;
+  /** Cores other processes kept busy during the run, on average; NaN where the OS does not tell. */
+  othersCores: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** CPU time of the calling thread in nanoseconds (Linux), or NaN. */
+function threadCpuNs(): number {
+  try {
+    return Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]);
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Busy time of all cores together, in seconds since boot (Linux), or undefined.
+ *
+ * @example
+ * const before = machineCpu(); // ... work ...; othersSince(before, ownCpuSeconds, elapsedSeconds)
+ */
+export function machineCpu(): number | undefined {
+  try {
+    const ticks = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+    // Every state but idle and iowait, in USER_HZ (100 per second).
+    return (ticks.reduce((a, b) => a + b, 0) - ticks[3] - ticks[4]) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Cores kept busy by other processes since `before` (a machineCpu reading), on average over `seconds`, given the CPU
+ * seconds this process used meanwhile; NaN where the OS does not tell.
+ *
+ * @example
+ * othersSince(before, (user + system) / 1e6, elapsedMs / 1000); // 0.03: the machine was quiet
+ */
+export function othersSince(before: number | undefined, ownCpuSeconds: number, seconds: number): number {
+  const now = machineCpu();
+  if (before === undefined || now === undefined) return NaN;
+  return Math.max(0, now - before - ownCpuSeconds) / seconds;
+}
+
+/** Waits until other processes leave the cores idle (under 0.15 of a core over 250 ms), for at most `maxMs`. */
+async function quietMachine(maxMs: number): Promise<number> {
+  const started = performance.now();
+  do {
+    const before = machineCpu();
+    const cpu = process.cpuUsage();
+    await sleep(250);
+    const { user, system } = process.cpuUsage(cpu);
+    if (!(othersSince(before, (user + system) / 1e6, 0.25) >= 0.15)) break;
+  } while (performance.now() - started < maxMs);
+  return performance.now() - started;
+}
+
 interface MockHandle {
   url: string;
   stats(): Promise<MockStats>;
-  /** The mock's event loop utilization (since `since`), when it has a loop of its own. */
-  loop?(since?: EventLoopUtilization): EventLoopUtilization;
+  /** Milliseconds the mock's event loop has been busy so far. */
+  busyMs(): number;
   stop(): Promise<void>;
 }
 
@@ -43,7 +132,7 @@ async function startMockThread(): Promise<MockHandle> {
   ]);
   return {
     url,
-    loop: (since) => worker.performance.eventLoopUtilization(since),
+    busyMs: () => worker.performance.eventLoopUtilization().active,
     stats() {
       worker.postMessage('stats');
       return new Promise((resolve) => worker.once('message', resolve));
@@ -55,164 +144,215 @@ async function startMockThread(): Promise<MockHandle> {
   };
 }
 
-function inProcess(mock: MockService): MockHandle {
-  return { url: mock.url, stats: async () => mock.stats(), stop: () => mock.close() };
+/** Runs one client in a fresh worker thread: warm-up, then the measured run. */
+async function runInWorker(data: RunData): Promise<RunResult> {
+  const worker = new Worker(`require('tsx/cjs'); require(${JSON.stringify(__filename)});`, {
+    eval: true,
+    workerData: data,
+  });
+  const exited = new Promise((resolve) => worker.once('exit', resolve));
+  const result = await Promise.race([
+    new Promise<RunResult>((resolve) => worker.once('message', resolve)),
+    new Promise<never>((_, reject) => worker.once('error', reject)),
+    exited.then(() => Promise.reject(new Error(`the ${data.client} run ended without a result`))),
+  ]);
+  await exited;
+  return result;
 }
 
-/** One way of fetching the tune; returns the tune id it read, so nothing can be optimised away. */
-type Fetcher = () => Promise<number>;
+const TUNE: TuneCreateInput = {
+  title: 'bench-tune',
+  name: 'woman',
+  branch: 'fast',
+  image_urls: ['https://example.com/train/1.jpg', 'https://example.com/train/2.jpg'],
+};
 
-interface RunResult {
-  /** Requests per second. */
-  rate: number;
-  /** Busy time of this thread's event loop per request, in microseconds (wall clock: inflated when the machine is busy). */
-  busyUs: number;
-  /**
-   * CPU time of the whole process per request, in microseconds: the client's work plus the mock's (the same for every
-   * client), so the difference between two clients is the difference of their own costs.
-   */
-  cpuUs: number;
+/** The client's way of reading the tune: it returns the id it read, so nothing can be optimised away. */
+function clientFor(
+  name: ClientName,
+  url: string,
+  tuneId: number,
+  connections: number,
+): { read(): Promise<number>; close(): Promise<void> } {
+  const headers = { authorization: `Bearer ${API_KEY}` };
+  const path = `/tunes/${tuneId}`;
+  switch (name) {
+    case 'tuneflow': {
+      const api = new TunesApi({ apiKey: API_KEY, baseUrl: url, connections });
+      return { read: async () => (await api.tunes.retrieve(tuneId)).id, close: () => api.close() };
+    }
+    case 'undici': {
+      // The client's own pool settings.
+      const pool = new Pool(url, {
+        connections,
+        headersTimeout: DEFAULT_TIMEOUT_MS,
+        bodyTimeout: DEFAULT_TIMEOUT_MS,
+      });
+      return {
+        read: async () => {
+          const res = await pool.request({ method: 'GET', path, headers });
+          const body = (await res.body.json()) as { id: number };
+          if (res.statusCode !== 200) throw new Error(`undici: ${res.statusCode}`);
+          return body.id;
+        },
+        close: () => pool.close(),
+      };
+    }
+    case 'fetch':
+      return {
+        read: async () => {
+          const res = await fetch(url + path, { headers });
+          const body = (await res.json()) as { id: number };
+          if (res.status !== 200) throw new Error(`fetch: ${res.status}`);
+          return body.id;
+        },
+        close: async () => {},
+      };
+  }
 }
 
-/** Runs `count` fetches with `concurrency` in flight. */
-async function run(fetchTune: Fetcher, count: number, concurrency: number): Promise<RunResult> {
+/** Reads the tune `count` times with `concurrency` in flight and measures it. */
+async function measure(read: () => Promise<number>, count: number, concurrency: number): Promise<RunResult> {
   let next = 0;
   let checksum = 0;
   const lane = async (): Promise<void> => {
     while (next < count) {
       next++;
-      checksum += await fetchTune();
+      checksum += await read();
     }
   };
+  const machine = machineCpu();
   const loop = performance.eventLoopUtilization();
+  const thread = threadCpuNs();
   const cpu = process.cpuUsage();
   const started = performance.now();
   await Promise.all(Array.from({ length: concurrency }, lane));
   const elapsed = performance.now() - started;
-  const { active } = performance.eventLoopUtilization(loop);
   const { user, system } = process.cpuUsage(cpu);
+  const threadNs = threadCpuNs() - thread;
+  const { active } = performance.eventLoopUtilization(loop);
   if (checksum === 0) throw new Error('no tune was read');
-  return { rate: count / (elapsed / 1000), busyUs: (active * 1000) / count, cpuUs: (user + system) / count };
+  return {
+    rate: count / (elapsed / 1000),
+    busyUs: (active * 1000) / count,
+    threadCpuUs: threadNs / 1000 / count,
+    cpuUs: (user + system) / count,
+    othersCores: othersSince(machine, (user + system) / 1e6, elapsed / 1000),
+  };
 }
 
-const median = (values: number[]): number => {
+/** The body of a run's worker thread. */
+async function clientRun(data: RunData): Promise<RunResult> {
+  const mock = data.url === undefined ? await startMockService() : undefined;
+  const url = data.url ?? mock!.url;
+  const setup = new TunesApi({ apiKey: API_KEY, baseUrl: url });
+  const tune = await setup.tunes.create(TUNE);
+  await setup.close();
+  const client = clientFor(data.client, url, tune.id, data.concurrency);
+  try {
+    await measure(client.read, data.warmUp, data.concurrency);
+    return await measure(client.read, data.count, data.concurrency);
+  } finally {
+    await client.close();
+    await mock?.close();
+  }
+}
+
+const quantile = (values: number[], q: number): number => {
   const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  const at = (sorted.length - 1) * q;
+  const low = Math.floor(at);
+  return sorted[low] + (sorted[Math.ceil(at)] - sorted[low]) * (at - low);
 };
+const median = (values: number[]): number => quantile(values, 0.5);
 
 /**
  * Measures the client against bare undici and global fetch on the same endpoint and prints a table.
  *
  * @example
- * await benchClient(); // prints req/s of tuneflow, undici, fetch, the ratios, and the mock's own rate
+ * await benchClient(); // prints req/s and CPU per request of tuneflow, undici, fetch, the ratios, the mock's own rate
  */
 export async function benchClient(): Promise<void> {
   const count = Number(process.env.BENCH_CLIENT_REQUESTS ?? 8_000);
-  const rounds = Number(process.env.BENCH_CLIENT_ROUNDS ?? 7);
+  const rounds = Number(process.env.BENCH_CLIENT_ROUNDS ?? 9);
   const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 32);
+  const quietWaitMs = Number(process.env.BENCH_QUIET_WAIT ?? 5_000);
   const oneLoop = process.env.BENCH_IN_PROCESS === '1';
-  const mock = oneLoop ? inProcess(await startMockService()) : await startMockThread();
+  const names = (process.env.BENCH_CLIENTS ?? CLIENTS.join(','))
+    .split(',')
+    .filter((n): n is ClientName => (CLIENTS as readonly string[]).includes(n));
+  const mock = oneLoop ? undefined : await startMockThread();
 
-  const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url, connections: concurrency });
-  const pool = new Pool(mock.url, {
-    connections: concurrency,
-    headersTimeout: DEFAULT_TIMEOUT_MS,
-    bodyTimeout: DEFAULT_TIMEOUT_MS,
-  });
-  const headers = { authorization: `Bearer ${API_KEY}` };
+  const results: Record<string, RunResult[]> = Object.fromEntries(names.map((n) => [n, []]));
+  let waitedMs = 0;
   try {
-    const tune = await api.tunes.create({
-      title: 'bench-tune',
-      name: 'woman',
-      branch: 'fast',
-      image_urls: ['https://example.com/train/1.jpg', 'https://example.com/train/2.jpg'],
-    });
-    const path = `/tunes/${tune.id}`;
-    const url = `${mock.url}${path}`;
-    const fetchers: Record<string, Fetcher> = {
-      tuneflow: async () => (await api.tunes.retrieve(tune.id)).id,
-      undici: async () => {
-        const res = await pool.request({ method: 'GET', path, headers });
-        const body = (await res.body.json()) as { id: number };
-        if (res.statusCode !== 200) throw new Error(`undici: ${res.statusCode}`);
-        return body.id;
-      },
-      fetch: async () => {
-        const res = await fetch(url, { headers });
-        const body = (await res.json()) as { id: number };
-        if (res.status !== 200) throw new Error(`fetch: ${res.status}`);
-        return body.id;
-      },
-    };
-    const names = (process.env.BENCH_CLIENTS ?? 'tuneflow,undici,fetch').split(',').filter((n) => n in fetchers);
-
-    for (const name of names) await run(fetchers[name], Math.min(2_000, count), concurrency);
-
-    const rates: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
-    const busy: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
-    const cpu: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
-    const servedBefore = (await mock.stats()).routes[ROUTE] ?? 0;
-    const mockLoop = mock.loop?.();
-    let measuredSeconds = 0;
+    const servedBefore = (await mock?.stats())?.routes[ROUTE] ?? 0;
+    const busyBefore = mock?.busyMs() ?? 0;
     for (let round = 0; round < rounds; round++) {
-      // Rotate the order each round, so no client always runs first (or after the same one).
       for (let i = 0; i < names.length; i++) {
-        const name = names[(round + i) % names.length];
-        // A pause, so the garbage of one run (fetch makes a lot) is collected before the next starts.
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        const { rate, busyUs, cpuUs } = await run(fetchers[name], count, concurrency);
-        rates[name].push(rate);
-        busy[name].push(busyUs);
-        cpu[name].push(cpuUs);
-        measuredSeconds += count / rate;
+        const client = names[(round + i) % names.length];
+        waitedMs += await quietMachine(quietWaitMs);
+        const run: RunData = { role: 'client-bench-run', client, url: mock?.url, warmUp: 3_000, count, concurrency };
+        results[client].push(await runInWorker(run));
       }
     }
-    const mockBusy = mock.loop && mockLoop ? mock.loop(mockLoop) : undefined;
-    const served = ((await mock.stats()).routes[ROUTE] ?? 0) - servedBefore;
 
-    const med = Object.fromEntries(names.map((n) => [n, median(rates[n])]));
+    const of = (name: string, key: keyof RunResult) => results[name].map((r) => r[key]);
     const pad = (s: string, n: number) => s.padStart(n);
     console.log(
-      `client bench: ${ROUTE} of one tune, ${count} requests x ${rounds} rounds per client, ` +
-        `${concurrency} in flight, mock ${oneLoop ? 'on the same event loop' : 'in a worker thread'}`,
+      `client bench: ${ROUTE} of one tune, ${count} requests x ${rounds} rounds per client (each run a fresh ` +
+        `worker thread, warmed up), ${concurrency} in flight, mock ${oneLoop ? "on the client's event loop" : 'in a worker thread'}`,
     );
     console.log(
-      `${'client'.padEnd(10)}${pad('median req/s', 14)}${pad('min', 9)}${pad('max', 9)}${pad('loop us/req', 13)}${pad('cpu us/req', 12)}`,
+      `${'client'.padEnd(10)}${pad('median req/s', 14)}${pad('min', 9)}${pad('max', 9)}` +
+        `${pad('client cpu us/req', 19)}${pad('process cpu us/req', 20)}${pad('loop us/req', 13)}`,
     );
     for (const n of names) {
-      const r = rates[n];
-      const cells = [med[n], Math.min(...r), Math.max(...r)].map((x, i) => pad(x.toFixed(0), i === 0 ? 14 : 9));
-      const costs = `${pad(median(busy[n]).toFixed(1), 13)}${pad(median(cpu[n]).toFixed(1), 12)}`;
-      console.log(`${n.padEnd(10)}${cells.join('')}${costs}`);
-    }
-    // Ratios round by round too: each round's runs are close in time, so they share the machine's mood.
-    const perRound = (a: string, b: string) => median(rates[a].map((r, i) => r / rates[b][i]));
-    const ratios = ['undici', 'fetch']
-      .filter((other) => rates.tuneflow && rates[other])
-      .map(
-        (other) =>
-          `client/${other} ${(med.tuneflow / med[other]).toFixed(3)} ` +
-          `(median of per-round ratios ${perRound('tuneflow', other).toFixed(3)})`,
+      const rates = of(n, 'rate');
+      const cells = [median(rates), Math.min(...rates), Math.max(...rates)].map((x, i) =>
+        pad(x.toFixed(0), i === 0 ? 14 : 9),
       );
-    if (ratios.length) console.log(ratios.join('; '));
-    // The mock's own rate: requests it served per second of its event loop's busy time (its capacity on one core).
-    const own = mockBusy
-      ? `its own rate ${(served / ((mockBusy.active || 1) / 1000)).toFixed(0)} req/s of busy loop ` +
-        `(loop ${(mockBusy.utilization * 100).toFixed(0)}% busy over the runs)`
-      : 'its own rate not separable (same event loop as the clients)';
-    console.log(
-      `mock: served ${served} of ${count * rounds * names.length} measured requests ` +
-        `(${(served / measuredSeconds).toFixed(0)} req/s over all runs); ${own}`,
-    );
+      const costs = [
+        pad(median(of(n, 'threadCpuUs')).toFixed(1), 19),
+        pad(median(of(n, 'cpuUs')).toFixed(1), 20),
+        pad(median(of(n, 'busyUs')).toFixed(1), 13),
+      ];
+      console.log(`${n.padEnd(10)}${cells.join('')}${costs.join('')}`);
+    }
+    // Round by round too: the runs of a round are neighbours in time, so they share the machine's mood.
+    for (const other of ['undici', 'fetch'].filter((n) => results.tuneflow && results[n])) {
+      const perRound = results.tuneflow.map((r, i) => r.rate / results[other][i].rate);
+      const cpuMore = results.tuneflow.map((r, i) => r.threadCpuUs - results[other][i].threadCpuUs);
+      const q = (x: number) => quantile(perRound, x).toFixed(3);
+      console.log(
+        `tuneflow/${other} req/s: ratio of medians ${(median(of('tuneflow', 'rate')) / median(of(other, 'rate'))).toFixed(3)}` +
+          `, per round median ${q(0.5)} (quartiles ${q(0.25)}-${q(0.75)})` +
+          (Number.isNaN(cpuMore[0])
+            ? ''
+            : `; client cpu per request ${median(cpuMore) >= 0 ? '+' : ''}${median(cpuMore).toFixed(1)} us (median per round)`),
+      );
+    }
+    const others = names.flatMap((n) => of(n, 'othersCores'));
+    if (!Number.isNaN(others[0]))
+      console.log(
+        `machine: other processes kept ${median(others).toFixed(2)} cores busy during a run (median; max ` +
+          `${Math.max(...others).toFixed(2)}); ${(waitedMs / 1000).toFixed(1)} s spent waiting for quiet`,
+      );
+    if (mock) {
+      // The mock's own rate: requests served per second of its busy event loop (its capacity on one core).
+      const served = ((await mock.stats()).routes[ROUTE] ?? 0) - servedBefore;
+      const busySeconds = (mock.busyMs() - busyBefore) / 1000;
+      console.log(
+        `mock: served ${served} requests (warm-ups included); ${(served / busySeconds).toFixed(0)} per second of busy loop`,
+      );
+    }
   } finally {
-    await api.close();
-    await pool.close();
-    await mock.stop();
+    await mock?.stop();
   }
 }
 
-if (!isMainThread && (workerData as MockData | undefined)?.role === 'client-bench-mock') {
+const role = isMainThread ? undefined : (workerData as MockData | RunData | undefined)?.role;
+if (role === 'client-bench-mock') {
   void startMockService().then((mock) => {
     parentPort!.postMessage(mock.url);
     parentPort!.on('message', (message: string) => {
@@ -220,6 +360,8 @@ if (!isMainThread && (workerData as MockData | undefined)?.role === 'client-benc
       else void mock.close().then(() => parentPort!.close());
     });
   });
+} else if (role === 'client-bench-run') {
+  void clientRun(workerData as RunData).then((result) => parentPort!.postMessage(result));
 } else if (require.main === module) {
   benchClient().catch((err) => {
     console.error(err);
