@@ -4,6 +4,7 @@
  * error class, its fields, no retry, the caller's abort kept as is, and never the API key in an error.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
+import { getEventListeners } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { inspect } from 'node:util';
 import { request } from 'undici';
@@ -291,6 +292,31 @@ describe('failures without an answer', () => {
     const error = await failureOf(client(KEY, silentUrl).likes.create(3, { signal }));
     expect(error).toBe(signal.reason);
     expect(silentRequests).toBe(before);
+  });
+
+  test('an abort while the request waits for a connection is rethrown at once, not once a connection frees', async () => {
+    const c = new TunesApi({ apiKey: KEY, baseUrl: silentUrl, connections: 1, timeout: '60s' });
+    opened.push(c);
+    const before = silentRequests;
+    // The only connection is taken by a request the server never answers (it fails when the test servers close).
+    void c.tunes.retrieve(5).catch(() => undefined);
+    while (silentRequests === before) await new Promise((resolve) => setImmediate(resolve));
+    const controller = new AbortController();
+    const queued = failureOf(c.tunes.retrieve(6, { signal: controller.signal }));
+    const reason = new Error('no longer needed');
+    controller.abort(reason);
+    expect(await queued).toBe(reason);
+    expect(silentRequests).toBe(before + 1);
+  });
+
+  test('a finished call leaves no listener on its signal, answered or failed', async () => {
+    const controller = new AbortController();
+    await api.tunes.retrieve(FLUX_BASE, { signal: controller.signal });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    await failureOf(api.tunes.retrieve(999_999_999, { signal: controller.signal }));
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    await failureOf(client(KEY, stalledUrl).tunes.retrieve(5, { signal: controller.signal, timeoutMs: 100 }));
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 
   test('an abort while the answer is being read is rethrown as is too', async () => {

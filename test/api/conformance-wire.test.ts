@@ -3,6 +3,7 @@
  * request: the Bearer header, JSON bodies, multipart bodies in the spec's bracket notation, query strings, paging by
  * `before_id`, empty bodies, and answers that do not fit the spec.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -468,6 +469,80 @@ describe('answers', () => {
     expect(inspect(error, { depth: 10, showHidden: true })).not.toContain(API_KEY);
     expect(inspect(api, { depth: 10, showHidden: true })).not.toContain(API_KEY);
     expect(JSON.stringify(api)).not.toContain(API_KEY);
+  });
+});
+
+describe('how answers are read', () => {
+  let odd: Server;
+  let oddUrl: string;
+  let oddApi: TunesApi;
+  /** How the odd server answers the next request: it writes these pieces, a turn of the event loop apart. */
+  let pieces: (string | Buffer)[] = [];
+  let earlyHints = false;
+
+  beforeAll(async () => {
+    odd = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (earlyHints) res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+        const body = Buffer.concat(pieces.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+        const rest = [...pieces];
+        const next = (): void => {
+          const piece = rest.shift();
+          if (piece === undefined) res.end();
+          else res.write(piece, () => setImmediate(next));
+        };
+        next();
+      });
+    });
+    await new Promise<void>((resolve) => odd.listen(0, '127.0.0.1', resolve));
+    oddUrl = `http://127.0.0.1:${(odd.address() as AddressInfo).port}`;
+    oddApi = new TunesApi({ apiKey: API_KEY, baseUrl: oddUrl });
+  });
+
+  afterAll(async () => {
+    await oddApi.close();
+    await new Promise((resolve) => odd.close(resolve));
+  });
+
+  beforeEach(() => {
+    earlyHints = false;
+  });
+
+  test('a body in pieces, with a character split between two of them, reads whole', async () => {
+    const text = JSON.stringify(tune(9, { title: 'café ☕ 東京' }));
+    const bytes = Buffer.from(text);
+    const cut = bytes.indexOf(Buffer.from('☕')) + 1;
+    pieces = [bytes.subarray(0, 10), bytes.subarray(10, cut), bytes.subarray(cut)];
+    await expect(oddApi.tunes.retrieve(9)).resolves.toMatchObject({ id: 9, title: 'café ☕ 東京' });
+  });
+
+  test('a UTF-8 byte order mark before the JSON is dropped', async () => {
+    pieces = [Buffer.from([0xef, 0xbb, 0xbf]), JSON.stringify(tune(10))];
+    await expect(oddApi.tunes.retrieve(10)).resolves.toMatchObject({ id: 10 });
+  });
+
+  test('an informational 103 answer before the real one is passed over', async () => {
+    earlyHints = true;
+    pieces = [JSON.stringify(tune(11))];
+    await expect(oddApi.tunes.retrieve(11)).resolves.toMatchObject({ id: 11 });
+  });
+
+  test("the caller's async context is still there after a call, answered or failed", async () => {
+    const context = new AsyncLocalStorage<string>();
+    pieces = [JSON.stringify(tune(12))];
+    const seen = await context.run('activity-1', async () => {
+      await oddApi.tunes.retrieve(12);
+      return context.getStore();
+    });
+    expect(seen).toBe('activity-1');
+    answer = () => ({ status: 404, body: { error: 'not found' } });
+    const seenAfterError = await context.run('activity-2', async () => {
+      await api.tunes.retrieve(12).catch(() => undefined);
+      return context.getStore();
+    });
+    expect(seenAfterError).toBe('activity-2');
   });
 });
 
