@@ -13,6 +13,20 @@ function jsonValue(_key: string, value: unknown): unknown {
   return value;
 }
 
+/** No meta, or a plain object whose values are all strings, numbers, booleans, null or undefined: JSON as they are. */
+function isFlat(meta: LogMetadata | undefined): boolean {
+  if (meta === undefined) return true;
+  const proto: unknown = Object.getPrototypeOf(meta);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const key in meta) {
+    const value = meta[key];
+    const type = typeof value;
+    if (value !== null && type !== 'string' && type !== 'number' && type !== 'boolean' && type !== 'undefined')
+      return false;
+  }
+  return true;
+}
+
 /**
  * A Logger that writes one JSON line per entry to `stream`, dropping entries below `minLevel`.
  *
@@ -29,7 +43,8 @@ export function createJsonLogger(stream: NodeJS.WritableStream = process.stderr,
     const entry = { time: new Date().toISOString(), level, message, meta };
     let line: string;
     try {
-      line = JSON.stringify(entry, jsonValue);
+      // A replacer makes JSON.stringify call back for every value: only metas that may need one get it.
+      line = isFlat(meta) ? JSON.stringify(entry) : JSON.stringify(entry, jsonValue);
     } catch {
       // A cyclic meta must not lose the message.
       line = JSON.stringify({ time: entry.time, level, message, meta: '[unserializable]' });

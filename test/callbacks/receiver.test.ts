@@ -188,6 +188,18 @@ describe('valid callbacks signal once with the parsed payload', () => {
     expect(calls).toEqual([{ workflowId: 'pack-job', kind: 'pack-prompts', payload: [prompt] }]);
   });
 
+  it('a body that only zod can judge is signalled as zod gives it (a JSON "__proto__" key dropped)', async () => {
+    // The compiled fast path leaves this body to zod, which returns the prompt without that key.
+    const res = await send(
+      signedPath('prompt', 'job-1'),
+      `{"__proto__": {"polluted": true}, ${JSON.stringify(prompt).slice(1)}`,
+    );
+    expect(res.status).toBe(200);
+    expect(calls).toEqual([{ workflowId: 'job-1', kind: 'prompt', payload: prompt }]);
+    expect(Object.hasOwn(calls[0].payload, '__proto__')).toBe(false);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
   it('a body sent in chunks without a content-length', async () => {
     const json = JSON.stringify(prompt);
     const parts = [json.slice(0, 10), json.slice(10, 200), json.slice(200)].map((s) => Buffer.from(s));
