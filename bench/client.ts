@@ -7,8 +7,9 @@
  * Fairness and stability, and why:
  * - Every run is a fresh worker thread (its own V8 isolate) that builds one client, warms it up, then measures it.
  *   Measured, one process's JIT state moves the tuneflow/undici ratio of all its runs together, anywhere from 0.87 to
- *   1.24 between processes of the same code; and fetch slows the undici-based clients that run after it in the same
- *   isolate. Fresh isolates make the runs independent, so medians over rounds mean something.
+ *   1.24 between processes of the same code, and what ran before in the isolate (fetch, with node's own copy of
+ *   undici, shares node's streams and sockets) moves it too. Fresh isolates make the runs independent, so medians
+ *   over rounds mean something.
  * - Clients take turns in an order that rotates each round; the ratio is also taken round by round (neighbouring
  *   runs share the machine's mood), with its quartiles.
  * - CPU per request is given for the client's thread alone (Linux: /proc/thread-self/schedstat), next to the whole
