@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
 import { z } from 'zod';
-import { acceptsAsIs } from '../api/http';
+import { acceptsAsIs } from '../api/answer-check';
 import { Prompt, Tune } from '../api/schemas';
 import { type Duration, durationToMs } from '../duration';
 import { createJsonLogger } from '../logging';

@@ -6,7 +6,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { acceptsAsIs } from '../../src/api/http';
+import { acceptsAsIs } from '../../src/api/answer-check';
 import { DeleteResult, InspectionResult, Pack, PackDetail, Prompt, ResourceId, Tune } from '../../src/api/schemas';
 
 /** What the check must say: zod accepts the value and gives it back as it is. */
