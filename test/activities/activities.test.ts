@@ -6,6 +6,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, toApplicationFailure, type TuneflowActivities } from '../../src/activities';
 import { backoffMs } from '../../src/activities/failures';
 import { APIError, RateLimitError, TunesApi, type Duration } from '../../src/api';
@@ -15,6 +16,7 @@ import { startMockService } from '../../src/mock-service';
 type Mock = Awaited<ReturnType<typeof startMockService>>;
 
 const SECRET = 'activity-test-secret-0123456789';
+const quiet = new DefaultLogger('ERROR', () => undefined);
 const signer = new CallbackSigner({ baseUrl: 'http://127.0.0.1:9', secret: SECRET });
 let mock: Mock;
 let keyCounter = 0;
@@ -44,11 +46,10 @@ function run<K extends keyof TuneflowActivities>(
   input: Parameters<TuneflowActivities[K]>[0],
   { attempt = 1, workflowId = 'wf-1', scheduledTimestampMs = Date.now() - 1000 } = {},
 ): ReturnType<TuneflowActivities[K]> {
-  const env = new MockActivityEnvironment({
-    attempt,
-    workflowExecution: { workflowId, runId: 'run-1' },
-    scheduledTimestampMs,
-  });
+  const env = new MockActivityEnvironment(
+    { attempt, workflowExecution: { workflowId, runId: 'run-1' }, scheduledTimestampMs },
+    { logger: quiet }, // failures are what these tests assert; the SDK's log lines about them are noise here
+  );
   const fn = activities[name] as (arg: typeof input) => ReturnType<TuneflowActivities[K]>;
   return env.run(fn, input) as ReturnType<TuneflowActivities[K]>;
 }
