@@ -54,6 +54,14 @@ function run<K extends keyof TuneflowActivities>(
   return env.run(fn, input) as ReturnType<TuneflowActivities[K]>;
 }
 
+/** Creates one prompt per key, in order; returns their ids. */
+async function createPrompts(activities: TuneflowActivities, tuneId: number, keys: string[], workflowId: string) {
+  const ids: number[] = [];
+  for (const key of keys)
+    ids.push((await run(activities, 'createPrompt', { tuneId, prompt: { text: key }, key }, { workflowId })).id);
+  return ids;
+}
+
 async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
   const err = await promise.then(
     () => undefined,
@@ -244,18 +252,7 @@ describe('reads, lists and deletes', () => {
   test('listPrompts returns the prompts from minId up, in one list call', async () => {
     const { activities } = account();
     const t = await run(activities, 'createTune', { tune: tune('job-list') });
-    const ids: number[] = [];
-    for (const key of ['a', 'b', 'c'])
-      ids.push(
-        (
-          await run(
-            activities,
-            'createPrompt',
-            { tuneId: t.id, prompt: { text: key }, key },
-            { workflowId: 'job-list' },
-          )
-        ).id,
-      );
+    const ids = await createPrompts(activities, t.id, ['a', 'b', 'c'], 'job-list');
     const lists = mock.stats().routes['GET /tunes/:id/prompts'] ?? 0;
     const listed = await run(activities, 'listPrompts', { tuneId: t.id, minId: ids[1] });
     expect(listed.map((p) => p.id).sort()).toEqual([ids[1], ids[2]].sort());
@@ -265,18 +262,7 @@ describe('reads, lists and deletes', () => {
   test('listPrompts with a limit reads only the newest prompts, in one small call', async () => {
     const { activities } = account();
     const t = await run(activities, 'createTune', { tune: tune('job-limit') });
-    const ids: number[] = [];
-    for (const key of ['a', 'b', 'c'])
-      ids.push(
-        (
-          await run(
-            activities,
-            'createPrompt',
-            { tuneId: t.id, prompt: { text: key }, key },
-            { workflowId: 'job-limit' },
-          )
-        ).id,
-      );
+    const ids = await createPrompts(activities, t.id, ['a', 'b', 'c'], 'job-limit');
     const newest = await run(activities, 'listPrompts', { tuneId: t.id, limit: 1 });
     expect(newest.map((p) => p.id)).toEqual([Math.max(...ids)]);
   });
