@@ -126,7 +126,7 @@ async function startServers(signalAt: Float64Array): Promise<{ urls: Record<Targ
   const sink = new Writable({ write: (_chunk, _enc, done) => done() });
   const receiver = await startCallbackReceiver({
     host: '127.0.0.1',
-    signer: new CallbackSigner({ baseUrl: 'http://127.0.0.1', secret: SECRET }),
+    signer: new CallbackSigner({ secret: SECRET }),
     signaler,
     logger: createJsonLogger(sink, 'INFO'),
   });

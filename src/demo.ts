@@ -196,8 +196,8 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
         const receiver = await startCallbackReceiver({
           port: callbackConfig?.port ?? 0,
           host: callbackConfig ? callbackConfig.host : '127.0.0.1',
-          // Verifying needs only the secret; the public base URL is known once the receiver listens.
-          signer: new CallbackSigner({ baseUrl: 'http://127.0.0.1', secret }),
+          // Checking needs only the secret; the public base URL is known once the receiver listens.
+          signer: new CallbackSigner({ secret }),
           signaler: temporalSignaler(
             new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
           ),

@@ -92,7 +92,7 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
   const { port, host, secret, logLevel } = settings;
   const urlHost = host.includes(':') ? `[${host}]` : host;
   const logger = createJsonLogger(process.stderr, logLevel);
-  const signer = new CallbackSigner({ baseUrl: settings.baseUrl ?? `http://${urlHost}:${port}`, secret });
+  const signer = new CallbackSigner({ baseUrl: settings.baseUrl, secret });
   const namespace = temporal.namespace ?? 'default';
   // Lazy: the receiver answers health checks (and 503 to callbacks) while Temporal is still out of reach.
   const connection = Connection.lazy(temporal.connectionOptions as Parameters<typeof Connection.lazy>[0]);

@@ -18,10 +18,10 @@ export interface CallbackSignerOptions {
   /**
    * Public base URL the service can reach; callback URLs are `<baseUrl>/callbacks/<kind>?...`. A path is kept
    * (`https://example.com/hooks` gives `https://example.com/hooks/callbacks/tune`), so a proxy in front of the
-   * receiver must strip it.
+   * receiver must strip it. Leave it out where URLs are only checked (a receiver): `url()` then throws.
    * @format http(s) URL without query or fragment
    */
-  baseUrl: string;
+  baseUrl?: string;
   /**
    * The HMAC key. Shared by every worker that hands out URLs and every receiver that checks them.
    * @format at least 16 characters
@@ -31,7 +31,7 @@ export interface CallbackSignerOptions {
 
 /** Makes and checks signed callback URLs. */
 export class CallbackSigner {
-  readonly baseUrl: string;
+  readonly baseUrl: string | undefined;
   readonly #secret: string;
 
   /**
@@ -48,13 +48,15 @@ export class CallbackSigner {
     } catch {
       parsed = undefined;
     }
-    if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.search || parsed.hash)
+    const valid =
+      parsed && (parsed.protocol === 'http:' || parsed.protocol === 'https:') && !parsed.search && !parsed.hash;
+    if (baseUrl !== undefined && !valid)
       throw new TypeError(
         `CallbackSigner: baseUrl must be an http(s) URL without query or fragment (got ${JSON.stringify(baseUrl)})`,
       );
     if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH)
       throw new TypeError(`CallbackSigner: secret must be a string of at least ${MIN_SECRET_LENGTH} characters`);
-    this.baseUrl = parsed.href.replace(/\/+$/, '');
+    this.baseUrl = parsed?.href.replace(/\/+$/, '');
     this.#secret = secret;
   }
 
@@ -68,6 +70,8 @@ export class CallbackSigner {
    * // https://hooks.example.com/callbacks/prompt?workflowId=job-42&sig=5f0c...&key=p3
    */
   url(kind: CallbackKind, workflowId: string, params?: Record<string, string>): string {
+    if (this.baseUrl === undefined)
+      throw new TypeError('CallbackSigner: url() needs the baseUrl option (this signer only checks signatures)');
     if (!KINDS.has(kind))
       throw new TypeError(`kind: must be one of ${[...KINDS].join(', ')} (got ${JSON.stringify(kind)})`);
     if (typeof workflowId !== 'string' || workflowId.length === 0)

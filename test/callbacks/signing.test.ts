@@ -116,10 +116,6 @@ describe('CallbackSigner options', () => {
     );
   });
 
-  it('refuses a missing baseUrl', () => {
-    expect(() => new CallbackSigner({ secret } as never)).toThrow(/baseUrl must be an http\(s\) URL/);
-  });
-
   it('refuses a short or missing secret, naming the option and never echoing it', () => {
     const attempt = () => new CallbackSigner({ baseUrl: 'https://h.example.com', secret: 'short-secret-15' });
     expect(attempt).toThrow('CallbackSigner: secret must be a string of at least 16 characters');
@@ -131,5 +127,17 @@ describe('CallbackSigner options', () => {
     expect(new CallbackSigner({ baseUrl: 'http://localhost:3001', secret: '0123456789abcdef' }).baseUrl).toBe(
       'http://localhost:3001',
     );
+  });
+});
+
+describe('a signer without a base URL (a receiver)', () => {
+  test('checks URLs made by a signer with one, and refuses to make URLs itself', () => {
+    const secret = 'receiver-only-secret-0123';
+    const maker = new CallbackSigner({ baseUrl: 'https://hooks.example.com', secret });
+    const checker = new CallbackSigner({ secret });
+    const sig = new URL(maker.url('tune', 'job-7')).searchParams.get('sig')!;
+    expect(checker.verify('tune', 'job-7', sig)).toBe(true);
+    expect(checker.verify('tune', 'job-8', sig)).toBe(false);
+    expect(() => checker.url('tune', 'job-7')).toThrow('needs the baseUrl option');
   });
 });

@@ -110,7 +110,7 @@ describe('docker-compose.yml', () => {
     const receiver = await startCallbackReceiver({
       port: 0,
       host: '127.0.0.1',
-      signer: new CallbackSigner({ baseUrl: 'http://127.0.0.1', secret: 'compose-test-secret-0123' }),
+      signer: new CallbackSigner({ secret: 'compose-test-secret-0123' }),
       signaler,
     });
     const port = Number(new URL(receiver.url).port);

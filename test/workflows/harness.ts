@@ -91,7 +91,7 @@ export class WorkflowHarness {
     const receiver = await startCallbackReceiver({
       host: '127.0.0.1',
       port: 0,
-      signer: new CallbackSigner({ baseUrl: 'http://127.0.0.1', secret: SECRET }),
+      signer: new CallbackSigner({ secret: SECRET }),
       signaler: temporalSignaler(realTime),
       logger: new DefaultLogger('WARN'),
     });
