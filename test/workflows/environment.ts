@@ -10,6 +10,7 @@
  * (printed with its reason); a server that was asked for by variable and does not work fails the tests instead.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflows, WorkflowHarness } from './harness';
 import { environmentFor, VERDICT_VARIABLE, verdictFromVariables, type TemporalVerdict } from './global-setup';
 
 export type { TemporalVerdict } from './global-setup';
@@ -50,4 +51,30 @@ if (!temporalAvailable() && !process.env[VERDICT_VARIABLE])
  */
 export function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
   return environmentFor(currentVerdict());
+}
+
+/**
+ * One environment and one harness per test file (DESIGN.md tier 4): created in beforeAll when a server is available,
+ * torn down in afterAll. Returns a getter, since the harness exists only once beforeAll ran.
+ *
+ * @example
+ * const harness = useWorkflowHarness();
+ * workflowTest('...', async () => { const outcome = await play(harness(), scenarios.pack); });
+ */
+export function useWorkflowHarness(): () => WorkflowHarness {
+  let env: TestWorkflowEnvironment | undefined;
+  let harness: WorkflowHarness | undefined;
+  beforeAll(async () => {
+    if (!temporalAvailable()) return;
+    env = await createTestEnvironment();
+    harness = await WorkflowHarness.start(env, await bundleWorkflows());
+  }, 180_000);
+  afterAll(async () => {
+    await harness?.close();
+    await env?.teardown();
+  });
+  return () => {
+    if (!harness) throw new Error('no workflow harness: beforeAll did not create one (no Temporal server?)');
+    return harness;
+  };
 }

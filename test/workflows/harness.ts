@@ -214,3 +214,14 @@ export async function waitFor(check: () => Promise<boolean>, what: () => string,
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+/**
+ * The result of a scenario that should have succeeded; its error, thrown, when it did not.
+ *
+ * @example
+ * const { tune, prompts } = resultOf<TrainThenGenerateResult>(await play(harness(), scenarios.fluxLora));
+ */
+export function resultOf<R>(outcome: Outcome<R>): R {
+  if (outcome.error) throw outcome.error;
+  return outcome.result as R;
+}

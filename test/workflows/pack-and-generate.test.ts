@@ -2,38 +2,20 @@
  * packTune and generate against the real mock service, callback receiver, activities and a Temporal test server,
  * in real time.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Prompt } from '../../src/api/schemas';
 import type { GenerateResult, PackTuneResult } from '../../src/workflows/inputs';
-import { createTestEnvironment, temporalAvailable, workflowTest } from './environment';
-import { bundleWorkflows, WorkflowHarness, type Outcome } from './harness';
+import { useWorkflowHarness, workflowTest } from './environment';
+import { resultOf } from './harness';
 import { PET_PACK_ID, play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
 
-let env: TestWorkflowEnvironment | undefined;
-let harness: WorkflowHarness;
-
-beforeAll(async () => {
-  if (!temporalAvailable()) return;
-  env = await createTestEnvironment();
-  harness = await WorkflowHarness.start(env, await bundleWorkflows());
-}, 180_000);
-
-afterAll(async () => {
-  await harness?.close();
-  await env?.teardown();
-});
-
-function resultOf<R>(outcome: Outcome<R>): R {
-  if (outcome.error) throw outcome.error;
-  return outcome.result as R;
-}
+const harness = useWorkflowHarness();
 
 const packIdOf = (p: Prompt) => (p as { pack_id?: unknown }).pack_id;
 
 workflowTest('a pack: the tune trains, then every prompt the pack put on it settles', async () => {
-  const outcome = await play<PackTuneResult>(harness, scenarios.pack);
+  const outcome = await play<PackTuneResult>(harness(), scenarios.pack);
   const { tune, prompts } = resultOf(outcome);
   expect(tune.trained_at).toBeTruthy();
   expect(prompts).toHaveLength(2);
@@ -50,7 +32,7 @@ workflowTest('a pack: the tune trains, then every prompt the pack put on it sett
 });
 
 workflowTest('a pack on a reused tune (tune_ids): only the prompts the request added are waited for', async () => {
-  const outcome = await play<PackTuneResult>(harness, scenarios.packReusedTune);
+  const outcome = await play<PackTuneResult>(harness(), scenarios.packReusedTune);
   const { tune, prompts } = resultOf(outcome);
   const { tuneId, oldPromptId } = outcome.context as { tuneId: number; oldPromptId: number };
   expect(tune.id).toBe(tuneId);
@@ -65,7 +47,7 @@ workflowTest('a pack on a reused tune (tune_ids): only the prompts the request a
 workflowTest(
   'generate on a tune still training: polls until trained, then the prompts; __fail__ settles with a user_error',
   async () => {
-    const outcome = await play<GenerateResult>(harness, scenarios.generateOnTrainingTune);
+    const outcome = await play<GenerateResult>(harness(), scenarios.generateOnTrainingTune);
     const { prompts } = resultOf(outcome);
     const { tuneId } = outcome.context as { tuneId: number };
     expect(prompts.map((p) => p.tune_id)).toEqual([tuneId, tuneId]);

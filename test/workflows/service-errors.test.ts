@@ -8,27 +8,14 @@
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { tsToMs } from '@temporalio/common/lib/time';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { TuneNeverTrainedDetails } from '../../src/workflows/failures';
-import { createTestEnvironment, temporalAvailable, workflowTest } from './environment';
-import { bundleWorkflows, WorkflowHarness, type Outcome } from './harness';
+import { useWorkflowHarness, workflowTest } from './environment';
+import type { Outcome } from './harness';
 import { play, scenarios } from './scenarios';
 
 jest.setTimeout(180_000);
 
-let env: TestWorkflowEnvironment | undefined;
-let harness: WorkflowHarness;
-
-beforeAll(async () => {
-  if (!temporalAvailable()) return;
-  env = await createTestEnvironment();
-  harness = await WorkflowHarness.start(env, await bundleWorkflows());
-}, 180_000);
-
-afterAll(async () => {
-  await harness?.close();
-  await env?.teardown();
-});
+const harness = useWorkflowHarness();
 
 /**
  * The createTune activity as history shows it: its last attempt, what failed before it, and when it started.
@@ -62,7 +49,7 @@ function applicationFailureOf(outcome: Outcome<unknown>): ApplicationFailure {
 }
 
 workflowTest('a 504 after the tune was created: retried 60 s later, found by title, exactly one tune', async () => {
-  const outcome = await play(harness, scenarios.gatewayTimeoutOnce);
+  const outcome = await play(harness(), scenarios.gatewayTimeoutOnce);
   expect(outcome.error).toBeUndefined();
   expect(outcome.stats.faults.injected).toBe(1);
   expect(outcome.stats.routes['POST /tunes']).toBe(1);
@@ -74,7 +61,7 @@ workflowTest('a 504 after the tune was created: retried 60 s later, found by tit
 });
 
 workflowTest('500s then success: the create is retried after the 30 s backoff', async () => {
-  const outcome = await play(harness, scenarios.serverErrorBackoff);
+  const outcome = await play(harness(), scenarios.serverErrorBackoff);
   expect(outcome.error).toBeUndefined();
   expect(outcome.stats.faults.injected).toBe(1);
   expect(outcome.stats.routes['POST /tunes']).toBe(2);
@@ -86,7 +73,7 @@ workflowTest('500s then success: the create is retried after the 30 s backoff', 
 });
 
 workflowTest('a 422 fails the workflow at once, with the field errors, and is not retried', async () => {
-  const outcome = await play(harness, scenarios.validationError);
+  const outcome = await play(harness(), scenarios.validationError);
   const failure = applicationFailureOf(outcome);
   expect(failure.type).toBe('Validation');
   expect(failure.nonRetryable).toBe(true);
@@ -101,7 +88,7 @@ workflowTest('a 422 fails the workflow at once, with the field errors, and is no
 });
 
 workflowTest('a bad option fails at once with InvalidOptions, before any call to the service', async () => {
-  const outcome = await play(harness, scenarios.invalidOptions);
+  const outcome = await play(harness(), scenarios.invalidOptions);
   const failure = applicationFailureOf(outcome);
   expect(failure.type).toBe('InvalidOptions');
   expect(failure.message).toContain('Invalid option pollInterval');
@@ -110,7 +97,7 @@ workflowTest('a bad option fails at once with InvalidOptions, before any call to
 });
 
 workflowTest('a tune that never trains fails at its deadline with TuneNeverTrained, after bounded polls', async () => {
-  const outcome = await play(harness, scenarios.tuneNeverTrained);
+  const outcome = await play(harness(), scenarios.tuneNeverTrained);
   const failure = applicationFailureOf(outcome);
   expect(failure.type).toBe('TuneNeverTrained');
   const details = failure.details?.[0] as TuneNeverTrainedDetails;

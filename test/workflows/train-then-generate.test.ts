@@ -3,36 +3,18 @@
  * real time (a plain client: the mock's callbacks must win their race against poll timers).
  */
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
-import { createTestEnvironment, temporalAvailable, workflowTest } from './environment';
-import { bundleWorkflows, WorkflowHarness, type Outcome } from './harness';
+import { useWorkflowHarness, workflowTest } from './environment';
+import { resultOf } from './harness';
 import { play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
 
-let env: TestWorkflowEnvironment | undefined;
-let harness: WorkflowHarness;
-
-beforeAll(async () => {
-  if (!temporalAvailable()) return;
-  env = await createTestEnvironment();
-  harness = await WorkflowHarness.start(env, await bundleWorkflows());
-}, 180_000);
-
-afterAll(async () => {
-  await harness?.close();
-  await env?.teardown();
-});
-
-function resultOf(outcome: Outcome<TrainThenGenerateResult>): TrainThenGenerateResult {
-  if (outcome.error) throw outcome.error;
-  return outcome.result as TrainThenGenerateResult;
-}
+const harness = useWorkflowHarness();
 
 workflowTest('happy path: callbacks end every wait, no poll is made', async () => {
-  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.callbacksHappyPath);
+  const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.callbacksHappyPath);
   const { tune, prompts } = resultOf(outcome);
   expect(tune.trained_at).toBeTruthy();
   expect(tune.title).toBe(outcome.workflowId);
@@ -49,7 +31,7 @@ workflowTest('happy path: callbacks end every wait, no poll is made', async () =
 });
 
 workflowTest('every callback dropped: polls near the eta and after the prompts start finish the job', async () => {
-  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.callbacksDropped);
+  const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.callbacksDropped);
   const { tune, prompts } = resultOf(outcome);
   expect(tune.trained_at).toBeTruthy();
   expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
@@ -70,7 +52,7 @@ workflowTest('every callback dropped: polls near the eta and after the prompts s
 });
 
 workflowTest('duplicate, stale and foreign callbacks change nothing', async () => {
-  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.callbacksDuplicatedAndReordered);
+  const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.callbacksDuplicatedAndReordered);
   const { tune, prompts } = resultOf(outcome);
   expect(outcome.stats.callbacks.duplicated).toBe(3);
   // The stale copy of the tune (untrained) came after it trained: the result keeps the trained one.
@@ -87,7 +69,7 @@ workflowTest('duplicate, stale and foreign callbacks change nothing', async () =
 });
 
 workflowTest('a worker restarted in the middle of the training wait: the new worker finishes the job', async () => {
-  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.workerRestart);
+  const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.workerRestart);
   const { prompts } = resultOf(outcome);
   expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
   const identities = new Set(
@@ -99,7 +81,7 @@ workflowTest('a worker restarted in the middle of the training wait: the new wor
 });
 
 workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of the caller's text", async () => {
-  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.fluxLora);
+  const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.fluxLora);
   const { tune, prompts } = resultOf(outcome);
   expect(tune).toMatchObject({ model_type: 'lora', branch: 'flux1', base_tune_id: FLUX_BASE_TUNE.id });
   expect(prompts.map((p) => p.tune_id)).toEqual([FLUX_BASE_TUNE.id, FLUX_BASE_TUNE.id]);
@@ -112,7 +94,7 @@ workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of 
 });
 
 workflowTest('FaceID: ready at creation, so no wait and no poll for training', async () => {
-  const outcome = await play<TrainThenGenerateResult>(harness, scenarios.faceId);
+  const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.faceId);
   const { tune, prompts } = resultOf(outcome);
   expect(tune.model_type).toBe('faceid');
   expect(tune.orig_images).toHaveLength(1); // the file at the path, uploaded by the worker
@@ -122,7 +104,7 @@ workflowTest('FaceID: ready at creation, so no wait and no poll for training', a
 });
 
 workflowTest('cancelled while training with cleanupOnCancel: the tune is deleted, the run ends cancelled', async () => {
-  const outcome = await play(harness, scenarios.cancelWithCleanup);
+  const outcome = await play(harness(), scenarios.cancelWithCleanup);
   expect(outcome.error).toBeInstanceOf(WorkflowFailedError);
   expect((outcome.error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
   expect(outcome.progress.phase).toBe('cancelled');
@@ -131,7 +113,7 @@ workflowTest('cancelled while training with cleanupOnCancel: the tune is deleted
 });
 
 workflowTest('cancelled without cleanupOnCancel: nothing is deleted', async () => {
-  const outcome = await play(harness, scenarios.cancelWithoutCleanup);
+  const outcome = await play(harness(), scenarios.cancelWithoutCleanup);
   expect((outcome.error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
   expect(outcome.progress.phase).toBe('cancelled');
   expect(Object.keys(outcome.stats.routes).filter((route) => route.startsWith('DELETE'))).toEqual([]);
@@ -140,7 +122,7 @@ workflowTest('cancelled without cleanupOnCancel: nothing is deleted', async () =
 workflowTest(
   'a Flux LoRA cancelled while generating: its prompts on the base tune, then the LoRA, are deleted',
   async () => {
-    const outcome = await play(harness, scenarios.cancelFluxWhileGenerating);
+    const outcome = await play(harness(), scenarios.cancelFluxWhileGenerating);
     expect((outcome.error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
     expect(outcome.progress.phase).toBe('cancelled');
     expect(outcome.stats.routes['DELETE /tunes/:tune_id/prompts/:id']).toBe(2);
