@@ -91,6 +91,21 @@ export interface ListWindow {
   offset?: number;
 }
 
+/** The only fields of a tune created from a pack, in the service's order (spec 2.1). */
+const PACK_FORM_FIELDS = [
+  'id',
+  'title',
+  'name',
+  'eta',
+  'trained_at',
+  'started_training_at',
+  'expires_at',
+  'created_at',
+  'updated_at',
+  'url',
+  'orig_images',
+] as const;
+
 export class Store {
   readonly tunes = new Map<number, TuneRecord>();
   readonly prompts = new Map<number, PromptRecord>();
@@ -276,21 +291,10 @@ export class Store {
     };
   }
 
-  /** The pack form of a tune (spec 2.1): the answer to `POST /p/:pack_id/tunes`. */
+  /** The pack form of a tune (spec 2.1): the answer to `POST /p/:pack_id/tunes`, a subset of the tune object. */
   renderPackTune(t: TuneRecord): Record<string, unknown> {
-    return {
-      id: t.id,
-      title: t.title,
-      name: t.name,
-      eta: t.eta,
-      trained_at: t.trained_at,
-      started_training_at: t.started_training_at,
-      expires_at: t.expires_at,
-      created_at: t.created_at,
-      updated_at: t.updated_at,
-      url: `${this.baseUrl}/tunes/${t.id}`,
-      orig_images: t.orig_images,
-    };
+    const tune = this.renderTune(t);
+    return Object.fromEntries(PACK_FORM_FIELDS.map((field) => [field, tune[field]]));
   }
 
   /** The prompt object of spec 2.2 with the service notes' `images` and `user_error`. */
