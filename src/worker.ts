@@ -47,6 +47,10 @@ export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger
 
   const connection = await NativeConnection.connect(connectionOptions);
   const opened: Array<() => Promise<void>> = [() => api.close(), () => connection.close()];
+  // Last opened, first closed: the receiver before the connection its signals use.
+  const closeAll = async () => {
+    for (const close of [...opened].reverse()) await close().catch(() => undefined);
+  };
   try {
     const worker = await Worker.create({
       connection,
@@ -72,9 +76,6 @@ export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger
       callbackUrl = receiver.url;
     }
 
-    const closeAll = async () => {
-      for (const close of opened.reverse()) await close().catch(() => undefined);
-    };
     return {
       worker,
       callbackUrl,
@@ -87,7 +88,7 @@ export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger
       },
     };
   } catch (err) {
-    for (const close of opened.reverse()) await close().catch(() => undefined);
+    await closeAll();
     throw err;
   }
 }
