@@ -13,6 +13,7 @@ import {
   type LogLevel,
   type ReceiverConfig,
 } from '../config';
+import { listenForStop } from '../commands/stop-signal';
 import { createJsonLogger } from '../logging';
 import { startCallbackReceiver, temporalSignaler } from './receiver';
 import { CallbackSigner } from './signing';
@@ -98,27 +99,14 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
   const connection = Connection.lazy(temporal.connectionOptions as Parameters<typeof Connection.lazy>[0]);
   const signaler = temporalSignaler(new Client({ connection, namespace }));
 
-  // Listening for SIGINT/SIGTERM before the first line is printed: a script may signal as soon as it reads it.
-  let removeHandlers = () => {};
-  const stopped = new Promise<NodeJS.Signals>((resolve) => {
-    const stop = (name: NodeJS.Signals) => {
-      removeHandlers();
-      resolve(name);
-    };
-    removeHandlers = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  const stop = listenForStop();
 
   let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
   try {
     receiver = await startCallbackReceiver({ port, host, signer, signaler, logger });
   } catch (err) {
     process.stderr.write(`tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`);
-    removeHandlers();
+    stop.dispose();
     await connection.close().catch(() => undefined);
     return 1;
   }
@@ -130,7 +118,7 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
     temporalAddress: temporal.connectionOptions.address ?? 'localhost:7233',
   });
 
-  const signal = await stopped;
+  const signal = await stop.stopped;
   logger.info('callback receiver stopping', { signal });
   await receiver.close();
   await connection.close().catch(() => undefined);

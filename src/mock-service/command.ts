@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { durationToMs, type Duration } from '../duration';
+import { listenForStop } from '../commands/stop-signal';
 import { startMockService } from './index';
 
 export const MOCK_SERVICE_USAGE = `Usage: tuneflow mock-service [flags]
@@ -116,21 +117,9 @@ export async function mockServiceCommand(
     io.stderr.write(`tuneflow mock-service: could not start: ${(error as Error).message}\n`);
     return 1;
   }
-  // Listening for signals before the first line is printed: a script may signal as soon as it reads it.
-  const stopped = new Promise<void>((resolve) => {
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      io.signal?.removeEventListener('abort', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    if (io.signal?.aborted) stop();
-    else io.signal?.addEventListener('abort', stop);
-  });
+  const stop = listenForStop(io.signal);
   io.stdout.write(`listening on ${mock.url}\n`);
-  await stopped;
+  await stop.stopped;
   await mock.close();
   io.stdout.write('stopped\n');
   return 0;
