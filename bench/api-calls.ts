@@ -1,13 +1,13 @@
 /**
  * How many API calls one trainThenGenerate run (one tune, two prompts) makes, counted by the mock service: with
- * callbacks working, and with every callback lost (the workflow finishes by polling). Needs a Temporal server, from
- * the same variables as the workflow tests (TEMPORAL_TEST_SERVER_PATH, TEMPORAL_ADDRESS, else the SDK's download);
- * without one it says why and measures nothing.
+ * callbacks working, and with every callback lost (the workflow finishes by polling). Needs a Temporal server, provisioned
+ * as for the workflow tests (src/temporal-server); without one it says why and measures nothing.
  *
  * Run alone: `npx tsx bench/api-calls.ts`.
  */
 import type { MockStats } from '../src/mock-service';
-import { environmentFor, probeTemporal } from '../test/workflows/global-setup';
+import { openTemporal, provisionTemporal } from '../src/temporal-server';
+import { installQuietRuntime } from '../test/workflows/global-setup';
 import { bundleWorkflows, WorkflowHarness } from '../test/workflows/harness';
 import { play, scenarios } from '../test/workflows/scenarios';
 
@@ -18,12 +18,15 @@ function apiCalls(stats: MockStats): { total: number; routes: Record<string, num
 }
 
 export async function benchApiCalls(): Promise<void> {
-  const verdict = await probeTemporal(process.env);
-  if (verdict.kind === 'unavailable') {
-    console.log(`api calls per run: not measured (no Temporal server: ${verdict.reason})`);
+  let server;
+  try {
+    server = await provisionTemporal('test-server');
+  } catch (err) {
+    console.log(`api calls per run: not measured (${(err as Error).message})`);
     return;
   }
-  const env = await environmentFor(verdict);
+  installQuietRuntime();
+  const env = await openTemporal(server);
   const harness = await WorkflowHarness.start(env, await bundleWorkflows());
   try {
     console.log('api calls per trainThenGenerate run (1 tune, 2 prompts), counted by the mock service');

