@@ -1,17 +1,19 @@
 /**
  * `npm run record-histories [-- <scenario> ...]`: plays the workflow scenarios (test/workflows/scenarios.ts) on a
- * running Temporal server against the mock service, and writes each one's history to test/histories/<scenario>.json,
+ * real Temporal server against the mock service, and writes each one's history to test/histories/<scenario>.json,
  * the fixtures test/replay.test.ts replays every workflow change against.
  *
- * Needs a server: TEMPORAL_ADDRESS (and TEMPORAL_NAMESPACE, default `default`), e.g. `temporal server start-dev`.
- * Time is real there: the whole set takes about as long as its slowest scenario (the 60 s wait after a 504).
+ * The server: TEMPORAL_ADDRESS (and TEMPORAL_NAMESPACE) when set, else a dev server of its own, provisioned as
+ * everywhere else (src/temporal-server). Time is real there: the whole set takes about as long as its slowest
+ * scenario (the 60 s wait after a 504).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { describeServer, openTemporal, provisionTemporal } from '../src/temporal-server';
 import { bundleWorkflows, WorkflowHarness } from '../test/workflows/harness';
 import { historyToJson } from '../test/workflows/history-json';
+import { summarize } from '../test/workflows/history-summary';
 import { play, scenarios, type ScenarioDefinition } from '../test/workflows/scenarios';
 
 const HISTORIES = path.join(__dirname, '..', 'test', 'histories');
@@ -19,11 +21,6 @@ const HISTORIES = path.join(__dirname, '..', 'test', 'histories');
 const AT_ONCE = 4;
 
 async function run(names: string[]): Promise<number> {
-  const address = process.env.TEMPORAL_ADDRESS;
-  if (!address) {
-    process.stderr.write('record-histories: set TEMPORAL_ADDRESS to a running Temporal server (e.g. localhost:7233)\n');
-    return 2;
-  }
   const all: ScenarioDefinition[] = Object.values(scenarios);
   const unknown = names.filter((name) => !all.some((s) => s.name === name));
   if (unknown.length) {
@@ -34,11 +31,10 @@ async function run(names: string[]): Promise<number> {
   }
   const chosen = names.length ? all.filter((s) => names.includes(s.name)) : all;
 
+  const server = await provisionTemporal('dev-server');
+  process.stdout.write(`record-histories: on the ${describeServer(server)}\n`);
   Runtime.install({ logger: new DefaultLogger('WARN') });
-  const env = await TestWorkflowEnvironment.createFromExistingServer({
-    address,
-    namespace: process.env.TEMPORAL_NAMESPACE || 'default',
-  });
+  const env = await openTemporal(server);
   const harness = await WorkflowHarness.start(env, await bundleWorkflows());
   fs.mkdirSync(HISTORIES, { recursive: true });
   let failures = 0;
@@ -52,8 +48,10 @@ async function run(names: string[]): Promise<number> {
           const file = path.join(HISTORIES, `${scenario.name}.json`);
           fs.writeFileSync(file, `${historyToJson(outcome.history)}\n`);
           const ending = outcome.error ? `ended with ${(outcome.error as Error).message}` : 'completed';
+          const { events, bytes, activities, timers } = summarize(outcome.history);
           process.stdout.write(
-            `${scenario.name}: ${outcome.history.events?.length ?? 0} events, ${ending} -> ${path.relative(process.cwd(), file)}\n`,
+            `${scenario.name}: ${events} events, ${bytes} bytes, ${ending} -> ${path.relative(process.cwd(), file)}\n` +
+              `  activities ${activities.join(' ')}\n  timers ${timers.map((t) => `${t.ms}ms:${t.ended}`).join(' ')}\n`,
           );
         } catch (err) {
           failures++;

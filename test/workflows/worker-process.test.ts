@@ -4,29 +4,18 @@
  * started through the typed starter completes with callbacks through the worker's own receiver; metrics are served;
  * SIGTERM drains it to exit 0; the API key never reaches its logs.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import * as net from 'node:net';
-import * as path from 'node:path';
-import { createInterface } from 'node:readline';
 import { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { request } from 'undici';
 import { TuneflowClient } from '../../src/client';
 import { startMockService, type MockService } from '../../src/mock-service';
+import { freePort } from '../../src/temporal-server/dev-server';
 import { devServerTest, startDevServer } from './environment';
+import { startWorkerProcess } from './worker-process';
 
 jest.setTimeout(180_000);
 
-const ROOT = path.resolve(__dirname, '../..');
 const API_KEY = 'worker-process-test-key-0123456789';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 let env: TestWorkflowEnvironment | undefined;
 let mock: MockService;
@@ -45,39 +34,15 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
   const callbackPort = await freePort();
   const metricsPort = await freePort();
   const taskQueue = `tuneflow-worker-process-${process.pid}`;
-  const child: ChildProcessWithoutNullStreams = spawn(
-    process.execPath,
-    [path.join(ROOT, 'bin', 'tuneflow.js'), 'worker'],
-    {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH,
-        TEMPORAL_ADDRESS: env!.address,
-        TEMPORAL_NAMESPACE: env!.namespace ?? 'default',
-        TUNEFLOW_API_KEY: API_KEY,
-        TUNEFLOW_API_URL: mock.url,
-        TUNEFLOW_CALLBACK_BASE_URL: `http://127.0.0.1:${callbackPort}`,
-        TUNEFLOW_CALLBACK_SECRET: 'worker-process-test-secret',
-        TUNEFLOW_CALLBACK_PORT: String(callbackPort),
-        TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
-        TUNEFLOW_TASK_QUEUE: taskQueue,
-        TUNEFLOW_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
-      },
-    },
-  );
-  let stderr = '';
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  const started = new Promise<void>((resolve, reject) => {
-    const lines = createInterface({ input: child.stderr });
-    lines.on('line', (line) => {
-      stderr += `${line}\n`;
-      if (line.includes('tuneflow worker started')) resolve();
-    });
-    void exited.then((code) => reject(new Error(`the worker exited with ${code} before it started:\n${stderr}`)));
+  const worker = await startWorkerProcess({
+    temporalAddress: env!.address,
+    apiKey: API_KEY,
+    apiUrl: mock.url,
+    taskQueue,
+    callbackPort,
+    metricsPort,
   });
-
   try {
-    await started;
     // A plain client: the callbacks, not skipped time, must end the waits.
     const tuneflow = new TuneflowClient({
       client: new Client({ connection: env!.connection, namespace: env!.namespace }),
@@ -103,9 +68,9 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
     expect(health.statusCode).toBe(200);
     await health.body.dump();
   } finally {
-    child.kill('SIGTERM');
+    worker.child.kill('SIGTERM');
   }
-  expect(await exited).toBe(0);
-  expect(stderr).toContain('tuneflow worker stopped');
-  expect(stderr).not.toContain(API_KEY);
+  expect(await worker.exited).toBe(0);
+  expect(worker.log()).toContain('tuneflow worker stopped');
+  expect(worker.log()).not.toContain(API_KEY);
 });

@@ -1,0 +1,92 @@
+/**
+ * A dev server as a child process of its own, for what the SDK's ephemeral server cannot do: stop the server while
+ * its clients and workers stay up, and start it again on the same port with the same state (`--db-filename`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as net from 'node:net';
+import { Connection } from '@temporalio/client';
+
+export interface DevServerProcessOptions {
+  /** The Temporal CLI. */
+  executable: string;
+  /** @default a free port */
+  port?: number;
+  /** Keep the state in this SQLite file, so a restart finds it. @default in memory */
+  dbFilename?: string;
+  /** @default 'default' */
+  namespace?: string;
+}
+
+export interface DevServerProcess {
+  readonly address: string;
+  readonly port: number;
+  readonly pid: number;
+  /** Stops the server (SIGTERM, or SIGKILL for a crash) and waits until it is gone. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** A free port on loopback, for a server that must come back on the same one. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Starts `temporal server start-dev` and waits until it answers on gRPC.
+ *
+ * @example
+ * const server = await startDevServerProcess({ executable, port, dbFilename: '/tmp/x/temporal.db' });
+ * await server.stop();
+ * const again = await startDevServerProcess({ executable, port, dbFilename: '/tmp/x/temporal.db' });
+ */
+export async function startDevServerProcess(options: DevServerProcessOptions): Promise<DevServerProcess> {
+  const port = options.port ?? (await freePort());
+  const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
+  args.push('--namespace', options.namespace ?? 'default', '--log-level', 'error');
+  if (options.dbFilename) args.push('--db-filename', options.dbFilename);
+  const child = spawn(options.executable, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const address = `127.0.0.1:${port}`;
+  try {
+    await untilServing(address, child, () => stderr);
+  } catch (err) {
+    child.kill('SIGKILL');
+    await exited;
+    throw err;
+  }
+  return {
+    address,
+    port,
+    pid: child.pid!,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+/** Waits for the server's gRPC to answer, or fails with what it printed when it exits first or takes over 60 s. */
+async function untilServing(address: string, child: ChildProcess, stderr: () => string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`the dev server exited (${child.exitCode ?? child.signalCode}) before serving: ${stderr()}`);
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: '1 second' });
+      try {
+        await connection.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch {
+      if (Date.now() > deadline) throw new Error(`the dev server at ${address} did not serve within 60 s: ${stderr()}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}

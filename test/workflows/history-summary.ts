@@ -1,0 +1,114 @@
+/**
+ * What a workflow did, read off its recorded history: the activities it scheduled (in order), the timers it started
+ * (with their durations), which it cancelled and which fired, and the signals it got. Workflow tests assert on this,
+ * not only on the outcome: a run that reached the right result by the wrong path (a poll where a callback should
+ * have ended the wait, a retry that came too early) fails its test.
+ */
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import type { History } from '@temporalio/common/lib/proto-utils';
+import { tsToMs } from '@temporalio/common/lib/time';
+import { historyToJson } from './history-json';
+
+export interface Timer {
+  /** The duration the workflow asked for, in ms. */
+  ms: number;
+  ended: 'fired' | 'cancelled' | 'open';
+}
+
+export interface Attempt {
+  activity: string;
+  /** The attempt that completed or failed for good (1 = no retry). */
+  attempt: number;
+  /** Scheduled to started: the retry delays, summed. */
+  waitedMs: number;
+  /** The failure type of the attempt before, where the server records it (a real server does; the test server not). */
+  lastFailureType?: string;
+}
+
+export interface ActivityCall {
+  activity: string;
+  /** The activity's first argument, decoded. */
+  input: unknown;
+  /** Its result, decoded, when it completed. */
+  result?: unknown;
+}
+
+export interface HistorySummary {
+  /** Activity types, in the order they were scheduled. */
+  activities: string[];
+  /** The same, with inputs and results. */
+  calls: ActivityCall[];
+  /** Each activity's last attempt. */
+  attempts: Attempt[];
+  /** Timers in the order they were started. */
+  timers: Timer[];
+  /** Signal names, in the order they arrived. */
+  signals: string[];
+  events: number;
+  /** The history's size in Temporal's JSON form. */
+  bytes: number;
+}
+
+/**
+ * @example
+ * expect(summarize(outcome.history).activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+ */
+export function summarize(history: History): HistorySummary {
+  const events = history.events ?? [];
+  const activities: string[] = [];
+  const calls: ActivityCall[] = [];
+  const callAt = new Map<number, ActivityCall>();
+  const attempts: Attempt[] = [];
+  const timers = new Map<string, Timer>();
+  const signals: string[] = [];
+  const scheduledAt = new Map<number, { activity: string; at: number }>();
+  for (const event of events) {
+    const eventId = Number(event.eventId);
+    const at = event.eventTime ? tsToMs(event.eventTime) : 0;
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled) {
+      const activity = scheduled.activityType?.name ?? '?';
+      activities.push(activity);
+      scheduledAt.set(eventId, { activity, at });
+      const call: ActivityCall = { activity, input: decode(scheduled.input?.payloads?.[0]) };
+      calls.push(call);
+      callAt.set(eventId, call);
+    }
+    const completed = event.activityTaskCompletedEventAttributes;
+    if (completed) {
+      const call = callAt.get(Number(completed.scheduledEventId));
+      if (call) call.result = decode(completed.result?.payloads?.[0]);
+    }
+    const started = event.activityTaskStartedEventAttributes;
+    if (started) {
+      const from = scheduledAt.get(Number(started.scheduledEventId));
+      if (from)
+        attempts.push({
+          activity: from.activity,
+          attempt: started.attempt ?? 1,
+          waitedMs: at - from.at,
+          lastFailureType: started.lastFailure?.applicationFailureInfo?.type ?? undefined,
+        });
+    }
+    const timer = event.timerStartedEventAttributes;
+    if (timer) timers.set(timer.timerId!, { ms: tsToMs(timer.startToFireTimeout), ended: 'open' });
+    const fired = event.timerFiredEventAttributes?.timerId ?? event.timerCanceledEventAttributes?.timerId;
+    if (fired) timers.get(fired)!.ended = event.timerFiredEventAttributes ? 'fired' : 'cancelled';
+    const signal = event.workflowExecutionSignaledEventAttributes;
+    if (signal) signals.push(signal.signalName ?? '?');
+  }
+  return {
+    activities,
+    calls,
+    attempts,
+    timers: [...timers.values()],
+    signals,
+    events: events.length,
+    bytes: Buffer.byteLength(historyToJson(history)),
+  };
+}
+
+/** A payload's value, as the SDK's default converter reads it (JSON, or binary/null for undefined). */
+function decode(payload: Payload | null | undefined): unknown {
+  return payload ? defaultPayloadConverter.fromPayload(payload) : undefined;
+}

@@ -1,0 +1,135 @@
+/**
+ * What only a real Temporal server can show (DESIGN.md tier 5), on the Temporal CLI's dev server run as a process of
+ * its own, with `tuneflow worker` processes and the mock service:
+ *
+ * - a worker SIGKILLed while its run waits for training: the run's sticky workflow task goes back to the normal task
+ *   queue after the sticky schedule-to-start timeout, a new worker finishes the run, and exactly one tune is made
+ *   (the Java test server never hands the task back);
+ * - the server itself stopped and started again on its SQLite file: the waiting runs finish, nothing lost, no
+ *   duplicate create.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { TuneflowClient, type TuneflowHandle } from '../../src/client';
+import { startMockService, type MockService } from '../../src/mock-service';
+import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
+import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../../src/workflows/inputs';
+import { devServerExecutable, devServerTest } from './environment';
+import { waitFor } from './harness';
+import { summarize } from './history-summary';
+import { startWorkerProcess, type WorkerProcess } from './worker-process';
+
+jest.setTimeout(240_000);
+
+const API_KEY = 'real-server-test-key-0123456789';
+
+/** Polls every 2 s: a callback the dead worker's receiver could not take is made up for quickly. */
+const job = (mock: MockService): TrainThenGenerateInput => ({
+  tune: { name: 'dog', branch: 'fast', image_urls: [`${mock.url}/images/training-1.png`] },
+  prompts: [{ text: 'sks dog on a beach' }, { text: 'sks dog in the snow', num_images: 2 }],
+  options: {
+    pollInterval: '2 seconds',
+    maxPollInterval: '2 seconds',
+    trainingTimeout: '3 minutes',
+    promptTimeout: '3 minutes',
+  },
+});
+
+let dir: string;
+let mock: MockService;
+let server: DevServerProcess | undefined;
+const workers: WorkerProcess[] = [];
+const connections: Connection[] = [];
+
+beforeEach(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-real-server-'));
+  mock = await startMockService({ port: 0, trainingTime: '8s', inferenceTime: '1s' });
+});
+
+afterEach(async () => {
+  for (const worker of workers.splice(0)) {
+    worker.child.kill('SIGKILL');
+    await worker.exited;
+  }
+  for (const connection of connections.splice(0)) await connection.close();
+  await server?.stop('SIGKILL');
+  await mock.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function tuneflowOn(address: string, taskQueue: string): Promise<TuneflowClient> {
+  const connection = await Connection.connect({ address });
+  connections.push(connection);
+  return new TuneflowClient({ client: new Client({ connection }), taskQueue });
+}
+
+async function worker(taskQueue: string, callbackPort: number): Promise<WorkerProcess> {
+  const started = await startWorkerProcess({
+    temporalAddress: server!.address,
+    apiKey: API_KEY,
+    apiUrl: mock.url,
+    taskQueue,
+    callbackPort,
+  });
+  workers.push(started);
+  return started;
+}
+
+function untilTraining(run: TuneflowHandle<TrainThenGenerateResult>): Promise<void> {
+  return waitFor(
+    async () => (await run.progress()).phase === 'training',
+    () => `${run.workflowId} to wait for training`,
+  );
+}
+
+devServerTest('a worker SIGKILLed while its run waits for training: a new worker finishes it, one tune', async () => {
+  server = await startDevServerProcess({ executable: devServerExecutable() });
+  const taskQueue = 'tuneflow-sigkill';
+  const callbackPort = await freePort();
+  const first = await worker(taskQueue, callbackPort);
+  const tuneflow = await tuneflowOn(server.address, taskQueue);
+  const run = await tuneflow.trainThenGenerate(`sigkill-${Date.now()}`, job(mock));
+  await untilTraining(run);
+
+  first.child.kill('SIGKILL');
+  expect(await first.exited).toBeNull(); // killed, not drained
+  await worker(taskQueue, callbackPort);
+
+  const result = await run.result();
+  expect(result.prompts.map((p) => p.images?.length)).toEqual([1, 2]);
+  expect(mock.stats().routes['POST /tunes']).toBe(1);
+  expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(2);
+  const history = await run.handle.fetchHistory();
+  const identities = new Set(
+    history.events?.flatMap((e) => e.workflowTaskCompletedEventAttributes?.identity ?? []).filter(Boolean),
+  );
+  expect(identities.size).toBe(2); // the killed worker's tasks, then the new one's
+  expect(summarize(history).activities.filter((a) => a === 'createTune')).toEqual(['createTune']);
+});
+
+devServerTest('the dev server stopped and started again on its state file: every waiting run finishes', async () => {
+  const dbFilename = path.join(dir, 'temporal.db');
+  const port = await freePort();
+  server = await startDevServerProcess({ executable: devServerExecutable(), port, dbFilename });
+  const taskQueue = 'tuneflow-server-restart';
+  await worker(taskQueue, await freePort());
+  const tuneflow = await tuneflowOn(server.address, taskQueue);
+  const runs = await Promise.all(
+    [1, 2, 3].map((i) => tuneflow.trainThenGenerate(`server-restart-${i}-${Date.now()}`, job(mock))),
+  );
+  for (const run of runs) await untilTraining(run);
+
+  await server.stop('SIGTERM');
+  // Down long enough for the tunes' callbacks to find no server (the receiver answers 503; the service never
+  // retries): polling must make up for them.
+  await new Promise((resolve) => setTimeout(resolve, 9_000));
+  server = await startDevServerProcess({ executable: devServerExecutable(), port, dbFilename });
+
+  const results = await Promise.all(runs.map((run) => run.result()));
+  for (const result of results) expect(result.prompts.map((p) => p.images?.length)).toEqual([1, 2]);
+  expect(new Set(results.map((r) => r.tune.id)).size).toBe(3);
+  expect(mock.stats().routes['POST /tunes']).toBe(3);
+  expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(6);
+});
