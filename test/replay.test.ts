@@ -9,16 +9,9 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  Runtime,
-  Worker,
-  type ReplayResult,
-  type WorkflowBundle,
-} from '@temporalio/worker';
-import { bundleWorkflows } from './workflows/bundle';
+import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { historyFromJson } from './workflows/history-json';
+import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
@@ -49,7 +42,7 @@ const files = fs.existsSync(HISTORIES)
   : [];
 
 let bundle: WorkflowBundle;
-const results = new Map<string, ReplayResult>();
+const readHistory = (name: string) => historyFromJson(JSON.parse(fs.readFileSync(path.join(HISTORIES, name), 'utf8')));
 
 beforeAll(async () => {
   try {
@@ -57,14 +50,7 @@ beforeAll(async () => {
   } catch {
     // Installed already by another test file of this process.
   }
-  bundle = await bundleWorkflows();
-  if (!files.length) return;
-  const histories = files.map((name) => ({
-    workflowId: path.basename(name, '.json'),
-    history: historyFromJson(JSON.parse(fs.readFileSync(path.join(HISTORIES, name), 'utf8'))),
-  }));
-  for await (const result of Worker.runReplayHistories({ workflowBundle: bundle }, histories))
-    results.set(result.workflowId, result);
+  bundle = await bundleForStrictReplay();
 }, 120_000);
 
 test('the workflows bundle with deterministic imports only', () => {
@@ -81,22 +67,15 @@ test('the workflows bundle with deterministic imports only', () => {
 });
 
 for (const name of files) {
-  test(`${name} replays with the current workflow code`, () => {
-    const result = results.get(path.basename(name, '.json'));
-    expect(result).toBeDefined();
-    if (result?.error) throw result.error;
+  test(`${name} replays with the current workflow code: same commands, activity types and timer durations`, async () => {
+    await replayStrictly(bundle, readHistory(name), path.basename(name, '.json'));
   });
 }
 
 test('a deliberately broken workflow change fails the replay of the recorded histories', async () => {
-  const broken = await bundleWorkflowCode({
-    workflowsPath: require.resolve('./replay-fixtures/broken-workflows'),
-    logger: new DefaultLogger('WARN'),
-  });
-  const recorded = files.filter((name) => name.startsWith('callbacks-happy-path'));
-  expect(recorded).toHaveLength(1);
-  const history = historyFromJson(JSON.parse(fs.readFileSync(path.join(HISTORIES, recorded[0]), 'utf8')));
-  await expect(Worker.runReplayHistory({ workflowBundle: broken }, history, 'callbacks-happy-path')).rejects.toThrow(
-    /Nondeterminism|DeterminismViolation|does not match/i,
-  );
+  expect(files).toContain('callbacks-happy-path.json');
+  const broken = await bundleForStrictReplay(require.resolve('./replay-fixtures/broken-workflows'));
+  await expect(
+    replayStrictly(broken, readHistory('callbacks-happy-path.json'), 'callbacks-happy-path'),
+  ).rejects.toThrow(/nondeterminism/i);
 }, 120_000);

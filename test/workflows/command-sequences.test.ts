@@ -1,14 +1,15 @@
 /**
  * The commands the workflows issue on each path, checked without a server: hand-built histories (what a server
- * would record for the path) replayed against the current workflow code. The replayer fails on any command that
- * differs from the history: a missing timer, an activity too many, completing instead of failing.
+ * would record for the path) replayed strictly against the current workflow code (strict-replay.ts). The replay fails
+ * on any command that differs from the history: a missing timer, an activity too many, completing instead of
+ * failing, and also an activity of another type or a timer of another duration, which Temporal's own check lets by.
  *
  * The order of commands these histories pin down: a wait starts its deadline timer, then its poll timer; when it
  * ends, the poll timer is cancelled, then the deadline; prompt creates run `promptConcurrency` at a time.
  */
-import { DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import type { Prompt, Tune } from '../../src/api/schemas';
-import { bundleWorkflows } from './bundle';
+import { bundleForStrictReplay, replayStrictly } from './strict-replay';
 import { HistoryBuilder } from './history-builder';
 
 const HOUR = 3600_000;
@@ -59,36 +60,56 @@ beforeAll(async () => {
   } catch {
     // Installed already in this process.
   }
-  bundle = await bundleWorkflows();
+  bundle = await bundleForStrictReplay();
 }, 120_000);
 
+/** Strict: Temporal's own check, then the activity types and timer durations against the history's. */
 function replay(history: HistoryBuilder): Promise<void> {
-  return Worker.runReplayHistory({ workflowBundle: bundle }, history.history(), 'job');
+  return replayStrictly(bundle, history.history(), 'job');
 }
 
-test('callbacks end both waits: deadline and poll timers start, and are cancelled when the callback comes', async () => {
-  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
+/** The callbacks path of a one-prompt job, with the activity types and timer durations given. */
+function callbacksPath(
+  [createTune, createPrompt] = ['createTune', 'createPrompt'],
+  [trainingDeadline, firstTunePoll, promptsDeadline, firstPromptsPoll] = [6 * HOUR, FIRST_TUNE_POLL, HOUR, 120_000],
+) {
+  return new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
     .workflowTask()
-    .scheduleActivity('1', 'createTune')
+    .scheduleActivity('1', createTune)
     .completeActivity('1', training())
     .workflowTask()
-    .startTimer('1', 6 * HOUR)
-    .startTimer('2', FIRST_TUNE_POLL)
+    .startTimer('1', trainingDeadline)
+    .startTimer('2', firstTunePoll)
     .signal('tuneTrained', trained)
     .workflowTask()
     .cancelTimer('2')
     .cancelTimer('1')
-    .scheduleActivity('2', 'createPrompt')
+    .scheduleActivity('2', createPrompt)
     .completeActivity('2', prompt(11))
     .workflowTask()
-    .startTimer('3', HOUR)
-    .startTimer('4', 120_000)
+    .startTimer('3', promptsDeadline)
+    .startTimer('4', firstPromptsPoll)
     .signal('promptSettled', settled(11))
     .workflowTask()
     .cancelTimer('4')
     .cancelTimer('3')
     .completed();
-  await replay(history);
+}
+
+test('callbacks end both waits: deadline and poll timers start, and are cancelled when the callback comes', async () => {
+  await replay(callbacksPath());
+});
+
+test('the same history with other activity types does not replay: the types are checked', async () => {
+  await expect(replay(callbacksPath(['deleteTune', 'listPrompts']))).rejects.toThrow(
+    'the workflow scheduled createTune, createPrompt; the history has deleteTune, listPrompts',
+  );
+});
+
+test('the same history with every timer 1 ms does not replay: the durations are checked', async () => {
+  await expect(replay(callbacksPath(undefined, [1, 1, 1, 1]))).rejects.toThrow(
+    `the workflow started timers of ${6 * HOUR}, ${FIRST_TUNE_POLL}, ${HOUR}, 120000 ms; the history has 1, 1, 1, 1 ms`,
+  );
 });
 
 test('the same history without the poll timer does not replay: the check is strict', async () => {

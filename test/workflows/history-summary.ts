@@ -6,7 +6,6 @@
  */
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils';
-import { tsToMs } from '@temporalio/common/lib/time';
 import { historyToJson } from './history-json';
 
 export interface Timer {
@@ -106,6 +105,17 @@ export function summarize(history: History): HistorySummary {
     events: events.length,
     bytes: Buffer.byteLength(historyToJson(history)),
   };
+}
+
+/**
+ * Milliseconds of a protobuf Timestamp or Duration, whichever form its seconds take (a Long from a server, a number
+ * from a history read back from JSON).
+ */
+function tsToMs(value: { seconds?: unknown; nanos?: number | null } | null | undefined): number {
+  if (!value) return 0;
+  const seconds = value.seconds as number | { toNumber(): number } | null | undefined;
+  const whole = typeof seconds === 'number' ? seconds : (seconds?.toNumber() ?? 0);
+  return whole * 1000 + Math.floor((value.nanos ?? 0) / 1e6);
 }
 
 /** A payload's value, as the SDK's default converter reads it (JSON, or binary/null for undefined). */

@@ -6,6 +6,7 @@ import type { Prompt } from '../../src/api/schemas';
 import type { GenerateResult, PackTuneResult } from '../../src/workflows/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf } from './harness';
+import { summarize } from './history-summary';
 import { PET_PACK_ID, play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
@@ -29,6 +30,11 @@ workflowTest('a pack: the tune trains, then every prompt the pack put on it sett
   expect(outcome.progress).toMatchObject({ phase: 'completed', prompts: { total: 2, settled: 2, failed: 0 } });
   // The tune's callback and both prompts' (the pack's prompts_callback may come after the end).
   expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(3);
+  // The pack makes the prompts itself: one list call finds them once the tune is trained; callbacks end both waits.
+  const { activities, timers } = summarize(outcome.history);
+  expect(activities).toEqual(['createPackTune', 'listPrompts']);
+  expect(timers.map((t) => t.ended)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
+  expect(timers.map((t) => t.ms)).toEqual([6 * 3_600_000, 121_000, 3_600_000, 120_000]);
 });
 
 workflowTest('a pack on a reused tune (tune_ids): only the prompts the request added are waited for', async () => {
@@ -42,6 +48,11 @@ workflowTest('a pack on a reused tune (tune_ids): only the prompts the request a
   expect(prompts.every((p) => (p.images?.length ?? 0) > 0)).toBe(true);
   expect(outcome.stats.routes['POST /p/:pack_id/tunes']).toBe(1);
   expect(Object.keys(outcome.stats.routes).filter((route) => route.startsWith('DELETE'))).toEqual([]);
+  // The tune's newest prompt noted first (one small list), no training wait, then the new prompts found by one list.
+  const { calls, timers } = summarize(outcome.history);
+  expect(calls.map((c) => c.activity)).toEqual(['listPrompts', 'createPackTune', 'listPrompts']);
+  expect(calls[2].input).toMatchObject({ tuneId, minId: oldPromptId + 1 });
+  expect(timers.map((t) => t.ms)).toEqual([3_600_000, 120_000]);
 });
 
 workflowTest(
@@ -59,7 +70,13 @@ workflowTest(
       prompts: { total: 2, settled: 2, failed: 1 },
     });
     // The first read, then at least one poll while it trained.
-    expect(outcome.stats.routes['GET /tunes/:id']).toBeGreaterThanOrEqual(2);
+    const reads = outcome.stats.routes['GET /tunes/:id'];
+    expect(reads).toBeGreaterThanOrEqual(2);
     expect(outcome.progress.counts.polls).toBeGreaterThanOrEqual(1);
+    // Every read of the tune is a retrieveTune in history, each poll after a 3 s timer; then the two prompts.
+    const { activities, timers } = summarize(outcome.history);
+    expect(activities).toEqual([...Array(reads).fill('retrieveTune'), 'createPrompt', 'createPrompt']);
+    expect(timers[0]).toEqual({ ms: 120_000, ended: 'cancelled' }); // the training deadline
+    expect(timers.slice(1, reads)).toEqual(Array(reads - 1).fill({ ms: 3_000, ended: 'fired' }));
   },
 );

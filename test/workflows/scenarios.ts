@@ -208,10 +208,10 @@ export const scenarios = {
       }),
   },
 
-  /** The first POST /tunes gets a 500: the create is retried 30 seconds later and succeeds. */
+  /** The first two POST /tunes get a 500: the create is retried 30 seconds later, then 60 seconds, and succeeds. */
   serverErrorBackoff: {
     name: 'server-error-backoff',
-    options: { mock: { faults: { status500Rate: 1, faultRoutes: ['POST /tunes'], maxFaults: 1 } } },
+    options: { mock: { faults: { status500Rate: 1, faultRoutes: ['POST /tunes'], maxFaults: 2 } } },
     run: startAndSettle(
       'trainThenGenerate',
       { tune: { name: 'woman', model_type: 'faceid', image_urls: IMAGE_URLS }, prompts: [] },

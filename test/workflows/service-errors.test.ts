@@ -7,36 +7,21 @@
  */
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
-import { tsToMs } from '@temporalio/common/lib/time';
 import type { TuneNeverTrainedDetails } from '../../src/workflows/failures';
 import { useWorkflowHarness, workflowTest } from './environment';
 import type { Outcome } from './harness';
+import { summarize, type Attempt } from './history-summary';
 import { play, scenarios } from './scenarios';
 
 jest.setTimeout(180_000);
 
 const harness = useWorkflowHarness();
 
-/**
- * The createTune activity as history shows it: its last attempt, what failed before it, and when it started.
- * `lastFailureType` is undefined on the time-skipping test server, which does not record `lastFailure` on
- * ActivityTaskStarted (a real server does); the mock's fault settings and the delay say which failure it was there.
- */
-function createTuneAttempts(history: History) {
-  const events = history.events ?? [];
-  const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createTune');
-  const started = events.find(
-    (e) =>
-      e.activityTaskStartedEventAttributes &&
-      Number(e.activityTaskStartedEventAttributes.scheduledEventId) === Number(scheduled?.eventId),
-  );
-  if (!scheduled || !started) throw new Error('no createTune activity in the history');
-  const attributes = started.activityTaskStartedEventAttributes!;
-  return {
-    attempt: attributes.attempt,
-    lastFailureType: attributes.lastFailure?.applicationFailureInfo?.type,
-    waitedMs: tsToMs(started.eventTime!) - tsToMs(scheduled.eventTime!),
-  };
+/** The createTune activity's last attempt as history shows it. */
+function createTuneAttempts(history: History): Attempt {
+  const attempt = summarize(history).attempts.find((a) => a.activity === 'createTune');
+  if (!attempt) throw new Error('no createTune activity in the history');
+  return attempt;
 }
 
 /** The workflow's failure: WorkflowFailedError -> (ActivityFailure ->) ApplicationFailure. */
@@ -58,18 +43,23 @@ workflowTest('a 504 after the tune was created: retried 60 s later, found by tit
   expect(attempts.attempt).toBe(2);
   expect([undefined, 'GatewayTimeout']).toContain(attempts.lastFailureType);
   expect(attempts.waitedMs).toBeGreaterThanOrEqual(60_000);
+  // Its 30 s backoff would have sent it sooner: the 60 s is the 504's own delay.
+  expect(attempts.waitedMs).toBeLessThan(90_000);
+  expect(summarize(outcome.history).activities).toEqual(['createTune']);
 });
 
-workflowTest('500s then success: the create is retried after the 30 s backoff', async () => {
+workflowTest('two 500s then success: the create is retried after 30 s, then after 60 s (doubling)', async () => {
   const outcome = await play(harness(), scenarios.serverErrorBackoff);
   expect(outcome.error).toBeUndefined();
-  expect(outcome.stats.faults.injected).toBe(1);
-  expect(outcome.stats.routes['POST /tunes']).toBe(2);
+  expect(outcome.stats.faults.injected).toBe(2);
+  expect(outcome.stats.routes['POST /tunes']).toBe(3);
   const attempts = createTuneAttempts(outcome.history);
-  expect(attempts.attempt).toBe(2);
+  expect(attempts.attempt).toBe(3);
   expect([undefined, 'ServerError']).toContain(attempts.lastFailureType);
-  expect(attempts.waitedMs).toBeGreaterThanOrEqual(30_000);
-  expect(attempts.waitedMs).toBeLessThan(60_000);
+  // 30 s, then 60 s: 90 s before the third attempt; a third backoff (120 s) would make it 210 s.
+  expect(attempts.waitedMs).toBeGreaterThanOrEqual(90_000);
+  expect(attempts.waitedMs).toBeLessThan(210_000);
+  expect(summarize(outcome.history).activities).toEqual(['createTune']);
 });
 
 workflowTest('a 422 fails the workflow at once, with the field errors, and is not retried', async () => {
@@ -85,6 +75,8 @@ workflowTest('a 422 fails the workflow at once, with the field errors, and is no
   ]);
   expect(outcome.stats.routes['POST /tunes']).toBe(1);
   expect(outcome.progress.phase).toBe('failed');
+  expect(createTuneAttempts(outcome.history).attempt).toBe(1);
+  expect(summarize(outcome.history).activities).toEqual(['createTune']);
 });
 
 workflowTest('a bad option fails at once with InvalidOptions, before any call to the service', async () => {
@@ -94,6 +86,7 @@ workflowTest('a bad option fails at once with InvalidOptions, before any call to
   expect(failure.message).toContain('Invalid option pollInterval');
   expect(outcome.stats.routes).toEqual({});
   expect(outcome.progress).toMatchObject({ phase: 'failed', counts: { apiCalls: 0, polls: 0, callbacks: 0 } });
+  expect(summarize(outcome.history)).toMatchObject({ activities: [], timers: [] });
 });
 
 workflowTest('a tune that never trains fails at its deadline with TuneNeverTrained, after bounded polls', async () => {
@@ -108,6 +101,16 @@ workflowTest('a tune that never trains fails at its deadline with TuneNeverTrain
   expect(outcome.stats.routes['GET /tunes/:id']).toBe(3);
   expect(outcome.progress).toMatchObject({ phase: 'failed', tuneId: details.tuneId, counts: { polls: 3 } });
   expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBeUndefined();
+  // One retrieveTune per poll, each after its timer: the deadline (20 s), the first poll at eta + 5 s, then 10 s
+  // later, then the deadline fires during the next wait and the last look is made.
+  const { activities, timers } = summarize(outcome.history);
+  expect(activities).toEqual(['createTune', 'retrieveTune', 'retrieveTune', 'retrieveTune']);
+  expect(timers).toEqual([
+    { ms: 20_000, ended: 'fired' },
+    { ms: 6_000, ended: 'fired' },
+    { ms: 10_000, ended: 'fired' },
+    { ms: 10_000, ended: 'cancelled' },
+  ]);
   // A few events per poll: the history stays small.
   expect(outcome.history.events?.length).toBeLessThan(80);
 });

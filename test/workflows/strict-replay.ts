@@ -1,0 +1,60 @@
+/**
+ * Replays that check what Temporal's replay does not: the activity types the workflow schedules and the durations
+ * of the timers it starts must be the ones in the history, in order. Temporal matches commands by kind and sequence
+ * only, so a history whose activities were swapped, or whose timers were all 1 ms, would otherwise replay clean.
+ */
+import type { History } from '@temporalio/common/lib/proto-utils';
+import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { summarize } from './history-summary';
+
+/**
+ * The workflows bundled with the command-reporting interceptor; once per test file.
+ *
+ * @example
+ * const bundle = await bundleForStrictReplay();
+ */
+export function bundleForStrictReplay(workflowsPath = require.resolve('../../src/workflows')): Promise<WorkflowBundle> {
+  return bundleWorkflowCode({
+    workflowsPath,
+    workflowInterceptorModules: [require.resolve('../replay-fixtures/command-interceptors')],
+    logger: new DefaultLogger('WARN'),
+  });
+}
+
+/**
+ * Replays `history` and then compares the workflow's activities and timers with the history's.
+ *
+ * @example
+ * await replayStrictly(bundle, history, 'job');
+ */
+export async function replayStrictly(bundle: WorkflowBundle, history: History, workflowId: string): Promise<void> {
+  const issued = { activities: [] as string[], timers: new Map<number, number>() };
+  await Worker.runReplayHistory(
+    {
+      workflowBundle: bundle,
+      sinks: {
+        commands: {
+          activity: { fn: (_info, type: string) => void issued.activities.push(type), callDuringReplay: true },
+          timer: { fn: (_info, seq: number, ms: number) => void issued.timers.set(seq, ms), callDuringReplay: true },
+          timerElided: { fn: (_info, seq: number) => void issued.timers.delete(seq), callDuringReplay: true },
+        },
+      },
+    },
+    history,
+    workflowId,
+  );
+  const recorded = summarize(history);
+  const differs = (a: unknown[], b: unknown[]) => JSON.stringify(a) !== JSON.stringify(b);
+  if (differs(issued.activities, recorded.activities))
+    throw new Error(
+      `replay of ${workflowId}: the workflow scheduled ${issued.activities.join(', ') || 'no activity'}; ` +
+        `the history has ${recorded.activities.join(', ') || 'none'}`,
+    );
+  const recordedTimers = recorded.timers.map((t) => t.ms);
+  const issuedTimers = [...issued.timers.values()];
+  if (differs(issuedTimers, recordedTimers))
+    throw new Error(
+      `replay of ${workflowId}: the workflow started timers of ${issuedTimers.join(', ') || 'none'} ms; ` +
+        `the history has ${recordedTimers.join(', ') || 'none'} ms`,
+    );
+}
