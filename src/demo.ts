@@ -22,6 +22,7 @@ import { listenForStop } from './commands/stop-signal';
 import { DEFAULT_API_URL, loadCallbackConfig } from './config';
 import { startMockService } from './mock-service';
 import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from './temporal-server';
+import { freePort } from './temporal-server/dev-server';
 import { workflowSource } from './worker';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
 
@@ -91,14 +92,6 @@ async function portIsFree(port: number): Promise<boolean> {
     server.once('error', () => resolve(false));
     server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** Saves every image of the result under `dir`; returns the files written. */
