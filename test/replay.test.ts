@@ -10,6 +10,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
 
@@ -64,6 +65,14 @@ test('the workflows bundle with deterministic imports only', () => {
     console.info(
       'replay: no histories under test/histories/ yet (npm run record-histories records them): nothing to replay',
     );
+});
+
+test('no recorded history carries the API key or the callback secret', () => {
+  for (const name of files) {
+    const text = fs.readFileSync(path.join(HISTORIES, name), 'utf8');
+    expect(text).not.toContain(API_KEY);
+    expect(text).not.toContain(CALLBACK_SECRET);
+  }
 });
 
 for (const name of files) {

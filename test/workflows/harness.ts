@@ -20,7 +20,8 @@ export { bundleWorkflows } from './bundle';
 
 /** The API key every scenario uses against its mock: any key is an account there. */
 export const API_KEY = 'tuneflow-test-key';
-const SECRET = 'tuneflow-test-callback-secret';
+/** The callback secret every scenario's receiver checks signatures with. */
+export const CALLBACK_SECRET = 'tuneflow-test-callback-secret';
 
 /** Which client starts and awaits a workflow. */
 export type Clock = 'real' | 'skipping';
@@ -91,7 +92,7 @@ export class WorkflowHarness {
     const receiver = await startCallbackReceiver({
       host: '127.0.0.1',
       port: 0,
-      signer: new CallbackSigner({ secret: SECRET }),
+      signer: new CallbackSigner({ secret: CALLBACK_SECRET }),
       signaler: temporalSignaler(realTime),
       logger: new DefaultLogger('WARN'),
     });
@@ -108,7 +109,9 @@ export class WorkflowHarness {
     const mock = await startMockService({ trainingTime: '1s', inferenceTime: '500ms', ...options.mock });
     const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
     const signer =
-      options.callbacks === false ? undefined : new CallbackSigner({ baseUrl: this.receiver.url, secret: SECRET });
+      options.callbacks === false
+        ? undefined
+        : new CallbackSigner({ baseUrl: this.receiver.url, secret: CALLBACK_SECRET });
     const activities = createActivities({ api, callbacks: signer });
     const taskQueue = `tuneflow-test-${randomUUID()}`;
     const { env, bundle, realTime } = this;
