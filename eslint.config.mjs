@@ -35,8 +35,30 @@ export default tseslint.config(
             },
             {
               group: ['undici', 'zod'],
-              message: 'Workflow code must not do I/O or validation at run time; import types only.',
+              message: 'Workflow code must not do I/O; validation only in input-contract.ts (jitless zod).',
               allowTypeImports: true,
+            },
+            {
+              group: ['../api/*', '!../api/schemas', '!../api/errors', '../activities*', '../callbacks*'],
+              message: 'Workflow code imports only the pure parts of api/ (schemas, errors); the rest as types.',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The job's input contract runs in the workflow sandbox: zod with its JIT off (z.config({ jitless: true })).
+    files: ['src/workflows/input-contract.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process', 'undici'],
+              message: 'Workflow code must be deterministic: no node builtins, no I/O.',
             },
           ],
         },

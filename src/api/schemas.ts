@@ -108,7 +108,12 @@ const id = int(1);
  */
 const fileRule = 'must be a file path, a Buffer or a Blob';
 export const FileInput = z.union(
-  [z.string().min(1, { error: fileRule }), z.instanceof(Uint8Array), z.instanceof(Blob)],
+  [
+    z.string().min(1, { error: fileRule }),
+    z.instanceof(Uint8Array),
+    // The workflow sandbox (where the job's input contract runs too) has no Blob; there, inputs carry paths only.
+    typeof Blob === 'function' ? z.instanceof(Blob) : z.never(),
+  ],
   { error: fileRule },
 );
 export type FileInput = z.infer<typeof FileInput>;

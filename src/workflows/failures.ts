@@ -112,46 +112,7 @@ function describePolls(wait: WaitRecord, what: 'it' | 'them'): string {
 }
 
 /**
- * Checks the shape of a workflow's input (the starters in client.ts check every rule; a workflow started by name from
- * elsewhere still fails with a typed failure rather than a task error that retries forever).
- *
- * @example
- * requireInput(Array.isArray(input.prompts), 'prompts', 'must be an array of prompt attributes');
- */
-export function requireInput(ok: boolean, field: string, rule: string): asserts ok {
-  if (!ok)
-    throw ApplicationFailure.nonRetryable(`Invalid input ${field}: ${rule}`, FailureType.invalidInput, { field, rule });
-}
-
-/**
  * The most prompts one run creates: one list page (spec 4.7), so one call polls them all, and a history that stays
  * small. More prompts: more `generate` runs.
  */
 export const MAX_PROMPTS_PER_RUN = 120;
-
-/**
- * Checks the prompts of an input: an array of at most MAX_PROMPTS_PER_RUN attribute objects, each with a text.
- *
- * @example
- * requirePrompts(input.prompts);
- */
-export function requirePrompts(prompts: unknown): asserts prompts is { text: string }[] {
-  requireInput(Array.isArray(prompts), 'prompts', 'must be an array of prompt attributes (spec 4.5)');
-  requireInput(
-    prompts.length <= MAX_PROMPTS_PER_RUN,
-    'prompts',
-    `must hold at most ${MAX_PROMPTS_PER_RUN} prompts (one list page); start more generate runs for more`,
-  );
-  prompts.forEach((prompt, i) =>
-    requireInput(
-      isObject(prompt) && typeof prompt.text === 'string',
-      `prompts[${i}]`,
-      'must be prompt attributes with a text',
-    ),
-  );
-}
-
-/** A plain object (not null, not an array): what attribute sets are. */
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}

@@ -1,7 +1,7 @@
 /**
  * `generate`: prompts on an existing tune.
  */
-import { requireInput, requirePrompts } from './failures';
+import { checkedInWorkflow, checkGenerate } from './input-contract';
 import type { GenerateInput, GenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -22,8 +22,7 @@ import { promptTarget } from './tune-kinds';
 export async function generate(input: GenerateInput): Promise<GenerateResult> {
   const job = new Job(Phase.training, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
   return job.run(input?.options, async () => {
-    requireInput(Number.isInteger(input?.tuneId) && input.tuneId > 0, 'tuneId', 'must be a positive integer');
-    requirePrompts(input.prompts);
+    checkedInWorkflow(() => checkGenerate(input));
     await job.retrieveTune(input.tuneId);
     // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.
     const tune = await job.waitUntilTrained();

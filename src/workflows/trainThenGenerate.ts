@@ -3,7 +3,7 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { isObject, requireInput, requirePrompts } from './failures';
+import { checkedInWorkflow, checkTrainThenGenerate } from './input-contract';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -25,8 +25,7 @@ import { promptTarget } from './tune-kinds';
 export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<TrainThenGenerateResult> {
   const job = new Job(Phase.creatingTune, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
   return job.run(input?.options, async () => {
-    requireInput(isObject(input?.tune), 'tune', 'must be an object of tune attributes (spec 4.1)');
-    requirePrompts(input.prompts);
+    checkedInWorkflow(() => checkTrainThenGenerate(workflowInfo().workflowId, input));
     const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowInfo().workflowId });
     const tune = await job.waitUntilTrained(untilEtaMs(created));
     const target = promptTarget(tune);

@@ -1,14 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Prompt } from '../../src/api/schemas';
-import {
-  FailureType,
-  isObject,
-  MAX_PROMPTS_PER_RUN,
-  promptsNeverSettled,
-  requireInput,
-  requirePrompts,
-  tuneNeverTrained,
-} from '../../src/workflows/failures';
+import { FailureType, promptsNeverSettled, tuneNeverTrained } from '../../src/workflows/failures';
 
 const wait = { timeoutMs: 6 * 3600_000, polls: 34, failedPolls: 0 };
 
@@ -74,54 +66,5 @@ describe('promptsNeverSettled', () => {
     expect(promptsNeverSettled(7, [], { expected: 3, known: 1 }, wait).message).toContain(
       '2 expected prompts never appeared',
     );
-  });
-});
-
-describe('requireInput', () => {
-  test('passes what holds, fails typed with the field and rule otherwise', () => {
-    expect(() => requireInput(true, 'tune', 'must be an object')).not.toThrow();
-    let failure: unknown;
-    try {
-      requireInput(false, 'prompts', 'must be an array');
-    } catch (err) {
-      failure = err;
-    }
-    expect(failure).toBeInstanceOf(ApplicationFailure);
-    expect((failure as ApplicationFailure).type).toBe('InvalidInput');
-    expect((failure as ApplicationFailure).message).toBe('Invalid input prompts: must be an array');
-    expect((failure as ApplicationFailure).details).toEqual([{ field: 'prompts', rule: 'must be an array' }]);
-  });
-
-  test('isObject: plain objects only', () => {
-    expect(isObject({})).toBe(true);
-    expect(isObject([])).toBe(false);
-    expect(isObject(null)).toBe(false);
-    expect(isObject('x')).toBe(false);
-  });
-});
-
-describe('requirePrompts', () => {
-  const messageOf = (prompts: unknown) => {
-    try {
-      requirePrompts(prompts);
-    } catch (err) {
-      return (err as ApplicationFailure).message;
-    }
-    return 'accepted';
-  };
-
-  test('an array of up to one list page of prompts with a text', () => {
-    expect(messageOf([])).toBe('accepted');
-    expect(messageOf(Array.from({ length: MAX_PROMPTS_PER_RUN }, () => ({ text: 'x' })))).toBe('accepted');
-  });
-
-  test('refuses what is not, naming the field', () => {
-    expect(MAX_PROMPTS_PER_RUN).toBe(120);
-    expect(messageOf(undefined)).toBe('Invalid input prompts: must be an array of prompt attributes (spec 4.5)');
-    expect(messageOf(Array.from({ length: 121 }, () => ({ text: 'x' })))).toContain('must hold at most 120 prompts');
-    expect(messageOf([{ text: 'a' }, { num_images: 2 }])).toBe(
-      'Invalid input prompts[1]: must be prompt attributes with a text',
-    );
-    expect(messageOf(['a'])).toBe('Invalid input prompts[0]: must be prompt attributes with a text');
   });
 });

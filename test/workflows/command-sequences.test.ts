@@ -13,6 +13,8 @@ import { bundleForStrictReplay, replayStrictly } from './strict-replay';
 import { HistoryBuilder } from './history-builder';
 
 const HOUR = 3600_000;
+/** A tune input the job's contract accepts (the workflow checks its whole input before its first activity). */
+const DOG = { name: 'dog', image_urls: ['https://example.com/1.jpg'] };
 const T0 = '2025-01-01T00:00:00.000Z';
 const T1 = '2025-01-01T00:00:01.000Z';
 
@@ -73,7 +75,7 @@ function callbacksPath(
   [createTune, createPrompt] = ['createTune', 'createPrompt'],
   [trainingDeadline, firstTunePoll, promptsDeadline, firstPromptsPoll] = [6 * HOUR, FIRST_TUNE_POLL, HOUR, 120_000],
 ) {
-  return new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
+  return new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
     .workflowTask()
     .scheduleActivity('1', createTune)
     .completeActivity('1', training())
@@ -113,7 +115,7 @@ test('the same history with every timer 1 ms does not replay: the durations are 
 });
 
 test('the same history without the poll timer does not replay: the check is strict', async () => {
-  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
+  const history = new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
     .workflowTask()
     .scheduleActivity('1', 'createTune')
     .completeActivity('1', training())
@@ -131,7 +133,7 @@ test('the same history without the poll timer does not replay: the check is stri
 
 test('no callback: a poll when the timer fires, backing off; prompts created two at a time and polled with one list', async () => {
   const input = {
-    tune: { name: 'dog' },
+    tune: DOG,
     prompts: [{ text: 'a' }, { text: 'b' }, { text: 'c' }],
     options: { ...QUICK, promptConcurrency: 2 },
   };
@@ -175,7 +177,7 @@ test('no callback: a poll when the timer fires, backing off; prompts created two
 });
 
 test('a poll that fails after its retries is counted and the wait goes on to the next poll', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [], options: QUICK };
+  const input = { tune: DOG, prompts: [], options: QUICK };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
@@ -200,7 +202,7 @@ test('a poll that fails after its retries is counted and the wait goes on to the
 });
 
 test('a poll that fails for good (the tune is gone) ends the workflow', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [], options: QUICK };
+  const input = { tune: DOG, prompts: [], options: QUICK };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
@@ -225,7 +227,7 @@ test('the deadline: a last poll when it passes, then the workflow fails', async 
     trainingTimeout: '20 seconds',
     promptTimeout: '20 seconds',
   };
-  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [], options })
+  const history = new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [], options })
     .workflowTask()
     .scheduleActivity('1', 'createTune')
     .completeActivity('1', training())
@@ -255,12 +257,12 @@ test('the deadline: a last poll when it passes, then the workflow fails', async 
 });
 
 test('a bad option fails the first workflow task, before any activity', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [], options: { pollInterval: 'soon' } };
+  const input = { tune: DOG, prompts: [], options: { pollInterval: 'soon' } };
   await replay(new HistoryBuilder('trainThenGenerate', input).workflowTask().failed());
 });
 
 test('a FaceID tune needs no wait: no timer between the create and the prompts', async () => {
-  const input = { tune: { name: 'woman', model_type: 'faceid' }, prompts: [{ text: 'woman, avatar' }] };
+  const input = { tune: { ...DOG, name: 'woman', model_type: 'faceid' }, prompts: [{ text: 'woman, avatar' }] };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
@@ -274,7 +276,7 @@ test('a FaceID tune needs no wait: no timer between the create and the prompts',
 });
 
 test('callbacks that beat the create answer are kept: no wait once the answer comes', async () => {
-  const history = new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }] })
+  const history = new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
     .workflowTask()
     .scheduleActivity('1', 'createTune')
     .signal('tuneTrained', trained)
@@ -291,7 +293,7 @@ test('callbacks that beat the create answer are kept: no wait once the answer co
 });
 
 test('duplicate, stale and foreign callbacks change nothing: the wait ends on the last prompt settling', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [{ text: 'a' }, { text: 'b' }] };
+  const input = { tune: DOG, prompts: [{ text: 'a' }, { text: 'b' }] };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
@@ -322,7 +324,7 @@ test('duplicate, stale and foreign callbacks change nothing: the wait ends on th
 });
 
 test('cancelled while training, with cleanupOnCancel: timers cancelled, the tune deleted, then cancelled', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [{ text: 'sks dog' }], options: { cleanupOnCancel: true } };
+  const input = { tune: DOG, prompts: [{ text: 'sks dog' }], options: { cleanupOnCancel: true } };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
@@ -342,7 +344,7 @@ test('cancelled while training, with cleanupOnCancel: timers cancelled, the tune
 });
 
 test('cancelled during a poll, without cleanupOnCancel: the poll is cancelled, the deadline too, then cancelled', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [], options: QUICK };
+  const input = { tune: DOG, prompts: [], options: QUICK };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
@@ -362,7 +364,7 @@ test('cancelled during a poll, without cleanupOnCancel: the poll is cancelled, t
 });
 
 test('cancelled during the create, with cleanupOnCancel: the create finishes, then its tune is deleted', async () => {
-  const input = { tune: { name: 'dog' }, prompts: [], options: { cleanupOnCancel: true } };
+  const input = { tune: DOG, prompts: [], options: { cleanupOnCancel: true } };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')
@@ -379,7 +381,11 @@ test('cancelled during the create, with cleanupOnCancel: the create finishes, th
 
 test('a Flux LoRA cancelled while generating: its prompts (on the base tune) and then the LoRA are deleted', async () => {
   const lora = training({ model_type: 'lora', branch: 'flux1', base_tune_id: 1504944 });
-  const input = { tune: { name: 'man' }, prompts: [{ text: 'a' }, { text: 'b' }], options: { cleanupOnCancel: true } };
+  const input = {
+    tune: { ...DOG, name: 'man' },
+    prompts: [{ text: 'a' }, { text: 'b' }],
+    options: { cleanupOnCancel: true },
+  };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
     .scheduleActivity('1', 'createTune')

@@ -20,7 +20,11 @@ beforeAll(async () => {
 
 /** A run that fails at its first workflow task (a bad option): the shortest history there is. */
 const history = () =>
-  new HistoryBuilder('trainThenGenerate', { tune: { name: 'dog' }, prompts: [], options: { pollInterval: 'soon' } })
+  new HistoryBuilder('trainThenGenerate', {
+    tune: { name: 'dog', image_urls: ['https://example.com/1.jpg'] },
+    prompts: [],
+    options: { pollInterval: 'soon' },
+  })
     .workflowTask()
     .failed()
     .history();

@@ -275,6 +275,21 @@ export const scenarios = {
     ),
   },
 
+  /**
+   * Started by name with a raw Temporal client (as another service, the CLI or the UI would), with a prompt the
+   * service would refuse: the workflow checks its whole input first and fails with InvalidInput, having created
+   * nothing (no tune trained and paid for, then a failed prompt).
+   */
+  invalidPrompt: {
+    name: 'invalid-prompt',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      { tune: fastDog, prompts: [{ text: 'sks dog' }, { text: 'sks dog, wide', w: 500 }] },
+      'skipping',
+    ),
+  },
+
   /** A pack on a new tune: the pack's prompts for the class, with the tune's characteristics in their text. */
   pack: {
     name: 'pack',

@@ -89,6 +89,18 @@ workflowTest('a bad option fails at once with InvalidOptions, before any call to
   expect(summarize(outcome.history)).toMatchObject({ activities: [], timers: [] });
 });
 
+workflowTest('started by name with an invalid prompt: InvalidInput naming prompts[1].w, nothing created', async () => {
+  const outcome = await play(harness(), scenarios.invalidPrompt);
+  const failure = applicationFailureOf(outcome);
+  expect(failure.type).toBe('InvalidInput');
+  expect(failure.nonRetryable).toBe(true);
+  const rule = 'must be a positive integer multiple of 8';
+  expect(failure.message).toBe(`Invalid prompts[1]: prompts[1].w: ${rule}`);
+  expect(failure.details).toEqual([{ issues: [{ field: 'prompts[1].w', rule }] }]);
+  expect(outcome.stats.routes).toEqual({});
+  expect(summarize(outcome.history)).toMatchObject({ activities: [], timers: [] });
+});
+
 workflowTest('a tune that never trains fails at its deadline with TuneNeverTrained, after bounded polls', async () => {
   const outcome = await play(harness(), scenarios.tuneNeverTrained);
   const failure = applicationFailureOf(outcome);
