@@ -15,7 +15,6 @@ import type {
   PackTuneResult,
   TrainThenGenerateInput,
   TrainThenGenerateResult,
-  TuneflowOptions,
 } from './workflows/inputs';
 import { progressQuery, type Progress } from './workflows/messages';
 
@@ -56,7 +55,6 @@ const businessKey = z
   .string({ error: 'must be a string' })
   .min(1, { error: 'must be a non-empty business key' })
   .max(1000, { error: 'must be at most 1000 characters' });
-
 
 /**
  * Starts tuneflow workflows by business key.
