@@ -6,17 +6,26 @@
  * fails with `InvalidInput`, naming the path and the rule, having created nothing.
  *
  * It runs inside the workflow sandbox: zod without its JIT (zod 4 compiles object parsers with `new Function`
- * unless `jitless`), no clock, no I/O; the same input always gets the same verdict, so replays agree.
+ * unless told `jitless`, here per parse), no clock, no I/O; the same input always gets the same verdict, so replays
+ * agree.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import { z } from 'zod';
-import { InvalidInputError, parseInput } from '../api/errors';
+import { InvalidInputError } from '../api/errors';
 import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from '../api/schemas';
 import { FailureType, MAX_PROMPTS_PER_RUN } from './failures';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from './inputs';
 import { resolveOptions } from './options';
 
-z.config({ jitless: true });
+/**
+ * Parses without zod's JIT, per call: the same rules, no generated code in the sandbox, and no global setting that
+ * would also slow the worker's own parsing of the service's answers.
+ */
+function parseInput<S extends z.ZodType>(schema: S, subject: string, value: unknown): z.output<S> {
+  const result = schema.safeParse(value, { jitless: true });
+  if (!result.success) throw InvalidInputError.fromZod(subject, result.error);
+  return result.data;
+}
 
 /** Paths and URLs only: image bytes never enter a workflow's history. */
 const pathsOnly = z.array(z.string({ error: 'must be a path the worker can read (bytes never enter history)' }));
