@@ -7,7 +7,7 @@ import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } fro
 import { z } from 'zod';
 import { parseInput } from './api/errors';
 import { DEFAULT_TASK_QUEUE } from './config';
-import { checkGenerate, checkPackTune, checkTrainThenGenerate } from './workflows/input-contract';
+import { checkGenerate, checkPackTune, checkTrainThenGenerate } from './input-contract';
 import type {
   GenerateInput,
   GenerateResult,
@@ -143,4 +143,4 @@ export {
   checkOptions as validateOptions,
   checkPackTune as validatePackTune,
   checkTrainThenGenerate as validateTrainThenGenerate,
-} from './workflows/input-contract';
+} from './input-contract';

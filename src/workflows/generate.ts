@@ -1,7 +1,7 @@
 /**
  * `generate`: prompts on an existing tune.
  */
-import { checkedInWorkflow, checkGenerate } from './input-contract';
+import { checkedInWorkflow, checkGenerate } from '../input-contract';
 import type { GenerateInput, GenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';

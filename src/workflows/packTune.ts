@@ -3,7 +3,7 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { checkedInWorkflow, checkPackTune } from './input-contract';
+import { checkedInWorkflow, checkPackTune } from '../input-contract';
 import type { PackTuneInput, PackTuneResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';

@@ -3,7 +3,7 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { checkedInWorkflow, checkTrainThenGenerate } from './input-contract';
+import { checkedInWorkflow, checkTrainThenGenerate } from '../input-contract';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';

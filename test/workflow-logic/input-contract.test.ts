@@ -1,15 +1,10 @@
 /**
- * The job's input contract (src/workflows/input-contract.ts), the one module the starters, the command line and the
+ * The job's input contract (src/input-contract.ts), the one module the starters, the command line and the
  * workflows check inputs with: every path named, every rule stated, and inside a workflow an `InvalidInput` failure.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { InvalidInputError } from '../../src/api/errors';
-import {
-  checkedInWorkflow,
-  checkGenerate,
-  checkPackTune,
-  checkTrainThenGenerate,
-} from '../../src/workflows/input-contract';
+import { checkedInWorkflow, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/input-contract';
 
 const tune = { name: 'dog', branch: 'fast' as const, image_urls: ['https://example.com/1.jpg'] };
 

@@ -5,17 +5,17 @@
  * to the service, so a run started by anything else (a raw Temporal client, the CLI or UI, another language's SDK)
  * fails with `InvalidInput`, naming the path and the rule, having created nothing.
  *
- * It runs inside the workflow sandbox: zod without its JIT (zod 4 compiles object parsers with `new Function`
+ * It is bundled into the workflows, so it holds to their rules and runs inside the workflow sandbox: zod without its JIT (zod 4 compiles object parsers with `new Function`
  * unless told `jitless`, here per parse), no clock, no I/O; the same input always gets the same verdict, so replays
  * agree.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import { z } from 'zod';
-import { InvalidInputError } from '../api/errors';
-import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from '../api/schemas';
-import { FailureType, MAX_PROMPTS_PER_RUN } from './failures';
-import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from './inputs';
-import { resolveOptions } from './options';
+import { InvalidInputError } from './api/errors';
+import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from './api/schemas';
+import { FailureType, MAX_PROMPTS_PER_RUN } from './workflows/failures';
+import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from './workflows/inputs';
+import { resolveOptions } from './workflows/options';
 
 /**
  * Parses without zod's JIT, per call: the same rules, no generated code in the sandbox, and no global setting that
