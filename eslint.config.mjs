@@ -35,9 +35,25 @@ export default tseslint.config(
             },
             {
               group: ['undici', 'zod'],
-              message: 'Workflow code must not do I/O or validation at run time; import types only.',
+              message:
+                'Workflow code does no I/O; validation belongs to the input contract (contract.ts). Import types only.',
               allowTypeImports: true,
             },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The input contract runs in the sandbox too: zod's schemas, parsed jitless (no `new Function`), no I/O.
+    files: ['src/workflows/contract.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process', 'undici'] },
+            { group: ['../api/*', '!../api/schemas', '!../api/errors'], message: 'Only the schemas and errors.' },
           ],
         },
       ],

@@ -4,13 +4,10 @@
  * attaches to the first instead of training twice.
  */
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
-import type { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import { InvalidInputError, parseInput } from './api/errors';
-import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from './api/schemas';
+import { parseInput } from './api/errors';
 import { DEFAULT_TASK_QUEUE } from './config';
-import { MAX_PROMPTS_PER_RUN } from './workflows/failures';
-import { resolveOptions } from './workflows/options';
+import { checkGenerate, checkPackTune, checkTrainThenGenerate } from './workflows/contract';
 import type {
   GenerateInput,
   GenerateResult,
@@ -60,9 +57,6 @@ const businessKey = z
   .min(1, { error: 'must be a non-empty business key' })
   .max(1000, { error: 'must be at most 1000 characters' });
 
-/** Paths and URLs only: image bytes never enter a workflow's history. */
-const pathsOnly = z.array(z.string({ error: 'must be a path the worker can read (bytes never enter history)' }));
-
 /**
  * Starts tuneflow workflows by business key.
  *
@@ -89,21 +83,21 @@ export class TuneflowClient {
     input: TrainThenGenerateInput,
   ): Promise<TuneflowHandle<TrainThenGenerateResult>> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
-    validateTrainThenGenerate(workflowId, input);
+    checkTrainThenGenerate(workflowId, input);
     return this.start(WorkflowName.trainThenGenerate, workflowId, input);
   }
 
   /** Generates prompts on an existing tune. */
   async generate(key: string, input: GenerateInput): Promise<TuneflowHandle<GenerateResult>> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
-    validateGenerate(input);
+    checkGenerate(input);
     return this.start(WorkflowName.generate, workflowId, input);
   }
 
   /** Creates a tune from a pack (spec 4.9) and waits for its prompts. */
   async packTune(key: string, input: PackTuneInput): Promise<TuneflowHandle<PackTuneResult>> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
-    validatePackTune(workflowId, input);
+    checkPackTune(workflowId, input);
     return this.start(WorkflowName.packTune, workflowId, input);
   }
 
@@ -142,66 +136,4 @@ function toTuneflowHandle<R>(handle: WorkflowHandle, started: boolean): Tuneflow
       await handle.cancel();
     },
   };
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Validation with the service's rules, before anything is started (exported for the command line)
-
-export function validateTrainThenGenerate(workflowId: string, input: TrainThenGenerateInput): void {
-  requireObject(input, 'input');
-  parseInput(TuneCreateInput, 'tune', {
-    title: workflowId,
-    ...input.tune,
-    images: paths(input.tune?.images, 'tune.images'),
-  });
-  validatePrompts(input.prompts, true);
-  validateOptions(input.options);
-}
-
-export function validateGenerate(input: GenerateInput): void {
-  requireObject(input, 'input');
-  parseInput(ResourceId, 'tuneId', input.tuneId);
-  validatePrompts(input.prompts, false);
-  validateOptions(input.options);
-}
-
-export function validatePackTune(workflowId: string, input: PackTuneInput): void {
-  requireObject(input, 'input');
-  parseInput(ResourceId, 'packId', input.packId);
-  const tune = input.tune ?? {};
-  const withTitle = tune.tune_ids === undefined ? { title: workflowId, ...tune } : tune;
-  parseInput(PackTuneCreateInput, 'tune', { ...withTitle, images: paths(tune.images, 'tune.images') });
-  validateOptions(input.options);
-}
-
-/** The workflows' own option rules (defaults, durations, the poll bound), checked before starting. */
-export function validateOptions(options: TuneflowOptions | undefined): void {
-  try {
-    resolveOptions(options);
-  } catch (err) {
-    const details = (err as ApplicationFailure).details?.[0] as { option?: string; rule?: string } | undefined;
-    if (!details?.option) throw err;
-    throw new InvalidInputError('input', [{ field: `options.${details.option}`, rule: details.rule ?? 'is invalid' }]);
-  }
-}
-
-function validatePrompts(prompts: unknown, allowEmpty: boolean): void {
-  if (!Array.isArray(prompts) || (!allowEmpty && prompts.length === 0))
-    throw new InvalidInputError('input', [
-      { field: 'prompts', rule: `must be a${allowEmpty ? 'n' : ' non-empty'} array of prompts` },
-    ]);
-  if (prompts.length > MAX_PROMPTS_PER_RUN)
-    throw new InvalidInputError('input', [
-      { field: 'prompts', rule: `must hold at most ${MAX_PROMPTS_PER_RUN} prompts (one list page); start more runs` },
-    ]);
-  prompts.forEach((prompt, i) => parseInput(PromptCreateInput, `prompts[${i}]`, prompt));
-}
-
-function paths(images: unknown, field: string): string[] | undefined {
-  return images === undefined ? undefined : parseInput(pathsOnly, field, images);
-}
-
-function requireObject(value: unknown, subject: string): void {
-  if (!value || typeof value !== 'object' || Array.isArray(value))
-    throw new InvalidInputError(subject, [{ field: subject, rule: 'must be an object' }]);
 }

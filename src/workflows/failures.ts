@@ -5,13 +5,14 @@
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import ms from 'ms';
+import { InvalidInputError } from '../api/errors';
 import type { Prompt, Tune } from '../api/schemas';
 
 /** The `type` of every ApplicationFailure a workflow throws itself. */
 export const FailureType = {
   tuneNeverTrained: 'TuneNeverTrained',
   promptsNeverSettled: 'PromptsNeverSettled',
-  /** An input of the wrong shape (the starters in client.ts check every rule before starting). */
+  /** An input that breaks the job's input contract (contract.ts), found before anything was sent. */
   invalidInput: 'InvalidInput',
   /** An option that is not a positive Duration, or that would let the history grow too large. */
   invalidOptions: 'InvalidOptions',
@@ -112,15 +113,24 @@ function describePolls(wait: WaitRecord, what: 'it' | 'them'): string {
 }
 
 /**
- * Checks the shape of a workflow's input (the starters in client.ts check every rule; a workflow started by name from
- * elsewhere still fails with a typed failure rather than a task error that retries forever).
+ * Runs an input check of the contract (contract.ts) and turns its InvalidInputError into a non-retryable InvalidInput
+ * failure naming every field and rule: a bad input fails the run at once, having created nothing.
  *
  * @example
- * requireInput(Array.isArray(input.prompts), 'prompts', 'must be an array of prompt attributes');
+ * requireValidInput(() => checkGenerate(input));
  */
-export function requireInput(ok: boolean, field: string, rule: string): asserts ok {
-  if (!ok)
-    throw ApplicationFailure.nonRetryable(`Invalid input ${field}: ${rule}`, FailureType.invalidInput, { field, rule });
+export function requireValidInput(check: () => void): void {
+  try {
+    check();
+  } catch (err) {
+    if (!(err instanceof InvalidInputError)) throw err;
+    const [first] = err.issues;
+    throw ApplicationFailure.nonRetryable(err.message, FailureType.invalidInput, {
+      field: first?.field,
+      rule: first?.rule,
+      issues: err.issues,
+    });
+  }
 }
 
 /**
@@ -128,30 +138,3 @@ export function requireInput(ok: boolean, field: string, rule: string): asserts 
  * small. More prompts: more `generate` runs.
  */
 export const MAX_PROMPTS_PER_RUN = 120;
-
-/**
- * Checks the prompts of an input: an array of at most MAX_PROMPTS_PER_RUN attribute objects, each with a text.
- *
- * @example
- * requirePrompts(input.prompts);
- */
-export function requirePrompts(prompts: unknown): asserts prompts is { text: string }[] {
-  requireInput(Array.isArray(prompts), 'prompts', 'must be an array of prompt attributes (spec 4.5)');
-  requireInput(
-    prompts.length <= MAX_PROMPTS_PER_RUN,
-    'prompts',
-    `must hold at most ${MAX_PROMPTS_PER_RUN} prompts (one list page); start more generate runs for more`,
-  );
-  prompts.forEach((prompt, i) =>
-    requireInput(
-      isObject(prompt) && typeof prompt.text === 'string',
-      `prompts[${i}]`,
-      'must be prompt attributes with a text',
-    ),
-  );
-}
-
-/** A plain object (not null, not an array): what attribute sets are. */
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}

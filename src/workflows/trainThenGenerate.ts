@@ -3,7 +3,7 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { isObject, requireInput, requirePrompts } from './failures';
+import { checkTrainThenGenerate } from './contract';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -24,14 +24,17 @@ import { promptTarget } from './tune-kinds';
  */
 export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<TrainThenGenerateResult> {
   const job = new Job(Phase.creatingTune, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
-  return job.run(input?.options, async () => {
-    requireInput(isObject(input?.tune), 'tune', 'must be an object of tune attributes (spec 4.1)');
-    requirePrompts(input.prompts);
-    const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowInfo().workflowId });
-    const tune = await job.waitUntilTrained(untilEtaMs(created));
-    const target = promptTarget(tune);
-    await job.createPrompts(target, input.prompts);
-    const prompts = await job.waitUntilSettled(target.tuneId);
-    return { tune: job.tune.latest as Tune, prompts };
-  });
+  const { workflowId } = workflowInfo();
+  return job.run(
+    () => checkTrainThenGenerate(workflowId, input),
+    input?.options,
+    async () => {
+      const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowId });
+      const tune = await job.waitUntilTrained(untilEtaMs(created));
+      const target = promptTarget(tune);
+      await job.createPrompts(target, input.prompts);
+      const prompts = await job.waitUntilSettled(target.tuneId);
+      return { tune: job.tune.latest as Tune, prompts };
+    },
+  );
 }

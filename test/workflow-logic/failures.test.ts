@@ -1,12 +1,11 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Prompt } from '../../src/api/schemas';
+import { checkGenerate, checkTrainThenGenerate } from '../../src/workflows/contract';
 import {
   FailureType,
-  isObject,
   MAX_PROMPTS_PER_RUN,
   promptsNeverSettled,
-  requireInput,
-  requirePrompts,
+  requireValidInput,
   tuneNeverTrained,
 } from '../../src/workflows/failures';
 
@@ -77,51 +76,51 @@ describe('promptsNeverSettled', () => {
   });
 });
 
-describe('requireInput', () => {
-  test('passes what holds, fails typed with the field and rule otherwise', () => {
-    expect(() => requireInput(true, 'tune', 'must be an object')).not.toThrow();
-    let failure: unknown;
+describe('requireValidInput', () => {
+  const failureOf = (check: () => void) => {
     try {
-      requireInput(false, 'prompts', 'must be an array');
+      requireValidInput(check);
     } catch (err) {
-      failure = err;
+      return err as ApplicationFailure;
     }
-    expect(failure).toBeInstanceOf(ApplicationFailure);
-    expect((failure as ApplicationFailure).type).toBe('InvalidInput');
-    expect((failure as ApplicationFailure).message).toBe('Invalid input prompts: must be an array');
-    expect((failure as ApplicationFailure).details).toEqual([{ field: 'prompts', rule: 'must be an array' }]);
-  });
-
-  test('isObject: plain objects only', () => {
-    expect(isObject({})).toBe(true);
-    expect(isObject([])).toBe(false);
-    expect(isObject(null)).toBe(false);
-    expect(isObject('x')).toBe(false);
-  });
-});
-
-describe('requirePrompts', () => {
-  const messageOf = (prompts: unknown) => {
-    try {
-      requirePrompts(prompts);
-    } catch (err) {
-      return (err as ApplicationFailure).message;
-    }
-    return 'accepted';
+    return undefined;
   };
+  const tune = { name: 'woman', image_urls: ['https://example.com/1.jpg'] };
 
-  test('an array of up to one list page of prompts with a text', () => {
-    expect(messageOf([])).toBe('accepted');
-    expect(messageOf(Array.from({ length: MAX_PROMPTS_PER_RUN }, () => ({ text: 'x' })))).toBe('accepted');
+  test('passes a valid input, fails typed with every field and rule otherwise', () => {
+    expect(failureOf(() => checkTrainThenGenerate('order-1', { tune, prompts: [{ text: 'ohwx' }] }))).toBeUndefined();
+    const failure = failureOf(() =>
+      checkTrainThenGenerate('order-1', { tune, prompts: [{ text: 'a' }, { text: 'b', w: 500 }], options: { x: 1 } }),
+    );
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure?.type).toBe(FailureType.invalidInput);
+    expect(failure?.nonRetryable).toBe(true);
+    const details = failure?.details?.[0] as { field: string; issues: { field: string; rule: string }[] };
+    expect(details.field).toBe('prompts[1].w');
+    expect(details.issues.map((i) => i.field)).toEqual(['prompts[1].w', 'options.x']);
+    expect(failure?.message).toMatch(/^Invalid input: prompts\[1\]\.w: .+; options\.x: is not an option/);
   });
 
-  test('refuses what is not, naming the field', () => {
+  test('prompts: an array of up to one list page, each with the spec rules', () => {
+    const fieldsOf = (prompts: unknown) =>
+      (
+        failureOf(() => checkGenerate({ tuneId: 1, prompts }))?.details?.[0] as { issues: { field: string }[] }
+      )?.issues.map((i) => i.field) ?? 'accepted';
     expect(MAX_PROMPTS_PER_RUN).toBe(120);
-    expect(messageOf(undefined)).toBe('Invalid input prompts: must be an array of prompt attributes (spec 4.5)');
-    expect(messageOf(Array.from({ length: 121 }, () => ({ text: 'x' })))).toContain('must hold at most 120 prompts');
-    expect(messageOf([{ text: 'a' }, { num_images: 2 }])).toBe(
-      'Invalid input prompts[1]: must be prompt attributes with a text',
-    );
-    expect(messageOf(['a'])).toBe('Invalid input prompts[0]: must be prompt attributes with a text');
+    expect(fieldsOf(Array.from({ length: MAX_PROMPTS_PER_RUN }, () => ({ text: 'x' })))).toBe('accepted');
+    expect(fieldsOf(Array.from({ length: 121 }, () => ({ text: 'x' })))).toEqual(['prompts']);
+    expect(fieldsOf([])).toEqual(['prompts']);
+    expect(fieldsOf(undefined)).toEqual(['prompts']);
+    expect(fieldsOf([{ text: 'a' }, { num_images: 2 }])).toContain('prompts[1].text');
+    expect(fieldsOf(['a'])).toEqual(['prompts[0]']);
+  });
+
+  test('other errors pass through unchanged', () => {
+    const boom = new TypeError('boom');
+    expect(
+      failureOf(() => {
+        throw boom;
+      }),
+    ).toBe(boom);
   });
 });
