@@ -19,7 +19,7 @@ import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO
 import { follow } from './commands/progress-view';
 import { DEFAULT_API_URL, loadCallbackConfig } from './config';
 import { startMockService } from './mock-service';
-import { workflowSource } from './worker';
+import { workflowSource } from './plugin';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
 
 export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--help]

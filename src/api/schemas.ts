@@ -108,7 +108,12 @@ const id = int(1);
  */
 const fileRule = 'must be a file path, a Buffer or a Blob';
 export const FileInput = z.union(
-  [z.string().min(1, { error: fileRule }), z.instanceof(Uint8Array), z.instanceof(Blob)],
+  // Blob checked lazily: the workflow sandbox, where the input contract also runs, has no Blob global.
+  [
+    z.string().min(1, { error: fileRule }),
+    z.instanceof(Uint8Array),
+    z.custom<Blob>((value) => typeof Blob !== 'undefined' && value instanceof Blob),
+  ],
   { error: fileRule },
 );
 export type FileInput = z.infer<typeof FileInput>;
