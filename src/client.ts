@@ -15,7 +15,6 @@ import type {
   PackTuneResult,
   TrainThenGenerateInput,
   TrainThenGenerateResult,
-  TuneflowOptions,
 } from './workflows/inputs';
 import { progressQuery, type Progress } from './workflows/messages';
 
