@@ -1,2 +1,13 @@
 #!/usr/bin/env node
-require('../lib/cli.js').run();
+const path = require('node:path');
+
+let cli;
+try {
+  cli = require('../lib/cli.js');
+} catch (err) {
+  if (err.code !== 'MODULE_NOT_FOUND' || !String(err.message).includes(path.join('lib', 'cli.js'))) throw err;
+  // A clone whose build did not run (npm ci runs it through `prepare`; `--ignore-scripts` skips it).
+  process.stderr.write(`tuneflow is not built: run 'npm run build' in ${path.resolve(__dirname, '..')}\n`);
+  process.exit(1);
+}
+cli.run();

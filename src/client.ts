@@ -7,7 +7,7 @@ import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } fro
 import { z } from 'zod';
 import { parseInput } from './api/errors';
 import { DEFAULT_TASK_QUEUE } from './config';
-import { checkGenerate, checkPackTune, checkTrainThenGenerate } from './input-contract';
+import { checkGenerate, checkPackTune, checkTrainThenGenerate } from './workflows/contract';
 import type {
   GenerateInput,
   GenerateResult,
@@ -111,12 +111,15 @@ export class TuneflowClient {
         taskQueue: this.taskQueue,
         workflowId,
         args: [input],
-        // A second start of a running job attaches to it; a closed job is not run again (use a new key).
-        workflowIdConflictPolicy: 'USE_EXISTING',
+        // A running or closed run of the same key refuses the start atomically on the server, and the refusal is how
+        // we know it: SDK 1.24's start() drops the server's `started` flag, so USE_EXISTING would report every
+        // attach as a start. A closed job is not run again (use a new key).
+        workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
       });
       return toTuneflowHandle<R>(handle, true);
     } catch (err) {
+      // Attached: the running run (or the closed one, whose result stands).
       if (err instanceof WorkflowExecutionAlreadyStartedError)
         return toTuneflowHandle<R>(this.client.workflow.getHandle(workflowId), false);
       throw err;
@@ -136,11 +139,3 @@ function toTuneflowHandle<R>(handle: WorkflowHandle, started: boolean): Tuneflow
     },
   };
 }
-
-// The input contract, shared with the workflows (which check it again) and the command line.
-export {
-  checkGenerate as validateGenerate,
-  checkOptions as validateOptions,
-  checkPackTune as validatePackTune,
-  checkTrainThenGenerate as validateTrainThenGenerate,
-} from './input-contract';

@@ -21,9 +21,9 @@ import { follow } from './commands/progress-view';
 import { listenForStop } from './commands/stop-signal';
 import { DEFAULT_API_URL, loadCallbackConfig } from './config';
 import { startMockService } from './mock-service';
+import { workflowSource } from './plugin';
 import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from './temporal-server';
 import { freePort } from './temporal-server/dev-server';
-import { workflowSource } from './worker';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
 
 export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--help]

@@ -1,38 +1,24 @@
 /**
- * The production worker: workflows and activities on one task queue, and the callback receiver beside them.
+ * The production worker: TuneflowPlugin on a worker of its own (workflows, activities, the callback receiver).
  * Settings come from the environment (src/config.ts); SIGINT/SIGTERM drain the worker, then close the receiver.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
-import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities } from './activities';
-import { TunesApi } from './api';
-import { CallbackSigner } from './callbacks/signing';
-import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from './config';
 import { createJsonLogger } from './logging';
+import { TuneflowPlugin } from './plugin';
 
-/** The workflow bundle `npm run build` writes beside this file; without it the worker bundles at start-up. */
-const PREBUILT_BUNDLE = path.join(__dirname, 'workflow-bundle.js');
+export { workflowSource } from './plugin';
 
 export interface TuneflowWorker {
   worker: Worker;
-  /** Where the callback receiver listens, when callbacks are on. */
-  callbackUrl?: string;
   /** Runs until shutdown (a signal, or `worker.shutdown()`), then closes everything it opened. */
   run(): Promise<void>;
 }
 
-/** Where the worker takes its workflow code from: the prebuilt bundle when present, the sources otherwise. */
-export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
-  if (fs.existsSync(PREBUILT_BUNDLE)) return { workflowBundle: { codePath: PREBUILT_BUNDLE } };
-  return { workflowsPath: require.resolve('./workflows') };
-}
-
 /**
- * Connects to Temporal, builds the activities over the service client, and starts the callback receiver.
+ * Connects to Temporal and creates a worker with TuneflowPlugin: activities, workflows and the callback receiver.
  *
  * @example
  * const { run } = await createTuneflowWorker(loadWorkerConfig());
@@ -40,45 +26,28 @@ export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workfl
  */
 export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger): Promise<TuneflowWorker> {
   const { connectionOptions, namespace = 'default' } = config.temporal;
-  const api = new TunesApi({ apiKey: config.api.apiKey, baseUrl: config.api.baseUrl });
-  const signer = config.callbacks
-    ? new CallbackSigner({ baseUrl: config.callbacks.baseUrl, secret: config.callbacks.secret })
-    : undefined;
-
   const connection = await NativeConnection.connect(connectionOptions);
-  const opened: Array<() => Promise<void>> = [() => api.close(), () => connection.close()];
-  // Last opened, first closed: the receiver before the connection its signals use.
+  const opened: Array<() => Promise<void>> = [() => connection.close()];
+  // Last opened, first closed: the signal client's connection before the worker's.
   const closeAll = async () => {
     for (const close of [...opened].reverse()) await close().catch(() => undefined);
   };
   try {
-    const worker = await Worker.create({
-      connection,
-      namespace,
-      taskQueue: config.taskQueue,
-      activities: createActivities({ api, callbacks: signer }),
-      ...workflowSource(),
-    });
-
-    let callbackUrl: string | undefined;
-    if (config.callbacks && signer) {
+    let signalClient: Client | undefined;
+    if (config.callbacks) {
       // Signals go through a client connection of their own, so a busy worker never delays a callback's answer.
       const clientConnection = await Connection.connect(connectionOptions as Parameters<typeof Connection.connect>[0]);
       opened.push(() => clientConnection.close());
-      const receiver = await startCallbackReceiver({
-        port: config.callbacks.port,
-        host: config.callbacks.host,
-        signer,
-        signaler: temporalSignaler(new Client({ connection: clientConnection, namespace })),
-        logger,
-      });
-      opened.push(() => receiver.close());
-      callbackUrl = receiver.url;
+      signalClient = new Client({ connection: clientConnection, namespace });
     }
-
+    const plugin = new TuneflowPlugin({
+      api: { apiKey: config.api.apiKey, baseUrl: config.api.baseUrl },
+      callbacks: config.callbacks && { ...config.callbacks, client: signalClient },
+      logger,
+    });
+    const worker = await Worker.create({ connection, namespace, taskQueue: config.taskQueue, plugins: [plugin] });
     return {
       worker,
-      callbackUrl,
       async run() {
         try {
           await worker.run();
@@ -141,7 +110,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
     taskQueue: config.taskQueue,
     namespace: config.temporal.namespace ?? 'default',
     apiUrl: config.api.baseUrl,
-    callbacks: tuneflow.callbackUrl ? config.callbacks?.baseUrl : 'off (polling only)',
+    callbacks: config.callbacks?.baseUrl ?? 'off (polling only)',
     metrics: config.metricsAddress ?? 'off',
   });
   await tuneflow.run();

@@ -1,7 +1,8 @@
 import * as net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { InvalidInputError } from '../src/api/errors';
-import { TuneflowClient, validateGenerate, validatePackTune, validateTrainThenGenerate } from '../src/client';
+import { TuneflowClient } from '../src/client';
+import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../src/workflows/contract';
 
 /** A port nothing listens on: a start that got past validation would fail to connect, not throw InvalidInputError. */
 async function closedPort(): Promise<number> {
@@ -108,12 +109,12 @@ describe('TuneflowClient validates before it starts anything', () => {
 
   test('valid inputs pass validation', () => {
     expect(() =>
-      validateTrainThenGenerate('order-1', { tune, prompts, options: { pollInterval: '2 minutes' } }),
+      checkTrainThenGenerate('order-1', { tune, prompts, options: { pollInterval: '2 minutes' } }),
     ).not.toThrow();
-    expect(() => validateGenerate({ tuneId: 1, prompts })).not.toThrow();
+    expect(() => checkGenerate({ tuneId: 1, prompts })).not.toThrow();
     expect(() =>
-      validatePackTune('order-2', { packId: 260, tune: { name: 'man', image_urls: ['https://a.example.com/1.jpg'] } }),
+      checkPackTune('order-2', { packId: 260, tune: { name: 'man', image_urls: ['https://a.example.com/1.jpg'] } }),
     ).not.toThrow();
-    expect(() => validatePackTune('order-3', { packId: 260, tune: { tune_ids: [5] } })).not.toThrow();
+    expect(() => checkPackTune('order-3', { packId: 260, tune: { tune_ids: [5] } })).not.toThrow();
   });
 });

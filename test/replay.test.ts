@@ -57,10 +57,10 @@ beforeAll(async () => {
 test('the workflows bundle with deterministic imports only', () => {
   // Module paths appear in the bundle, so a forbidden one would show.
   expect(bundle.code).toContain('src/workflows/');
-  // Nothing that does I/O is bundled into workflow code; zod is, for the job's input contract, with its JIT off.
+  // Nothing that does I/O is bundled into workflow code; zod is, for the input contract (src/workflows/contract.ts).
   for (const forbidden of ['node_modules/undici/', 'src/api/http', 'src/activities/', 'src/callbacks/'])
     expect(bundle.code).not.toContain(forbidden);
-  expect(bundle.code).toContain('src/input-contract.ts');
+  expect(bundle.code).toContain('src/workflows/contract.ts');
   if (copied.length) console.info(`replay: copied ${copied.join(', ')} from ${SHARED_HISTORIES}`);
   if (!files.length)
     console.info(

@@ -108,11 +108,11 @@ const id = int(1);
  */
 const fileRule = 'must be a file path, a Buffer or a Blob';
 export const FileInput = z.union(
+  // Blob checked lazily: the workflow sandbox, where the input contract also runs, has no Blob global.
   [
     z.string().min(1, { error: fileRule }),
     z.instanceof(Uint8Array),
-    // The workflow sandbox (where the job's input contract runs too) has no Blob; there, inputs carry paths only.
-    typeof Blob === 'function' ? z.instanceof(Blob) : z.never(),
+    z.custom<Blob>((value) => typeof Blob !== 'undefined' && value instanceof Blob),
   ],
   { error: fileRule },
 );

@@ -5,7 +5,8 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { TuneflowClient, validateTrainThenGenerate } from '../client';
+import { TuneflowClient } from '../client';
+import { checkTrainThenGenerate } from '../workflows/contract';
 import { DEFAULT_TASK_QUEUE } from '../config';
 import type { TrainThenGenerateInput } from '../workflows/inputs';
 import {
@@ -116,7 +117,7 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
     const workflowId = values.id ?? `tuneflow-${randomUUID()}`;
     const taskQueue = values['task-queue'] ?? io.env.TUNEFLOW_TASK_QUEUE ?? DEFAULT_TASK_QUEUE;
     // Bad input is refused before anything is contacted.
-    validateTrainThenGenerate(workflowId, input);
+    checkTrainThenGenerate(workflowId, input);
     const temporal = await connectTemporal(io.env);
     try {
       const tuneflow = new TuneflowClient({ client: temporal.client, taskQueue });

@@ -5,13 +5,14 @@
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import ms from 'ms';
+import { InvalidInputError } from '../api/errors';
 import type { Prompt, Tune } from '../api/schemas';
 
 /** The `type` of every ApplicationFailure a workflow throws itself. */
 export const FailureType = {
   tuneNeverTrained: 'TuneNeverTrained',
   promptsNeverSettled: 'PromptsNeverSettled',
-  /** An input of the wrong shape (the starters in client.ts check every rule before starting). */
+  /** An input that breaks the job's input contract (contract.ts), found before anything was sent. */
   invalidInput: 'InvalidInput',
   /** An option that is not a positive Duration, or that would let the history grow too large. */
   invalidOptions: 'InvalidOptions',
@@ -109,6 +110,27 @@ function describePolls(wait: WaitRecord, what: 'it' | 'them'): string {
   const polls = `${wait.polls} poll${wait.polls === 1 ? '' : 's'} found ${what} unfinished`;
   if (!wait.failedPolls) return polls;
   return `${polls} (${wait.failedPolls} failed, the last with: ${wait.lastPollError ?? 'unknown error'})`;
+}
+
+/**
+ * Runs an input check of the contract (contract.ts) and turns its InvalidInputError into a non-retryable InvalidInput
+ * failure naming every field and rule: a bad input fails the run at once, having created nothing.
+ *
+ * @example
+ * requireValidInput(() => checkGenerate(input));
+ */
+export function requireValidInput(check: () => void): void {
+  try {
+    check();
+  } catch (err) {
+    if (!(err instanceof InvalidInputError)) throw err;
+    const [first] = err.issues;
+    throw ApplicationFailure.nonRetryable(err.message, FailureType.invalidInput, {
+      field: first?.field,
+      rule: first?.rule,
+      issues: err.issues,
+    });
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * `generate`: prompts on an existing tune.
  */
-import { checkedInWorkflow, checkGenerate } from '../input-contract';
+import { checkGenerate } from './contract';
 import type { GenerateInput, GenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -21,13 +21,16 @@ import { promptTarget } from './tune-kinds';
  */
 export async function generate(input: GenerateInput): Promise<GenerateResult> {
   const job = new Job(Phase.training, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
-  return job.run(input?.options, async () => {
-    checkedInWorkflow(() => checkGenerate(input));
-    await job.retrieveTune(input.tuneId);
-    // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.
-    const tune = await job.waitUntilTrained();
-    const target = promptTarget(tune);
-    await job.createPrompts(target, input.prompts);
-    return { prompts: await job.waitUntilSettled(target.tuneId) };
-  });
+  return job.run(
+    () => checkGenerate(input),
+    input?.options,
+    async () => {
+      await job.retrieveTune(input.tuneId);
+      // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.
+      const tune = await job.waitUntilTrained();
+      const target = promptTarget(tune);
+      await job.createPrompts(target, input.prompts);
+      return { prompts: await job.waitUntilSettled(target.tuneId) };
+    },
+  );
 }

@@ -1,6 +1,26 @@
 /**
- * The tuneflow workflows: the worker's `workflowsPath`. Other services start them by these names.
+ * `tuneflow/workflows`: the workflow functions and their messages, and nothing else, so a user's workflow bundle can
+ * import it (`export * from 'tuneflow/workflows'` in the worker's own workflows index, or `executeChild(trainThenGenerate,
+ * ...)` from a workflow of its own). Also the worker's `workflowsPath`. Other services start them by these names.
  */
 export { trainThenGenerate } from './trainThenGenerate';
 export { generate } from './generate';
 export { packTune } from './packTune';
+export {
+  CallbackKind,
+  packPromptsSettledSignal,
+  Phase,
+  progressQuery,
+  promptSettledSignal,
+  tuneTrainedSignal,
+  type Progress,
+} from './messages';
+export {
+  FailureType,
+  MAX_PROMPTS_PER_RUN,
+  type PromptsNeverSettledDetails,
+  type TuneNeverTrainedDetails,
+  type WaitRecord,
+} from './failures';
+export type * from './inputs';
+export type { Prompt, Tune } from '../api/schemas';

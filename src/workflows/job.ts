@@ -15,7 +15,7 @@ import {
 import type { TuneflowActivities } from '../activities';
 import type { PackTuneSpec, PromptSpec, TuneSpec, TuneflowOptions } from './inputs';
 import type { Prompt, Tune } from '../api/schemas';
-import { promptsNeverSettled, tuneNeverTrained, type WaitRecord } from './failures';
+import { promptsNeverSettled, requireValidInput, tuneNeverTrained, type WaitRecord } from './failures';
 import { packPromptsSettledSignal, Phase, progressQuery, promptSettledSignal, tuneTrainedSignal } from './messages';
 import { runBounded } from './concurrency';
 import { resolveOptions, type ResolvedOptions } from './options';
@@ -70,15 +70,18 @@ export class Job {
   }
 
   /**
-   * Resolves the options (failing at once on a bad one), runs `body`, and keeps the phase true to the outcome. On
+   * Resolves the options (InvalidOptions), checks the whole input (InvalidInput), both before any call to the
+   * service, runs `body`, and keeps the phase true to the outcome. On
    * cancellation, with `cleanupOnCancel`, it deletes what the run created before the cancellation ends the workflow.
    *
    * @example
-   * return job.run(input.options, async () => { ... });
+   * return job.run(() => checkGenerate(input), input.options, async () => { ... });
    */
-  async run<T>(options: TuneflowOptions | undefined, body: () => Promise<T>): Promise<T> {
+  async run<T>(checkInput: () => void, options: TuneflowOptions | undefined, body: () => Promise<T>): Promise<T> {
     try {
+      // Options first: a bad one is InvalidOptions, as documented; then the rest of the contract, InvalidInput.
       this.settings = resolveOptions(options);
+      requireValidInput(checkInput);
       const result = await body();
       this.phase = Phase.completed;
       return result;

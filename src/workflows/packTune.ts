@@ -3,7 +3,7 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { checkedInWorkflow, checkPackTune } from '../input-contract';
+import { checkPackTune } from './contract';
 import type { PackTuneInput, PackTuneResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -27,16 +27,20 @@ import { untilEtaMs } from './poll-schedule';
  */
 export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
   const job = new Job(Phase.creatingTune);
-  return job.run(input?.options, async () => {
-    checkedInWorkflow(() => checkPackTune(workflowInfo().workflowId, input));
-    const reused = input.tune.tune_ids;
-    const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
-    const title = input.tune.title ?? workflowInfo().workflowId;
-    const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
-    // A reused tune's eta is from its own training, long ago.
-    await job.waitUntilTrained(reused ? 0 : untilEtaMs(created));
-    await job.learnPrompts(created.id);
-    const prompts = await job.waitUntilSettled(created.id);
-    return { tune: job.tune.latest as Tune, prompts };
-  });
+  const { workflowId } = workflowInfo();
+  return job.run(
+    () => checkPackTune(workflowId, input),
+    input?.options,
+    async () => {
+      const reused = input.tune.tune_ids;
+      const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
+      const title = input.tune.title ?? workflowId;
+      const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
+      // A reused tune's eta is from its own training, long ago.
+      await job.waitUntilTrained(reused ? 0 : untilEtaMs(created));
+      await job.learnPrompts(created.id);
+      const prompts = await job.waitUntilSettled(created.id);
+      return { tune: job.tune.latest as Tune, prompts };
+    },
+  );
 }

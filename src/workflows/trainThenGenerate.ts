@@ -3,7 +3,7 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { checkedInWorkflow, checkTrainThenGenerate } from '../input-contract';
+import { checkTrainThenGenerate } from './contract';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from './inputs';
 import { Job } from './job';
 import { Phase } from './messages';
@@ -24,13 +24,17 @@ import { promptTarget } from './tune-kinds';
  */
 export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<TrainThenGenerateResult> {
   const job = new Job(Phase.creatingTune, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
-  return job.run(input?.options, async () => {
-    checkedInWorkflow(() => checkTrainThenGenerate(workflowInfo().workflowId, input));
-    const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowInfo().workflowId });
-    const tune = await job.waitUntilTrained(untilEtaMs(created));
-    const target = promptTarget(tune);
-    await job.createPrompts(target, input.prompts);
-    const prompts = await job.waitUntilSettled(target.tuneId);
-    return { tune: job.tune.latest as Tune, prompts };
-  });
+  const { workflowId } = workflowInfo();
+  return job.run(
+    () => checkTrainThenGenerate(workflowId, input),
+    input?.options,
+    async () => {
+      const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowId });
+      const tune = await job.waitUntilTrained(untilEtaMs(created));
+      const target = promptTarget(tune);
+      await job.createPrompts(target, input.prompts);
+      const prompts = await job.waitUntilSettled(target.tuneId);
+      return { tune: job.tune.latest as Tune, prompts };
+    },
+  );
 }

@@ -1,6 +1,13 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Prompt } from '../../src/api/schemas';
-import { FailureType, promptsNeverSettled, tuneNeverTrained } from '../../src/workflows/failures';
+import { checkGenerate, checkTrainThenGenerate } from '../../src/workflows/contract';
+import {
+  FailureType,
+  MAX_PROMPTS_PER_RUN,
+  promptsNeverSettled,
+  requireValidInput,
+  tuneNeverTrained,
+} from '../../src/workflows/failures';
 
 const wait = { timeoutMs: 6 * 3600_000, polls: 34, failedPolls: 0 };
 
@@ -66,5 +73,54 @@ describe('promptsNeverSettled', () => {
     expect(promptsNeverSettled(7, [], { expected: 3, known: 1 }, wait).message).toContain(
       '2 expected prompts never appeared',
     );
+  });
+});
+
+describe('requireValidInput', () => {
+  const failureOf = (check: () => void) => {
+    try {
+      requireValidInput(check);
+    } catch (err) {
+      return err as ApplicationFailure;
+    }
+    return undefined;
+  };
+  const tune = { name: 'woman', image_urls: ['https://example.com/1.jpg'] };
+
+  test('passes a valid input, fails typed with every field and rule otherwise', () => {
+    expect(failureOf(() => checkTrainThenGenerate('order-1', { tune, prompts: [{ text: 'ohwx' }] }))).toBeUndefined();
+    const failure = failureOf(() =>
+      checkTrainThenGenerate('order-1', { tune, prompts: [{ text: 'a' }, { text: 'b', w: 500 }], options: { x: 1 } }),
+    );
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure?.type).toBe(FailureType.invalidInput);
+    expect(failure?.nonRetryable).toBe(true);
+    const details = failure?.details?.[0] as { field: string; issues: { field: string; rule: string }[] };
+    expect(details.field).toBe('prompts[1].w');
+    expect(details.issues.map((i) => i.field)).toEqual(['prompts[1].w', 'options.x']);
+    expect(failure?.message).toMatch(/^Invalid input: prompts\[1\]\.w: .+; options\.x: is not an option/);
+  });
+
+  test('prompts: an array of up to one list page, each with the spec rules', () => {
+    const fieldsOf = (prompts: unknown) =>
+      (
+        failureOf(() => checkGenerate({ tuneId: 1, prompts }))?.details?.[0] as { issues: { field: string }[] }
+      )?.issues.map((i) => i.field) ?? 'accepted';
+    expect(MAX_PROMPTS_PER_RUN).toBe(120);
+    expect(fieldsOf(Array.from({ length: MAX_PROMPTS_PER_RUN }, () => ({ text: 'x' })))).toBe('accepted');
+    expect(fieldsOf(Array.from({ length: 121 }, () => ({ text: 'x' })))).toEqual(['prompts']);
+    expect(fieldsOf([])).toEqual(['prompts']);
+    expect(fieldsOf(undefined)).toEqual(['prompts']);
+    expect(fieldsOf([{ text: 'a' }, { num_images: 2 }])).toContain('prompts[1].text');
+    expect(fieldsOf(['a'])).toEqual(['prompts[0]']);
+  });
+
+  test('other errors pass through unchanged', () => {
+    const boom = new TypeError('boom');
+    expect(
+      failureOf(() => {
+        throw boom;
+      }),
+    ).toBe(boom);
   });
 });

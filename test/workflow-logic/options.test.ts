@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { validateOptions } from '../../src/client';
+import { checkGenerate } from '../../src/workflows/contract';
 import { FailureType } from '../../src/workflows/failures';
 import type { TuneflowOptions } from '../../src/workflows/inputs';
 import {
@@ -149,7 +149,7 @@ describe('resolveOptions', () => {
     ).not.toThrow();
   });
 
-  test('options the starters in client.ts accept (within the poll bound) the workflows accept too', () => {
+  test('options the input contract accepts (within the poll bound) the workflows accept too', () => {
     const accepted: TuneflowOptions[] = [
       {},
       { pollInterval: '30 minutes' },
@@ -158,7 +158,7 @@ describe('resolveOptions', () => {
       { promptConcurrency: MAX_PROMPT_CONCURRENCY, cleanupOnCancel: true },
     ];
     for (const options of accepted) {
-      expect(() => validateOptions(options)).not.toThrow();
+      expect(() => checkGenerate({ tuneId: 1, prompts: [{ text: 'ohwx woman' }], options })).not.toThrow();
       expect(() => resolveOptions(options)).not.toThrow();
     }
   });

@@ -326,7 +326,8 @@ export const scenarios = {
    */
   generateOnTrainingTune: {
     name: 'generate-on-training-tune',
-    options: { mock: { trainingTime: '2s' } },
+    // Trains for 4 s: still training at the first read however loaded the machine, trained at a later poll.
+    options: { mock: { trainingTime: '4s' } },
     run: async (s, workflowId) => {
       const tune = await s.api.tunes.create({
         title: 'existing-cat',

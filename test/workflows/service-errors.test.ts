@@ -95,8 +95,8 @@ workflowTest('started by name with an invalid prompt: InvalidInput naming prompt
   expect(failure.type).toBe('InvalidInput');
   expect(failure.nonRetryable).toBe(true);
   const rule = 'must be a positive integer multiple of 8';
-  expect(failure.message).toBe(`Invalid prompts[1]: prompts[1].w: ${rule}`);
-  expect(failure.details).toEqual([{ issues: [{ field: 'prompts[1].w', rule }] }]);
+  expect(failure.message).toBe(`Invalid input: prompts[1].w: ${rule}`);
+  expect(failure.details).toEqual([{ field: 'prompts[1].w', rule, issues: [{ field: 'prompts[1].w', rule }] }]);
   expect(outcome.stats.routes).toEqual({});
   expect(summarize(outcome.history)).toMatchObject({ activities: [], timers: [] });
 });

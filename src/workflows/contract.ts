@@ -1,0 +1,112 @@
+/**
+ * The job's input contract: every rule a tuneflow workflow's input must meet (tune, prompts, pack, options), checked
+ * whole before anything is sent. One module for the starters (client.ts, the command line) and the workflows
+ * themselves, so a run started by name from a raw client, the Temporal CLI or another SDK is held to the same rules.
+ *
+ * It runs inside the workflow sandbox: pure code over the spec's zod schemas, parsed `jitless` so zod never compiles
+ * a parser with `new Function` there (one interpreted code path, the same in every isolate and on every replay).
+ */
+import type { z } from 'zod';
+import { InvalidInputError, type InputIssue } from '../api/errors';
+import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from '../api/schemas';
+import { MAX_PROMPTS_PER_RUN } from './failures';
+import { resolveOptions } from './options';
+
+/**
+ * Checks a `trainThenGenerate` input; throws InvalidInputError naming every field that breaks a rule.
+ *
+ * @example
+ * checkTrainThenGenerate('order-1234', { tune: { name: 'woman', image_urls: [url] }, prompts: [{ text: 'ohwx' }] });
+ */
+export function checkTrainThenGenerate(workflowId: string, input: unknown): void {
+  const issues: InputIssue[] = [];
+  if (requireObject(issues, input, 'input')) {
+    const tune = input.tune;
+    if (requireObject(issues, tune, 'tune'))
+      check(issues, TuneCreateInput, 'tune', { title: workflowId, ...tune, ...paths(issues, tune.images) });
+    checkPrompts(issues, input.prompts, true);
+    checkOptions(issues, input.options);
+  }
+  throwIfAny(issues);
+}
+
+/** Checks a `generate` input; throws InvalidInputError naming every field that breaks a rule. */
+export function checkGenerate(input: unknown): void {
+  const issues: InputIssue[] = [];
+  if (requireObject(issues, input, 'input')) {
+    check(issues, ResourceId, 'tuneId', input.tuneId);
+    checkPrompts(issues, input.prompts, false);
+    checkOptions(issues, input.options);
+  }
+  throwIfAny(issues);
+}
+
+/** Checks a `packTune` input; throws InvalidInputError naming every field that breaks a rule. */
+export function checkPackTune(workflowId: string, input: unknown): void {
+  const issues: InputIssue[] = [];
+  if (requireObject(issues, input, 'input')) {
+    check(issues, ResourceId, 'packId', input.packId);
+    const tune = input.tune ?? {};
+    if (requireObject(issues, tune, 'tune')) {
+      // Existing tunes keep their titles; a new tune's defaults to the workflow ID.
+      const withTitle = tune.tune_ids === undefined ? { title: workflowId, ...tune } : tune;
+      check(issues, PackTuneCreateInput, 'tune', { ...withTitle, ...paths(issues, tune.images) });
+    }
+    checkOptions(issues, input.options);
+  }
+  throwIfAny(issues);
+}
+
+function checkPrompts(issues: InputIssue[], prompts: unknown, allowEmpty: boolean): void {
+  if (!Array.isArray(prompts) || (!allowEmpty && prompts.length === 0)) {
+    issues.push({ field: 'prompts', rule: `must be a${allowEmpty ? 'n' : ' non-empty'} array of prompts` });
+    return;
+  }
+  if (prompts.length > MAX_PROMPTS_PER_RUN) {
+    issues.push({
+      field: 'prompts',
+      rule: `must hold at most ${MAX_PROMPTS_PER_RUN} prompts (one list page); start more runs`,
+    });
+    return;
+  }
+  prompts.forEach((prompt, i) => check(issues, PromptCreateInput, `prompts[${i}]`, prompt));
+}
+
+/** The workflows' own option rules (defaults, durations, the poll bound). */
+function checkOptions(issues: InputIssue[], options: unknown): void {
+  try {
+    resolveOptions(options as Parameters<typeof resolveOptions>[0]);
+  } catch (err) {
+    const details = (err as { details?: unknown[] }).details?.[0] as { option?: string; rule?: string } | undefined;
+    if (!details?.option) throw err;
+    const field = details.option === 'options' ? 'options' : `options.${details.option}`;
+    issues.push({ field, rule: details.rule ?? 'is invalid' });
+  }
+}
+
+/** Paths and URLs only: image bytes never enter a workflow's history (bad ones reported here, not again). */
+function paths(issues: InputIssue[], images: unknown): { images?: string[] } {
+  if (images === undefined) return {};
+  const rule = 'must be a path the worker can read (bytes never enter history)';
+  if (!Array.isArray(images)) {
+    issues.push({ field: 'tune.images', rule: 'must be an array of paths' });
+    return { images: undefined };
+  }
+  images.forEach((image, i) => typeof image !== 'string' && issues.push({ field: `tune.images[${i}]`, rule }));
+  return { images: images.filter((image) => typeof image === 'string') };
+}
+
+function check(issues: InputIssue[], schema: z.ZodType, subject: string, value: unknown): void {
+  const result = schema.safeParse(value, { jitless: true });
+  if (!result.success) issues.push(...InvalidInputError.fromZod(subject, result.error).issues);
+}
+
+function requireObject(issues: InputIssue[], value: unknown, field: string): value is Record<string, unknown> {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return true;
+  issues.push({ field, rule: 'must be an object' });
+  return false;
+}
+
+function throwIfAny(issues: InputIssue[]): void {
+  if (issues.length) throw new InvalidInputError('input', issues);
+}
