@@ -2,10 +2,9 @@
  * `tuneflow demo` (`npm run demo`): the whole job in one process, from a fresh clone. A Temporal server (yours, a
  * given executable, or the SDK's download), the mock service (or the real one in free mock mode with
  * TUNEFLOW_API_KEY), the callback receiver and a worker; then one trainThenGenerate run, followed live, with its
- * images saved under ./out/.
+ * images saved under ./out/<run>/ beside a gallery page, index.html.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { promises as fs } from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from '@temporalio/client';
@@ -20,11 +19,12 @@ import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO
 import { follow } from './commands/progress-view';
 import { listenForStop } from './commands/stop-signal';
 import { DEFAULT_API_URL, loadCallbackConfig } from './config';
+import { saveImages, writeGallery } from './demo-gallery';
 import { startMockService } from './mock-service';
 import { workflowSource } from './plugin';
 import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from './temporal-server';
 import { freePort } from './temporal-server/dev-server';
-import type { TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
+import type { PromptSpec, TrainThenGenerateInput } from './workflows/inputs';
 
 export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--help]
 
@@ -47,7 +47,7 @@ The service:
 Options:
   --prompt TEXT   a prompt to generate (repeat; default: three portraits)
   --images URL    a training image URL (repeat; real service only: the mock serves its own)
-  --out DIR       where to save the images (default ./out)
+  --out DIR       where to save the images and the gallery page, DIR/<run>/index.html (default ./out)
   --help          show this help
 
 Ctrl-C stops the demo and everything it started (the run, if it is still going, stays in the dev server's memory
@@ -57,10 +57,11 @@ only until then).
 /** Ctrl-C or SIGTERM while the demo runs. */
 class DemoStopped extends Error {}
 
-const DEFAULT_PROMPTS = [
-  'ohwx woman, studio portrait, soft light',
-  'ohwx woman as an astronaut, cinematic',
-  'ohwx woman, watercolor painting',
+/** Three sizes and fixed seeds, so the gallery shows what each setting did. */
+const DEFAULT_PROMPTS: PromptSpec[] = [
+  { text: 'ohwx woman, studio portrait, soft light', num_images: 1, w: 512, h: 768, seed: 1 },
+  { text: 'ohwx woman as an astronaut, cinematic', num_images: 1, w: 768, h: 512, seed: 2 },
+  { text: 'ohwx woman, watercolor painting', num_images: 1, w: 640, h: 640, seed: 3 },
 ];
 
 /** The Web UI's usual port; another free one when it is taken. */
@@ -92,24 +93,6 @@ async function portIsFree(port: number): Promise<boolean> {
     server.once('error', () => resolve(false));
     server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
-}
-
-/** Saves every image of the result under `dir`; returns the files written. */
-export async function saveImages(result: TrainThenGenerateResult, dir: string): Promise<string[]> {
-  await fs.mkdir(dir, { recursive: true });
-  const files: string[] = [];
-  for (const prompt of result.prompts) {
-    for (const [i, url] of (prompt.images ?? []).entries()) {
-      // fetch follows the redirects a CDN may answer with.
-      const response = await fetch(url);
-      if (!response.ok) throw new Error(`downloading ${url} answered ${response.status}`);
-      const ext = path.extname(new URL(url).pathname) || '.png';
-      const file = path.join(dir, `prompt-${prompt.id}-${i}${ext}`);
-      await fs.writeFile(file, Buffer.from(await response.arrayBuffer()));
-      files.push(file);
-    }
-  }
-  return files;
 }
 
 export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
@@ -214,7 +197,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const workflowId = `demo-${randomUUID().slice(0, 8)}`;
       const input: TrainThenGenerateInput = {
         tune: { name: 'woman', branch, image_urls: trainingImages },
-        prompts: (values.prompt ?? DEFAULT_PROMPTS).map((text) => ({ text, num_images: 1 })),
+        prompts: values.prompt ? values.prompt.map((text) => ({ text, num_images: 1 })) : DEFAULT_PROMPTS,
         options: real
           ? {
               pollInterval: '15 seconds',
@@ -250,8 +233,10 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
           `prompt ${prompt.id}: ${prompt.user_error ? `failed: ${prompt.user_error}` : (prompt.images ?? []).join(' ')}`,
         );
       const dir = path.resolve(values.out ?? 'out', workflowId);
-      const files = await saveImages(result, dir);
-      say(`saved ${files.length} images to ${path.relative(process.cwd(), dir) || dir}`);
+      const saved = await saveImages(result.prompts, dir);
+      say(`saved ${saved.length} images to ${path.relative(process.cwd(), dir) || dir}`);
+      const gallery = await writeGallery({ workflowId, tune: result.tune, prompts: result.prompts }, saved, dir);
+      say(`gallery:   ${gallery}`);
       return ExitCode.ok;
     } catch (err) {
       if (!(err instanceof DemoStopped)) throw err;

@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { InvalidInputError } from '../api/errors';
 import type { CallbackStats } from './callbacks';
 import type { FaultInjector } from './faults';
-import { solidPng } from './png';
+import { ImageMaker } from './images';
 import { invalidInput, notFound, RequestContext, ServiceError, type Reply, type RouteDefinition } from './requests';
 import type { Account, Store } from './store';
 
@@ -233,15 +233,16 @@ function pathOf(url: string | undefined): string {
  * @example new Router([...apiRoutes, ...mockRoutes(parts, stats)])
  */
 export function mockRoutes(store: Store, faults: FaultInjector, stats: () => MockStats): RouteDefinition[] {
+  const images = new ImageMaker(store);
   return [
     {
       method: 'GET',
       pattern: '/images/:name',
       kind: 'public',
       handle(ctx) {
-        const name = ctx.params[0];
-        if (!/^[\w.-]{1,100}$/.test(name) || !name.endsWith('.png')) throw notFound('Image');
-        return { status: 200, bytes: solidPng(name), type: 'image/png' };
+        const bytes = images.png(ctx.params[0]);
+        if (!bytes) throw notFound('Image');
+        return { status: 200, bytes, type: 'image/png' };
       },
     },
     {

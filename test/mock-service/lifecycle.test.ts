@@ -143,7 +143,14 @@ describe('prompts', () => {
     const key = newKey();
     const tune = await createTune(key);
     const created = await call<PromptJson>(mock.url, key, 'POST', `/tunes/${tune.id}/prompts`, {
-      prompt: { text: 'ohwx man on a boat', num_images: 2, seed: 42, callback: `${receiver.url}/prompt-1?n=1` },
+      prompt: {
+        text: 'ohwx man on a boat',
+        num_images: 2,
+        seed: 42,
+        w: 96,
+        h: 64,
+        callback: `${receiver.url}/prompt-1?n=1`,
+      },
     });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({
@@ -170,15 +177,15 @@ describe('prompts', () => {
       expect(res.headers['content-type']).toBe('image/png');
       const bytes = Buffer.from(await res.body.arrayBuffer());
       expect(bytes.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
-      // IHDR says 16x16 RGB; the IDAT inflates to 16 rows of filter byte + 16 pixels.
+      // IHDR says 96x64 RGB (the prompt's w and h); the IDAT inflates to 64 rows of filter byte + 96 pixels.
       expect(bytes.toString('latin1', 12, 16)).toBe('IHDR');
-      expect([bytes.readUInt32BE(16), bytes.readUInt32BE(20), bytes[24], bytes[25]]).toEqual([16, 16, 8, 2]);
+      expect([bytes.readUInt32BE(16), bytes.readUInt32BE(20), bytes[24], bytes[25]]).toEqual([96, 64, 8, 2]);
       const idatLength = bytes.readUInt32BE(33);
       expect(bytes.toString('latin1', 37, 41)).toBe('IDAT');
-      expect(inflateSync(bytes.subarray(41, 41 + idatLength)).length).toBe(16 * (1 + 16 * 3));
+      expect(inflateSync(bytes.subarray(41, 41 + idatLength)).length).toBe(64 * (1 + 96 * 3));
       bodies.push(bytes);
     }
-    expect(bodies[0].equals(bodies[1])).toBe(false); // the color varies by image
+    expect(bodies[0].equals(bodies[1])).toBe(false); // the pattern varies by image
 
     const [callback] = await receiver.waitFor('/prompt-1', 1);
     expect(callback.query.get('n')).toBe('1');

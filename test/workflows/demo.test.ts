@@ -1,7 +1,8 @@
 /**
  * The demo as a new user runs it, a real child process: no Temporal setting at all, so it provisions the dev server
  * itself (from the cache global-setup.ts filled), runs the job with the mock service, the receiver and a worker in its
- * own process, prints the run's Web UI link (which answers while the run goes on), saves the images and exits 0.
+ * own process, prints the run's Web UI link (which answers while the run goes on), saves the images with a gallery
+ * page (index.html, checked by parsing it and the PNGs' IHDR) and exits 0.
  * Ctrl-C stops it and everything it started.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
@@ -101,14 +102,45 @@ devServerTest(
     expect(stdout).toMatch(/^Temporal: {2}dev server \S+ \(from \w+\) at 127\.0\.0\.1:\d+$/m);
     expect(stdout).toMatch(/^started: {3}trainThenGenerate demo-/m);
     expect(stdout).toMatch(/^tune \d+ "demo-[\w-]+" trained at /m);
-    expect(stdout.match(/^prompt \d+: http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png$/gm)).toHaveLength(3);
+    const printed = [...stdout.matchAll(/^prompt (\d+): (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/gm)];
+    expect(printed).toHaveLength(3);
     expect(stdout).toMatch(/^saved 3 images to /m);
     expect(stdout).toMatch(/completed/); // the progress line reached the end
 
+    // The gallery: out/<run>/index.html, printed, listing the run's tune, prompts and saved images.
+    const [, workflowId] = /^started: {3}trainThenGenerate (demo-\S+)$/m.exec(stdout)!;
+    const [, tuneId] = /^tune (\d+) /m.exec(stdout)!;
+    const [, gallery] = /^gallery: {3}(\S+)$/m.exec(stdout)!;
+    expect(gallery).toBe(path.join(out, workflowId, 'index.html'));
+    const html = fs.readFileSync(gallery, 'utf8');
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain(`<h1>tuneflow run ${workflowId}</h1>`);
+    expect(html).toContain(`<h2>tune ${tuneId}</h2>`);
+    const sections = [...html.matchAll(/<section class="prompt" id="prompt-(\d+)">([\s\S]*?)<\/section>/g)];
+    expect(sections.map((m) => m[1])).toEqual(printed.map((m) => m[1]));
+    const texts = ['studio portrait', 'astronaut', 'watercolor'];
+    // The default prompts' sizes: the images must have them.
+    const sizes = [
+      [512, 768],
+      [768, 512],
+      [640, 640],
+    ];
+    sections.forEach(([, id, section], i) => {
+      expect(section).toContain(texts[i]);
+      const images = [...section.matchAll(/<img src="([^"]+)"/g)].map((m) => m[1]);
+      expect(images).toEqual([`prompt-${id}-0.png`]);
+      const png = fs.readFileSync(path.join(path.dirname(gallery), images[0]));
+      expect(png.subarray(0, 8)).toEqual(PNG_SIGNATURE);
+      // IHDR, the first chunk: width and height.
+      expect(png.toString('latin1', 12, 16)).toBe('IHDR');
+      expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual(sizes[i]);
+    });
+
     const files = fs.readdirSync(out, { recursive: true, withFileTypes: true }).filter((f) => f.isFile());
     expect(files.filter((f) => f.name.endsWith('.png'))).toHaveLength(3);
-    for (const file of files.filter((f) => f.name.endsWith('.png')))
-      expect(fs.readFileSync(path.join(file.parentPath, file.name)).subarray(0, 8)).toEqual(PNG_SIGNATURE);
+    expect(files.map((f) => f.name).sort()).toEqual(
+      [...sections.map(([, id]) => `prompt-${id}-0.png`), 'index.html'].sort(),
+    );
   },
 );
 
