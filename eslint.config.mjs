@@ -11,6 +11,8 @@ export default tseslint.config(
       'jest.config.js',
       'eslint.config.mjs',
       'tmp-*/**',
+      // A user's project, compiled against the packed tarball by test/workflows/package.test.ts.
+      'test/consumer/**',
     ],
   },
   ...tseslint.configs.recommended,

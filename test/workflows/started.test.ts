@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient } from '../../src/client';
 import { startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
-import { devServerExecutable, devServerTest } from './environment';
+import { currentVerdict, devServerExecutable, devServerTest } from './environment';
 
 let server: DevServerProcess | undefined;
 let connection: Connection | undefined;
@@ -17,7 +17,7 @@ const input = {
 };
 
 beforeAll(async () => {
-  if (!process.env.TEMPORAL_CLI_PATH && !process.env.CI) return;
+  if (currentVerdict().devServer.kind === 'unavailable') return;
   server = await startDevServerProcess({ executable: devServerExecutable() });
   connection = await Connection.connect({ address: server.address });
   tuneflow = new TuneflowClient({ client: new Client({ connection }), taskQueue: `started-${randomUUID()}` });

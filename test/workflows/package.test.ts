@@ -1,0 +1,202 @@
+/**
+ * The package as its users get it (DESIGN.md tier 7): `npm pack`, the tarball installed into an empty project outside
+ * the repository (so none of its dev dependencies can be reached), a TypeScript project there that imports `tuneflow`,
+ * `tuneflow/workflows` and `tuneflow/testing` (test/consumer), compiled by its own TypeScript; then that user's worker,
+ * with tuneflow added by one plugin, runs a parent workflow of the user's whose child is `trainThenGenerate`, against
+ * the mock service on a real Temporal dev server, callbacks included.
+ */
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { MockStats } from '../../src/mock-service';
+import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
+import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
+import { currentVerdict, devServerExecutable, devServerTest } from './environment';
+import { summarize } from './history-summary';
+
+const ROOT = path.resolve(__dirname, '../..');
+const CONSUMER = path.join(__dirname, '../consumer');
+const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  version: string;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+
+/** npm and node as a user runs them: none of the variables `npm test` set for this process. */
+function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name)));
+  return { ...env, ...extra };
+}
+
+async function run(command: string, args: string[], cwd: string, env = userEnv()) {
+  try {
+    return await promisify(execFile)(command, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 });
+  } catch (err) {
+    const { stdout, stderr } = err as { stdout?: string; stderr?: string };
+    throw new Error(`${command} ${args.join(' ')} failed in ${cwd}:\n${stdout ?? ''}\n${stderr ?? ''}`);
+  }
+}
+
+/** The build this test packs must be of the current sources (`npm test` builds first). */
+function assertBuilt(): void {
+  const built = path.join(ROOT, 'lib', 'index.js');
+  if (!fs.existsSync(built)) throw new Error('lib/ is not built: run `npm run build` (npm test does)');
+  const newest = (dir: string): number =>
+    Math.max(
+      ...fs.readdirSync(dir, { withFileTypes: true }).map((entry) => {
+        const full = path.join(dir, entry.name);
+        return entry.isDirectory() ? newest(full) : fs.statSync(full).mtimeMs;
+      }),
+    );
+  if (newest(path.join(ROOT, 'src')) > fs.statSync(built).mtimeMs)
+    throw new Error('lib/ is older than src/: run `npm run build` (npm test does)');
+}
+
+let project: string;
+let tarball: string;
+let server: DevServerProcess | undefined;
+
+beforeAll(async () => {
+  if (currentVerdict().devServer.kind === 'unavailable') return;
+  assertBuilt();
+  project = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-consumer-'));
+  const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', project], ROOT);
+  tarball = path.join(project, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0].filename);
+  fs.cpSync(path.join(CONSUMER, 'src'), path.join(project, 'src'), { recursive: true });
+  fs.copyFileSync(path.join(CONSUMER, 'tsconfig.json'), path.join(project, 'tsconfig.json'));
+  const temporal = manifest.dependencies['@temporalio/worker'];
+  fs.writeFileSync(
+    path.join(project, 'package.json'),
+    JSON.stringify({
+      name: 'portraits',
+      private: true,
+      dependencies: {
+        tuneflow: `file:${path.basename(tarball)}`,
+        '@temporalio/client': temporal,
+        '@temporalio/worker': temporal,
+        '@temporalio/workflow': temporal,
+      },
+      devDependencies: {
+        typescript: manifest.devDependencies.typescript,
+        '@types/node': manifest.devDependencies['@types/node'],
+      },
+    }),
+  );
+  // From npm's cache where `npm ci` filled it; the registry otherwise.
+  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], project);
+  server = await startDevServerProcess({ executable: devServerExecutable() });
+}, 600_000);
+
+afterAll(async () => {
+  await server?.stop();
+  if (project) fs.rmSync(project, { recursive: true, force: true });
+});
+
+devServerTest(
+  'the tarball installs with its own dependencies only, and its entry points type-check',
+  async () => {
+    const installed = path.join(project, 'node_modules');
+    expect(JSON.parse(fs.readFileSync(path.join(installed, 'tuneflow', 'package.json'), 'utf8')).version).toBe(
+      manifest.version,
+    );
+    // None of the repository's dev dependencies came along (the user's own TypeScript and node types aside).
+    const userOwn = ['typescript', '@types/node'];
+    const devOnly = Object.keys(manifest.devDependencies).filter((name) => !userOwn.includes(name));
+    expect(devOnly.filter((name) => fs.existsSync(path.join(installed, name)))).toEqual([]);
+    // Only the built package: no sources, tests or histories.
+    expect(fs.readdirSync(path.join(installed, 'tuneflow')).sort()).toEqual([
+      'LICENSE',
+      'README.md',
+      'bin',
+      'lib',
+      'package.json',
+    ]);
+
+    // type-checks.ts holds @ts-expect-error lines: types that decayed to `any` fail the compile.
+    await run(process.execPath, [path.join(installed, 'typescript', 'bin', 'tsc'), '-p', '.'], project);
+    expect(fs.readdirSync(path.join(project, 'dist')).sort()).toEqual(['main.js', 'type-checks.js', 'workflows.js']);
+    // Plain require works too, with the documented entry points and nothing else.
+    const probe = `
+    const t = require('tuneflow'), w = require('tuneflow/workflows'), m = require('tuneflow/testing');
+    let internal = 'refused';
+    try { require('tuneflow/lib/client'); internal = 'allowed'; } catch {}
+    console.log(JSON.stringify({ plugin: typeof t.TuneflowPlugin, client: typeof t.TuneflowClient,
+      workflow: typeof w.trainThenGenerate, mock: typeof m.startMockService, internal,
+      bin: require('tuneflow/package.json').bin }));`;
+    const { stdout } = await run(process.execPath, ['-e', probe], project);
+    expect(JSON.parse(stdout)).toEqual({
+      plugin: 'function',
+      client: 'function',
+      workflow: 'function',
+      mock: 'function',
+      internal: 'refused',
+      bin: { tuneflow: 'bin/tuneflow.js' },
+    });
+    const help = await run(path.join(installed, '.bin', 'tuneflow'), ['--help'], project);
+    expect(help.stdout).toContain('Usage: tuneflow <command>');
+  },
+  300_000,
+);
+
+interface ConsumerRun {
+  result: { tuneId: number; images: string[]; child: TrainThenGenerateResult };
+  childWorkflowId: string;
+  stats: MockStats;
+  receiverOpenWhileRunning: boolean;
+  receiverClosedAfter: boolean;
+}
+
+devServerTest(
+  "a user's worker with TuneflowPlugin runs the user's parent workflow and its trainThenGenerate child, by callbacks",
+  async () => {
+    const orderId = `order-${Date.now()}`;
+    const callbackPort = await freePort();
+    const env = userEnv({
+      TEMPORAL_ADDRESS: server!.address,
+      ORDER_ID: orderId,
+      CALLBACK_PORT: String(callbackPort),
+    });
+    const { stdout } = await run(process.execPath, ['dist/main.js'], project, env);
+    const out = JSON.parse(stdout.trim().split('\n').pop()!) as ConsumerRun;
+
+    // Typed results through the child: one tune, both prompts' images.
+    expect(out.result.tuneId).toBe(out.result.child.tune.id);
+    expect(out.result.child.prompts.map((p) => p.text)).toEqual([
+      'ohwx person, oil painting',
+      'ohwx person, at the beach',
+    ]);
+    expect(out.result.images).toHaveLength(3);
+    // Exactly one tune and one prompt per prompt; callbacks ended every wait, so nothing was polled.
+    expect(out.stats.routes).toEqual({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 2 });
+    expect(out.stats.callbacks).toMatchObject({ sent: 3, failed: 0 });
+    // The callbacks were addressed to the child, by its own workflow ID.
+    expect(out.childWorkflowId).toBe(`${orderId}-tune`);
+    for (const url of [out.result.child.tune.callback, ...out.result.child.prompts.map((p) => p.callback)])
+      expect(new URL(url!).searchParams.get('workflowId')).toBe(out.childWorkflowId);
+    // The plugin's receiver ran for the worker's lifetime, and closed with it.
+    expect(out.receiverOpenWhileRunning).toBe(true);
+    expect(out.receiverClosedAfter).toBe(true);
+
+    const connection = await Connection.connect({ address: server!.address });
+    try {
+      const client = new Client({ connection });
+      const parent = await client.workflow.getHandle(orderId).fetchHistory();
+      const started = parent.events!.find((e) => e.childWorkflowExecutionStartedEventAttributes);
+      expect(started?.childWorkflowExecutionStartedEventAttributes).toMatchObject({
+        workflowType: { name: 'trainThenGenerate' },
+        workflowExecution: { workflowId: out.childWorkflowId },
+      });
+      expect(summarize(parent).activities).toEqual([]);
+      const child = summarize(await client.workflow.getHandle(out.childWorkflowId).fetchHistory());
+      expect(child.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+      expect(child.signals.sort()).toEqual(['promptSettled', 'promptSettled', 'tuneTrained']);
+      expect(child.timers.every((t) => t.ended === 'cancelled')).toBe(true);
+    } finally {
+      await connection.close();
+    }
+  },
+  300_000,
+);
