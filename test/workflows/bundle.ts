@@ -4,14 +4,14 @@
 import { bundleWorkflowCode, DefaultLogger, type WorkflowBundle } from '@temporalio/worker';
 
 /**
- * Bundles src/workflows (webpack's report kept to warnings).
+ * Bundles src/workflows, or a test's own workflows index (webpack's report kept to warnings).
  *
  * @example
  * const bundle = await bundleWorkflows();
  */
-export async function bundleWorkflows(): Promise<WorkflowBundle> {
+export async function bundleWorkflows(workflowsPath = require.resolve('../../src/workflows')): Promise<WorkflowBundle> {
   return bundleWorkflowCode({
-    workflowsPath: require.resolve('../../src/workflows'),
+    workflowsPath,
     logger: new DefaultLogger('WARN'),
   });
 }

@@ -9,6 +9,7 @@
  * global-setup.ts, so nothing is skipped there.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { WorkflowBundle } from '@temporalio/worker';
 import { openTemporal, type DevServerSettings, type TemporalServer } from '../../src/temporal-server';
 import { installQuietRuntime, VERDICT_VARIABLE, type Provisioned, type TemporalVerdict } from './global-setup';
 import { bundleWorkflows, WorkflowHarness } from './harness';
@@ -71,12 +72,15 @@ export function devServerExecutable(): string {
  * const harness = useWorkflowHarness();
  * workflowTest('...', async () => { const outcome = await play(harness(), scenarios.pack); });
  */
-export function useWorkflowHarness(open: () => Promise<TestWorkflowEnvironment> = createTestEnvironment) {
+export function useWorkflowHarness(
+  open: () => Promise<TestWorkflowEnvironment> = createTestEnvironment,
+  bundle: () => Promise<WorkflowBundle> = bundleWorkflows,
+) {
   let env: TestWorkflowEnvironment | undefined;
   let harness: WorkflowHarness | undefined;
   beforeAll(async () => {
     env = await open();
-    harness = await WorkflowHarness.start(env, await bundleWorkflows());
+    harness = await WorkflowHarness.start(env, await bundle());
   }, 180_000);
   afterAll(async () => {
     await harness?.close();

@@ -1,0 +1,116 @@
+/**
+ * tuneflow's workflows as children of a user's own (test/workflows/parent-workflows.ts, the README's pattern): typed
+ * results, callbacks that reach the child by its own workflow ID, and a parent's cancellation that reaches the child
+ * and its cleanup. Real mock service, callback receiver, activities and time-skipping test server, in real time.
+ */
+import { CancelledFailure, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
+import { bundleWorkflows } from './bundle';
+import { createTestEnvironment, useWorkflowHarness, workflowTest } from './environment';
+import { waitFor } from './harness';
+import { summarize } from './history-summary';
+import { childId, type packThenMore } from './parent-workflows';
+import { IMAGE_URLS, PET_PACK_ID } from './scenarios';
+
+jest.setTimeout(120_000);
+
+const harness = useWorkflowHarness(createTestEnvironment, () => bundleWorkflows(require.resolve('./parent-workflows')));
+
+const fastDog = { name: 'dog', branch: 'fast' as const, image_urls: IMAGE_URLS };
+
+/** The run's outcome without querying it: a parent of the user's has no progress query. */
+async function outcomeOf<R>(handle: WorkflowHandle): Promise<{ result?: R; error?: unknown }> {
+  try {
+    return { result: (await handle.result()) as R };
+  } catch (error) {
+    return { error };
+  }
+}
+
+workflowTest('trainThenGenerate as a child: typed result, callbacks addressed to the child end its waits', async () => {
+  await harness().scenario({}, (s) =>
+    s.withWorker(async () => {
+      const input = { tune: fastDog, prompts: [{ text: 'sks dog on a beach', num_images: 2 }, { text: 'sks dog' }] };
+      const parent = await s.start('orderPortraits', input, 'real');
+      const { result, error } = await outcomeOf<TrainThenGenerateResult>(parent);
+      expect(error).toBeUndefined();
+      expect(result!.prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+
+      const child = harness().realTime.workflow.getHandle(childId(parent.workflowId, 'tune'));
+      for (const url of [result!.tune.callback, ...result!.prompts.map((p) => p.callback)])
+        expect(new URL(url!).searchParams.get('workflowId')).toBe(child.workflowId);
+      expect(s.mock.stats().routes).toEqual({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 2 });
+      const history = summarize(await child.fetchHistory());
+      expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+      expect(history.signals.sort()).toEqual(['promptSettled', 'promptSettled', 'tuneTrained']);
+      expect(history.timers.every((t) => t.ended === 'cancelled')).toBe(true);
+      expect(summarize(await parent.fetchHistory()).activities).toEqual([]);
+    }),
+  );
+});
+
+workflowTest('a cancelled parent cancels its child, which deletes the tune it created before both end', async () => {
+  await harness().scenario({ mock: { trainingTime: '60s' } }, (s) =>
+    s.withWorker(async () => {
+      const input = { tune: fastDog, prompts: [{ text: 'sks dog' }], options: { cleanupOnCancel: true } };
+      const parent = await s.start('orderPortraits', input, 'real');
+      const child = harness().realTime.workflow.getHandle(childId(parent.workflowId, 'tune'));
+      await waitFor(
+        () =>
+          child.describe().then(
+            () => true,
+            () => false,
+          ),
+        () => `the child ${child.workflowId} to start`,
+      );
+      await s.progressUntil(child, (p) => p.phase === 'training' && p.tuneId !== null);
+      await parent.cancel();
+      const { error } = await outcomeOf(parent);
+      expect(error).toBeInstanceOf(WorkflowFailedError);
+      expect((await parent.describe()).status.name).toBe('CANCELLED');
+      expect((await child.describe()).status.name).toBe('CANCELLED');
+      await expect(child.result()).rejects.toMatchObject({ cause: expect.any(CancelledFailure) });
+
+      // The child's cleanup ran to its end before the parent closed: the tune it created is the one deleted.
+      const { calls } = summarize(await child.fetchHistory());
+      expect(calls.map((c) => c.activity)).toEqual(['createTune', 'deleteTune']);
+      expect(calls[1].input).toEqual({ tuneId: (calls[0].result as { id: number }).id });
+      expect(s.mock.stats().routes['DELETE /tunes/:id']).toBe(1);
+      expect(s.mock.stats().routes['POST /tunes/:id/prompts']).toBeUndefined();
+      const parentEvents = (await parent.fetchHistory()).events ?? [];
+      expect(parentEvents.some((e) => e.requestCancelExternalWorkflowExecutionInitiatedEventAttributes)).toBe(true);
+      expect(parentEvents.some((e) => e.childWorkflowExecutionCanceledEventAttributes)).toBe(true);
+    }),
+  );
+});
+
+workflowTest('packTune then generate as children: both complete by callbacks, on one tune', async () => {
+  await harness().scenario({}, (s) =>
+    s.withWorker(async () => {
+      const input = {
+        pack: { packId: PET_PACK_ID, tune: { name: 'dog', image_urls: IMAGE_URLS, characteristics: { fur: 'brown' } } },
+        more: [{ text: 'sks dog in the snow' }],
+      };
+      const parent = await s.start('packThenMore', input, 'real');
+      const { result, error } = await outcomeOf<Awaited<ReturnType<typeof packThenMore>>>(parent);
+      expect(error).toBeUndefined();
+      const { pack, more } = result!;
+      expect(more.prompts.map((p) => p.tune_id)).toEqual([pack.tune.id]);
+      expect(pack.prompts).toHaveLength(2);
+      expect(s.mock.stats().routes).toMatchObject({ 'POST /p/:pack_id/tunes': 1, 'POST /tunes/:id/prompts': 1 });
+      expect(s.mock.stats().routes['POST /tunes']).toBeUndefined();
+
+      const packChild = summarize(
+        await harness().realTime.workflow.getHandle(childId(parent.workflowId, 'pack')).fetchHistory(),
+      );
+      expect(packChild.activities).toEqual(['createPackTune', 'listPrompts']);
+      expect(packChild.signals).toContain('tuneTrained');
+      const generateChild = harness().realTime.workflow.getHandle(childId(parent.workflowId, 'generate'));
+      const generated = summarize(await generateChild.fetchHistory());
+      // The tune was trained already: one look, one create, and the prompt's callback ends the wait.
+      expect(generated.activities).toEqual(['retrieveTune', 'createPrompt']);
+      expect(generated.signals).toEqual(['promptSettled']);
+      expect(new URL(more.prompts[0].callback!).searchParams.get('workflowId')).toBe(generateChild.workflowId);
+    }),
+  );
+});
