@@ -9,7 +9,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { TuneflowPlugin } from '../src/plugin';
 import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
@@ -87,5 +88,15 @@ test('a deliberately broken workflow change fails the replay of the recorded his
   const broken = await bundleForStrictReplay(require.resolve('./replay-fixtures/broken-workflows'));
   await expect(
     replayStrictly(broken, readHistory('callbacks-happy-path.json'), 'callbacks-happy-path'),
+  ).rejects.toThrow(/nondeterminism/i);
+}, 120_000);
+
+test('a replay worker given only TuneflowPlugin gets its workflows; one with workflows of its own keeps them', async () => {
+  const plugin = new TuneflowPlugin({ api: { apiKey: API_KEY } });
+  const history = readHistory('callbacks-happy-path.json');
+  await Worker.runReplayHistory({ plugins: [plugin] }, history, 'callbacks-happy-path');
+  const own = require.resolve('./replay-fixtures/broken-workflows');
+  await expect(
+    Worker.runReplayHistory({ plugins: [plugin], workflowsPath: own }, history, 'callbacks-happy-path'),
   ).rejects.toThrow(/nondeterminism/i);
 }, 120_000);
