@@ -86,8 +86,12 @@ export function promptMatches(prompt: Record<string, unknown>, wanted: Record<st
 
 function sameValue(actual: unknown, wanted: unknown): boolean {
   if (actual === wanted) return true;
-  // Multipart requests and some responses carry numbers and booleans as strings.
-  return actual !== null && actual !== undefined && String(actual) === String(wanted);
+  if (actual === null || actual === undefined) return false;
+  // Multipart requests and some answers carry numbers and booleans as strings; decimals as Rails renders them
+  // ("3.0" for 3).
+  if (typeof wanted === 'number' && typeof actual === 'string' && actual.trim() !== '')
+    return Number(actual) === wanted;
+  return String(actual) === String(wanted);
 }
 
 function isOlderThan(timestamp: string | null | undefined, sinceMs: number): boolean {

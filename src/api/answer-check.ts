@@ -48,7 +48,8 @@ const defOf = (schema: z.ZodType): SchemaDef => (schema as unknown as { _zod: { 
 
 /**
  * The check for the schema shapes answers use (loose objects, arrays, records, unions, nullish scalars, numbers), or
- * undefined for anything else (refinements, transforms, formats, stripping objects): zod alone judges those.
+ * undefined for anything else (refinements, transforms, formats, stripping objects): zod alone judges those. A union
+ * is checked on its options up to the first one zod alone judges.
  * It is compiled to one function, as zod compiles its own objects: fields are read by name (a tree of closures reading
  * `v[key]` in a loop cost 1.3 us per tune, profiled in the client bench). Only
  * the schema's own keys (as JSON string literals) and bounds (numbers) go into the source. Where code cannot be
@@ -97,8 +98,17 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
       return inner && `(${v} === null || ${inner})`;
     }
     case 'union': {
-      const options = def.options!.map((option) => checkSource(option, v, functions));
-      return options.every((o) => o !== undefined) ? `(${options.join(' || ')})` : undefined;
+      // zod returns the first option that accepts: the options before the first one left to zod (a numeric string
+      // read as a number, an array unwrapped) can answer "as is"; a value only a later one takes goes to zod.
+      // A later option is tried only where the earlier ones' "no" is zod's "no" too (not "yes, changed").
+      const options: string[] = [];
+      for (const option of def.options!) {
+        const test = checkSource(option, v, functions);
+        if (test === undefined) break;
+        options.push(test);
+        if (!refusesAsZod(option)) break;
+      }
+      return options.length > 0 ? `(${options.join(' || ')})` : undefined;
     }
     case 'array': {
       const element = checkSource(def.element!, 'e', functions);
@@ -136,6 +146,31 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
     }
     default:
       return undefined;
+  }
+}
+
+/**
+ * True when the compiled check of `schema` says "no" only where zod refuses the value too, never where zod would
+ * accept it changed: scalars and arrays of them, not objects (zod drops a `__proto__` key) nor partial unions.
+ */
+function refusesAsZod(schema: z.ZodType): boolean {
+  const def = defOf(schema);
+  switch (def.type) {
+    case 'number':
+    case 'string':
+    case 'boolean':
+    case 'unknown':
+    case 'any':
+      return true;
+    case 'optional':
+    case 'nullable':
+      return refusesAsZod(def.innerType!);
+    case 'array':
+      return refusesAsZod(def.element!);
+    case 'union':
+      return def.options!.every(refusesAsZod);
+    default:
+      return false;
   }
 }
 

@@ -19,7 +19,7 @@ import {
   type InputIssue,
 } from './errors';
 import { acceptsAsIs } from './answer-check';
-import { ResourceId, type FileInput } from './schemas';
+import { answerIssues, ResourceId, type FileInput } from './schemas';
 
 /** Options of one HttpClient (TunesApiOptions holds the user-facing form, with Duration strings). */
 export interface HttpClientOptions {
@@ -315,7 +315,7 @@ function parseErrorBody(text: string): unknown {
 }
 
 function describeIssue(error: z.ZodError): string {
-  const issue = error.issues[0];
+  const issue = answerIssues(error)[0];
   const where = issue.path.length ? issue.path.map(String).join('.') : 'the body';
   return `${where}: ${issue.message}`;
 }

@@ -2,9 +2,10 @@
 import { z } from 'zod';
 import { parseInput } from './errors';
 import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
-import { Pack, PackDetail, PackListParams, PackTuneCreateInput, Tune } from './schemas';
+import { created, Pack, PackDetail, PackListParams, PackTuneCreateInput, Tune } from './schemas';
 
 const PackList = z.array(Pack);
+const CreatedTune = created(Tune);
 
 /**
  * `GET /packs`, `GET /p/:id`, `POST /p/:id/tunes`.
@@ -51,6 +52,6 @@ export class Packs {
     const id = resourceId(packId, 'packId');
     const tune = parseInput(PackTuneCreateInput, 'tune', input);
     const body = { ...tune, images: tune.images?.map((file) => new Upload(file)) };
-    return this.http.request('POST', `/p/${id}/tunes`, Tune, { tune: body }, undefined, options);
+    return this.http.request('POST', `/p/${id}/tunes`, CreatedTune, { tune: body }, undefined, options);
   }
 }

@@ -4,6 +4,7 @@ import { parseInput } from './errors';
 import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
 import { PagedList } from './pagination';
 import {
+  created,
   DeleteResult,
   LIMITS,
   Prompt,
@@ -13,6 +14,8 @@ import {
 } from './schemas';
 
 const PromptList = z.array(Prompt);
+// The service has answered a prompt create with a one-element array (its official client handles that).
+const CreatedPrompt = created(Prompt);
 
 /**
  * The wire form of prompt attributes: files become multipart parts (`prompt[input_image]`), everything else as is.
@@ -48,7 +51,7 @@ export class Prompts {
     return this.http.request(
       'POST',
       `/tunes/${id}/prompts`,
-      Prompt,
+      CreatedPrompt,
       { prompt: promptBody(prompt) },
       undefined,
       options,

@@ -119,78 +119,123 @@ export const FileInput = z.union(
 export type FileInput = z.infer<typeof FileInput>;
 
 // ---------------------------------------------------------------------------------------------------------------
-// Objects returned by the service (spec 2, service notes). Loose: unknown fields pass through.
+// Objects returned by the service (spec 2, service notes). Liberal: only the fields tuneflow reads are checked, and
+// those as the live service renders them; every other field passes through unchanged.
 
 const timestamp = z.string();
 
+/** A decimal as Rails renders it ("3.0", "-12", "1e3"): what the service puts in JSON for numeric columns. */
+const NUMERIC_STRING = /^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
+
+/**
+ * A number the service may send as a numeric string (`"cfg_scale": "3.0"`): read as that number. Answer fields
+ * tuneflow reads (and `cost_mc`) use it; the compiled answer check takes plain numbers as they are and leaves
+ * strings to zod.
+ *
+ * @example
+ * numeric().parse('3.0'); // 3
+ * numeric({ int: true }).parse('12'); // 12
+ */
+export function numeric({ int = false }: { int?: boolean } = {}) {
+  const rule = int ? 'must be an integer or a string of one' : 'must be a number or a numeric string';
+  const number = int ? z.number({ error: rule }).int({ error: rule }) : z.number({ error: rule });
+  return z.union([number, z.string().regex(NUMERIC_STRING, { error: rule }).transform(Number).pipe(number)], {
+    error: rule,
+  });
+}
+
+/** `""` where the service usually sends null (an empty Rails column): read as null. */
+const emptyAsNull = z.literal('').transform(() => null);
+
+/** An optional answer field that may be null or `""` for null. */
+const orNull = <S extends z.ZodType>(schema: S) => z.union([schema, emptyAsNull]).nullish();
+
+const answerId = numeric({ int: true });
+
+/**
+ * An answer to a create: the object, or (as the service has answered a prompt create) a one-element array holding
+ * it. Either way the object comes out.
+ *
+ * @example
+ * await http.request('POST', '/tunes/1/prompts', created(Prompt), body);
+ */
+export function created<S extends z.ZodType>(schema: S) {
+  return z.union([schema, z.tuple([schema]).transform(([object]) => object)]);
+}
+
+/**
+ * The issues of a refused answer, each union's replaced by those of its first option: for created(...), what is
+ * wrong with the object, not that it is no one-element array either.
+ *
+ * @example
+ * answerIssues(created(Prompt).safeParse({ id: 1 }).error!)[0].path; // ['tune_id']
+ */
+export function answerIssues(error: z.ZodError): z.core.$ZodIssue[] {
+  const flatten = (issue: z.core.$ZodIssue, prefix: PropertyKey[]): z.core.$ZodIssue[] => {
+    const path = [...prefix, ...issue.path];
+    if (issue.code === 'invalid_union' && issue.errors[0]?.length)
+      return issue.errors[0].flatMap((inner) => flatten(inner, path));
+    return [{ ...issue, path }];
+  };
+  return error.issues.flatMap((issue) => flatten(issue, []));
+}
+
+/**
+ * A tune. Checked: what tuneflow reads (ids, kind, title, training times). Passed through unchanged: everything else
+ * (`token`, `steps`, `args`, `ckpt_url(s)`, `orig_images`, `face_crop`, `cost_mc`, ...).
+ */
 export const Tune = z.looseObject({
-  id: z.number().int(),
+  id: answerId,
   title: z.string().nullish(),
   name: z.string().nullish(),
-  token: z.string().nullish(),
-  base_tune_id: z.number().int().nullish(),
-  args: z.unknown().optional(),
-  steps: z.number().int().nullish(),
-  face_crop: z.boolean().nullish(),
-  training_face_correct: z.boolean().nullish(),
-  is_api: z.boolean().nullish(),
-  ckpt_url: z.string().nullish(),
-  ckpt_urls: z.array(z.string()).nullish(),
+  base_tune_id: orNull(answerId),
   eta: timestamp.nullish(),
   trained_at: timestamp.nullish(),
   started_training_at: timestamp.nullish(),
   expires_at: timestamp.nullish(),
   created_at: timestamp.nullish(),
-  updated_at: timestamp.nullish(),
   branch: z.string().nullish(),
   model_type: z.string().nullish(),
-  url: z.string().nullish(),
-  orig_images: z.array(z.string()).nullish(),
   callback: z.string().nullish(),
-  preset: z.string().nullish(),
 });
 export type Tune = z.infer<typeof Tune>;
 
+/**
+ * A prompt. Checked: what tuneflow reads (ids, `images`, `user_error`, times). Passed through unchanged: everything
+ * else, as the service renders it (`"cfg_scale": "3.0"`, `seed`, `steps`, `aspect_ratio`, `cost_mc`, ...).
+ */
 export const Prompt = z.looseObject({
-  id: z.number().int(),
+  id: answerId,
+  tune_id: answerId,
   callback: z.string().nullish(),
-  text: z.string(),
-  negative_prompt: z.string().nullish(),
-  cfg_scale: z.number().nullish(),
-  steps: z.number().int().nullish(),
-  seed: z.number().int().nullish(),
+  text: z.string().nullish(),
   trained_at: timestamp.nullish(),
   started_training_at: timestamp.nullish(),
   created_at: timestamp.nullish(),
-  updated_at: timestamp.nullish(),
-  tune_id: z.number().int(),
-  url: z.string().nullish(),
   /** Generated image URLs; present once the prompt has run (service notes). */
-  images: z.array(z.string()).nullish(),
+  images: orNull(z.array(z.string())),
   /** A failed generation: terminal, like `images`. */
   user_error: z.string().nullish(),
 });
 export type Prompt = z.infer<typeof Prompt>;
 
 export const Pack = z.looseObject({
-  id: z.number().int(),
-  base_tune_id: z.number().int().nullish(),
+  id: answerId,
+  base_tune_id: orNull(answerId),
   slug: z.string().nullish(),
   title: z.string().nullish(),
   token: z.string().nullish(),
-  multiplier: z.number().nullish(),
+  multiplier: orNull(numeric()),
   model_type: z.string().nullish(),
   public_at: timestamp.nullish(),
   /** Supported classes are its keys; values are millicents. */
-  cost_mc_hash: z.record(z.string(), z.number()).nullish(),
+  cost_mc_hash: z.record(z.string(), numeric()).nullish(),
 });
 export type Pack = z.infer<typeof Pack>;
 
 export const PackDetail = Pack.extend({
   cover_url: z.string().nullish(),
-  costs: z
-    .record(z.string(), z.looseObject({ cost: z.number().nullish(), num_images: z.number().nullish() }))
-    .nullish(),
+  costs: z.record(z.string(), z.looseObject({ cost: orNull(numeric()), num_images: orNull(numeric()) })).nullish(),
   prompts_per_class: z.record(z.string(), z.array(z.looseObject({}))).nullish(),
 });
 export type PackDetail = z.infer<typeof PackDetail>;

@@ -4,9 +4,10 @@ import { parseInput } from './errors';
 import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
 import { PagedList } from './pagination';
 import { promptBody } from './prompts';
-import { DeleteResult, LIMITS, Tune, TuneCreateInput, TuneListParams } from './schemas';
+import { created, DeleteResult, LIMITS, Tune, TuneCreateInput, TuneListParams } from './schemas';
 
 const TuneList = z.array(Tune);
+const CreatedTune = created(Tune);
 // The body of a tune delete is not shown by the spec: nothing, or any object.
 const TuneDeleteResult = DeleteResult.optional();
 
@@ -33,7 +34,7 @@ export class Tunes {
       images: tune.images?.map((file) => new Upload(file)),
       prompts_attributes: tune.prompts_attributes?.map(promptBody),
     };
-    return this.http.request('POST', '/tunes', Tune, { tune: body }, undefined, options);
+    return this.http.request('POST', '/tunes', CreatedTune, { tune: body }, undefined, options);
   }
 
   /**

@@ -9,7 +9,7 @@ import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } 
 import type { Logger } from '@temporalio/common';
 import { z } from 'zod';
 import { acceptsAsIs } from '../api/answer-check';
-import { Prompt, Tune } from '../api/schemas';
+import { answerIssues, created, Prompt, Tune } from '../api/schemas';
 import { type Duration, durationToMs } from '../duration';
 import { createJsonLogger } from '../logging';
 import { CallbackKind, packPromptsSettledSignal, promptSettledSignal, tuneTrainedSignal } from '../workflows/messages';
@@ -170,10 +170,14 @@ const PromptList = z.array(Prompt);
 
 /** Keyed by the whole path, so routing is one Map look-up. */
 const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
-  ['/callbacks/tune', { kind: CallbackKind.tune, subject: 'tune', schema: Tune, unwrap: unwrapObject('tune') }],
+  // The client's answer schemas: numeric strings read as numbers, one object in an array taken as that object.
+  [
+    '/callbacks/tune',
+    { kind: CallbackKind.tune, subject: 'tune', schema: created(Tune), unwrap: unwrapObject('tune') },
+  ],
   [
     '/callbacks/prompt',
-    { kind: CallbackKind.prompt, subject: 'prompt', schema: Prompt, unwrap: unwrapObject('prompt') },
+    { kind: CallbackKind.prompt, subject: 'prompt', schema: created(Prompt), unwrap: unwrapObject('prompt') },
   ],
   [
     '/callbacks/pack-prompts',
@@ -318,7 +322,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
       ? { success: true as const, data: payload as Tune | Prompt | Prompt[] }
       : route.schema.safeParse(payload);
     if (!parsed.success) {
-      const issues = parsed.error.issues
+      const issues = answerIssues(parsed.error)
         .slice(0, MAX_ISSUES_SHOWN)
         .map((i) => `${[route.subject, ...i.path].join('.')}: ${i.message}`);
       logger.warn('callback refused', { kind, workflowId, status: 422, reason: 'invalid object', issues });

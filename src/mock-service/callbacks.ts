@@ -34,6 +34,8 @@ export class CallbackSender {
     private readonly clock: Clock,
     private readonly faults: FaultInjector,
     private readonly log: (line: string) => void,
+    /** How bodies are rendered (the answer style). */
+    private readonly render: (body: unknown) => unknown = (body) => body,
   ) {}
 
   /**
@@ -50,7 +52,7 @@ export class CallbackSender {
     const times = this.faults.chance('callbackDuplicateRate') ? 2 : 1;
     if (times === 2) this.stats.duplicated++;
     // The body is taken now: a callback reports the object as it was when the event happened.
-    const payload = JSON.stringify(body);
+    const payload = JSON.stringify(this.render(body));
     const go = () => {
       for (let i = 0; i < times; i++) this.post(url, payload);
     };

@@ -23,6 +23,12 @@ export interface Faults {
    */
   status504Rate?: number;
   /**
+   * Share of API requests that ARE processed and then answered 200 with a body cut short (not JSON): an answer the
+   * client cannot read, for a request that took effect.
+   * @default 0
+   */
+  garbledAnswerRate?: number;
+  /**
    * How long a 504 answer waits after processing, in milliseconds.
    * @default 0
    */
@@ -77,6 +83,7 @@ function faultsSchema(known: ReadonlySet<string>) {
       status500Rate: rate.optional(),
       status429Rate: rate.optional(),
       status504Rate: rate.optional(),
+      garbledAnswerRate: rate.optional(),
       status504DelayMs: millis.optional(),
       callbackDropRate: rate.optional(),
       callbackDuplicateRate: rate.optional(),
@@ -98,19 +105,20 @@ function faultsSchema(known: ReadonlySet<string>) {
     })
     .superRefine((f, ctx) => {
       // Refinements also run after field errors: judge the sum only of rates that are valid on their own.
-      const rates = [f.status500Rate, f.status429Rate, f.status504Rate].map((r) =>
+      const rates = [f.status500Rate, f.status429Rate, f.status504Rate, f.garbledAnswerRate].map((r) =>
         typeof r === 'number' && r >= 0 && r <= 1 ? r : 0,
       );
-      if (rates[0] + rates[1] + rates[2] > 1)
+      if (rates[0] + rates[1] + rates[2] + rates[3] > 1)
         ctx.addIssue({
           code: 'custom',
           path: ['status500Rate'],
-          message: 'the three status rates must add up to at most 1',
+          message: 'the three status rates and garbledAnswerRate must add up to at most 1',
         });
     }) satisfies z.ZodType<Faults>;
 }
 
-export type StatusFault = 500 | 429 | 504;
+/** A status fault, or `garbled`: processed, then answered with a body that is not JSON. */
+export type StatusFault = 500 | 429 | 504 | 'garbled';
 
 /** Decides, request by request and callback by callback, whether a fault happens. */
 export class FaultInjector {
@@ -152,11 +160,11 @@ export class FaultInjector {
 
   /**
    * The status fault for one request to `route`, if any.
-   * @example injector.statusFault('POST /tunes') // 500 | 429 | 504 | undefined
+   * @example injector.statusFault('POST /tunes') // 500 | 429 | 504 | 'garbled' | undefined
    */
   statusFault(route: string): StatusFault | undefined {
     const f = this.faults;
-    const total = (f.status500Rate ?? 0) + (f.status429Rate ?? 0) + (f.status504Rate ?? 0);
+    const total = (f.status500Rate ?? 0) + (f.status429Rate ?? 0) + (f.status504Rate ?? 0) + (f.garbledAnswerRate ?? 0);
     if (total === 0) return undefined;
     if (this.routes && !this.routes.has(route)) return undefined;
     if (f.maxFaults !== undefined && this.injected >= f.maxFaults) return undefined;
@@ -165,7 +173,8 @@ export class FaultInjector {
     let fault: StatusFault | undefined;
     if (r < (f.status500Rate ?? 0)) fault = 500;
     else if (r < (f.status500Rate ?? 0) + (f.status429Rate ?? 0)) fault = 429;
-    else if (r < total) fault = 504;
+    else if (r < (f.status500Rate ?? 0) + (f.status429Rate ?? 0) + (f.status504Rate ?? 0)) fault = 504;
+    else if (r < total) fault = 'garbled';
     if (fault) this.injected++;
     return fault;
   }

@@ -9,6 +9,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { durationToMs, type Duration } from '../duration';
+import { AnswerStyle, railsStyle } from './answer-style';
 import { CallbackSender } from './callbacks';
 import { Clock } from './clock';
 import { FaultInjector, type Faults } from './faults';
@@ -22,6 +23,7 @@ import { Store } from './store';
 import { themeRoutes } from './themes';
 import { tuneRoutes } from './tunes';
 
+export { AnswerStyle } from './answer-style';
 export type { CallbackStats } from './callbacks';
 export type { Faults } from './faults';
 export { FLUX_BASE_TUNE, PACKS } from './fixtures';
@@ -71,6 +73,13 @@ export interface MockServiceOptions {
    */
   publicUrl?: string;
   /**
+   * How answers and callbacks are rendered: `plain` JSON as the spec shows it, or `rails` as the live service has
+   * been seen to send it (decimals as strings such as `"cfg_scale": "3.0"`, `""` for an empty text, a prompt create
+   * answered as a one-element array).
+   * @default 'plain'
+   */
+  answerStyle?: AnswerStyle;
+  /**
    * Receives one short line per request, and callback failures.
    * @default silent
    */
@@ -114,7 +123,13 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
   const apiRouteKeys = new Set<string>();
   const faults = new FaultInjector(apiRouteKeys);
   const clock = new Clock();
-  const callbacks = new CallbackSender(clock, faults, quiet);
+  const answerStyle = options.answerStyle ?? AnswerStyle.plain;
+  const callbacks = new CallbackSender(
+    clock,
+    faults,
+    quiet,
+    answerStyle === AnswerStyle.rails ? railsStyle : undefined,
+  );
   const counter = new RouteCounter();
   const stats = (): MockStats => ({
     routes: counter.toJSON(),
@@ -147,6 +162,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
       apiKeys: options.apiKeys && new Set(options.apiKeys),
       delay: (ms, fn) => clock.after(ms, fn),
       log,
+      answerStyle,
     },
     counter,
   );

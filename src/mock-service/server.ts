@@ -7,8 +7,9 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { InvalidInputError } from '../api/errors';
+import { ARRAY_ANSWER_ROUTES, AnswerStyle, railsStyle } from './answer-style';
 import type { CallbackStats } from './callbacks';
-import type { FaultInjector } from './faults';
+import type { FaultInjector, StatusFault } from './faults';
 import { ImageMaker } from './images';
 import { invalidInput, notFound, RequestContext, ServiceError, type Reply, type RouteDefinition } from './requests';
 import type { Account, Store } from './store';
@@ -95,6 +96,8 @@ export interface ServerParts {
   readonly apiKeys: ReadonlySet<string> | undefined;
   readonly delay: (ms: number, fn: () => void) => void;
   readonly log: ((line: string) => void) | undefined;
+  /** How answers are rendered. */
+  readonly answerStyle: AnswerStyle;
 }
 
 /** Counts requests per route; a Map, as route keys are not trusted object keys. */
@@ -179,7 +182,7 @@ export function serveMock(server: Server, parts: ServerParts, counter: RouteCoun
     const { route, params } = match;
     if (route.kind !== 'mock') counter.add(route.key);
 
-    let fault: 500 | 429 | 504 | undefined;
+    let fault: StatusFault | undefined;
     let reply: Reply;
     try {
       let account: Account | undefined;
@@ -203,6 +206,16 @@ export function serveMock(server: Server, parts: ServerParts, counter: RouteCoun
       reply = await route.handle(new RequestContext(req, account, params, query));
     } catch (error) {
       reply = failure(error, req);
+    }
+    if (parts.answerStyle === AnswerStyle.rails && reply.body !== undefined) {
+      const body = railsStyle(reply.body);
+      reply = { ...reply, body: reply.status < 300 && ARRAY_ANSWER_ROUTES.has(route.key) ? [body] : body };
+    }
+    if (fault === 'garbled' && reply.status < 300) {
+      // Processed, but the answer that arrives is cut short: the client cannot tell what was made.
+      const json = JSON.stringify(reply.body ?? {});
+      const garbled = { status: 200, bytes: Buffer.from(json.slice(0, Math.ceil(json.length / 2))), type: JSON_TYPE };
+      return send(req, res, garbled, started);
     }
     if (fault === 504) {
       // Processed, but the answer is lost, as when the service passes its 30 s limit.

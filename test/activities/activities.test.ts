@@ -248,6 +248,58 @@ describe('createPrompt', () => {
   });
 });
 
+describe('answers as the live service renders them (the mock in rails style)', () => {
+  let rails: Mock;
+  beforeAll(async () => {
+    rails = await startMockService({ trainingTime: '200ms', inferenceTime: '100ms', answerStyle: 'rails' });
+  });
+  afterAll(() => rails.close());
+  beforeEach(() => rails.setFaults({}));
+
+  test('creates, lists and reads prompts answered with decimals as strings and creates as one-element arrays', async () => {
+    const { api, activities } = account(rails.url);
+    const t = await run(activities, 'createTune', { tune: tune('job-rails') }, { workflowId: 'job-rails' });
+    const input = { tuneId: t.id, prompt: { text: 'ohwx woman', cfg_scale: 3 }, key: 'p0' };
+    const prompt = await run(activities, 'createPrompt', input, { workflowId: 'job-rails' });
+    expect(prompt).toMatchObject({ tune_id: t.id, cfg_scale: '3.0', negative_prompt: '' });
+    expect(Array.isArray(prompt)).toBe(false);
+    const listed = await run(activities, 'listPrompts', { tuneId: t.id });
+    expect(listed).toEqual([expect.objectContaining({ id: prompt.id, cfg_scale: '3.0' })]);
+    expect(await run(activities, 'retrievePrompt', { tuneId: t.id, promptId: prompt.id })).toMatchObject({
+      id: prompt.id,
+      cfg_scale: '3.0',
+    });
+    expect(await api.prompts.list(t.id)).toHaveLength(1);
+  });
+
+  test('a prompt create answered with a body cut short is not made twice: the retry finds it ("3.0" is 3)', async () => {
+    const { api, activities } = account(rails.url);
+    const t = await run(activities, 'createTune', { tune: tune('job-garbled') }, { workflowId: 'job-garbled' });
+    rails.setFaults({ garbledAnswerRate: 1, faultRoutes: ['POST /tunes/:id/prompts'], maxFaults: 1 });
+    const input = { tuneId: t.id, prompt: { text: 'ohwx woman', cfg_scale: 3, seed: 9 }, key: 'p0' };
+    const posts = rails.stats().routes['POST /tunes/:id/prompts'] ?? 0;
+    const failure = await failureOf(run(activities, 'createPrompt', input, { workflowId: 'job-garbled' }));
+    expect(failure.type).toBe('UnexpectedResponse');
+    expect(failure.nonRetryable).toBe(false);
+
+    const found = await run(activities, 'createPrompt', input, { attempt: 2, workflowId: 'job-garbled' });
+    expect(found).toMatchObject({ tune_id: t.id, cfg_scale: '3.0' });
+    expect(rails.stats().routes['POST /tunes/:id/prompts']).toBe(posts + 1);
+    expect(rails.stats().faults.injected).toBe(1);
+    expect((await api.prompts.list(t.id)).map((p) => p.id)).toEqual([found.id]);
+  });
+
+  test('a tune create answered with a body cut short is not made twice: the retry finds it by title', async () => {
+    const { api, activities } = account(rails.url);
+    rails.setFaults({ garbledAnswerRate: 1, faultRoutes: ['POST /tunes'], maxFaults: 1 });
+    const failure = await failureOf(run(activities, 'createTune', { tune: tune('job-garbled-tune') }));
+    expect(failure.type).toBe('UnexpectedResponse');
+    const found = await run(activities, 'createTune', { tune: tune('job-garbled-tune') }, { attempt: 2 });
+    expect(found.title).toBe('job-garbled-tune');
+    expect((await api.tunes.list()).map((t) => t.id)).toEqual([found.id]);
+  });
+});
+
 describe('reads, lists and deletes', () => {
   test('listPrompts returns the prompts from minId up, in one list call', async () => {
     const { activities } = account();

@@ -7,7 +7,17 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { acceptsAsIs } from '../../src/api/answer-check';
-import { DeleteResult, InspectionResult, Pack, PackDetail, Prompt, ResourceId, Tune } from '../../src/api/schemas';
+import {
+  created,
+  DeleteResult,
+  InspectionResult,
+  numeric,
+  Pack,
+  PackDetail,
+  Prompt,
+  ResourceId,
+  Tune,
+} from '../../src/api/schemas';
 
 /** What the check must say: zod accepts the value and gives it back as it is. */
 const zodAcceptsAsIs = (schema: z.ZodType, value: unknown): boolean => {
@@ -29,6 +39,16 @@ const SAMPLES: unknown[] = [
   '',
   'x',
   '2025-03-01T10:00:00.000Z',
+  // Numbers as the service renders them sometimes (Rails decimals), and strings that only look numeric.
+  '3.0',
+  '12',
+  '-1',
+  '.5',
+  '1e3',
+  '1e999',
+  ' 3',
+  '3,0',
+  '0x10',
   true,
   false,
   [],
@@ -38,6 +58,13 @@ const SAMPLES: unknown[] = [
   ['x', 2],
   [{}],
   [[1]],
+  // A created object answered as a one-element array, and arrays that are not that.
+  [{ id: 3, tune_id: 1504944, text: 'x' }],
+  [{ id: '3', tune_id: '1504944' }],
+  [
+    { id: 3, tune_id: 1 },
+    { id: 4, tune_id: 1 },
+  ],
   {},
   { a: 1 },
   { man: 150000 },
@@ -109,7 +136,15 @@ const objects: { name: string; schema: z.ZodType; valid: Record<string, unknown>
   { name: 'PackDetail', schema: PackDetail, valid: packDetail },
   { name: 'InspectionResult', schema: InspectionResult, valid: inspection },
   { name: 'DeleteResult', schema: DeleteResult, valid: { message: 'deleted' } },
+  { name: 'created(Tune)', schema: created(Tune), valid: tune },
+  { name: 'created(Prompt)', schema: created(Prompt), valid: prompt },
 ];
+
+/** The keys of an object schema, or of the object a created(...) union holds first. */
+function shapeKeys(schema: z.ZodType): string[] {
+  const object = schema instanceof z.ZodUnion ? (schema.options[0] as z.ZodType) : schema;
+  return Object.keys((object as z.ZodObject).shape);
+}
 
 /** The valid object with `key` replaced by `value` (or left out, for undefined), as JSON.parse would give it. */
 function withField(valid: Record<string, unknown>, key: string, value: unknown): Record<string, unknown> {
@@ -127,7 +162,7 @@ describe('the compiled answer check', () => {
   });
 
   test.each(objects)('agrees with zod on every field of the $name replaced by each sample', ({ schema, valid }) => {
-    const keys = [...Object.keys((schema as z.ZodObject).shape), ...Object.keys(valid), 'unknown_field'];
+    const keys = [...shapeKeys(schema), ...Object.keys(valid), 'unknown_field'];
     let compared = 0;
     for (const key of new Set(keys)) {
       for (const sample of SAMPLES) {
@@ -219,6 +254,45 @@ describe('the compiled answer check', () => {
         expect([value, acceptsAsIs(schema, value)]).toEqual([value, zodAcceptsAsIs(schema, value)]);
       }
     }
+  });
+
+  test('never accepts what zod would refuse or change, in unions whose options zod alone judges', () => {
+    const schemas = [
+      numeric(),
+      numeric({ int: true }),
+      numeric().nullish(),
+      z.union([numeric(), z.string()]),
+      z.union([z.string(), numeric()]),
+      z.union([numeric({ int: true }), z.literal('').transform(() => null)]).nullish(),
+      z.union([z.looseObject({ id: z.number() }), z.string()]),
+      z.union([z.number(), z.array(z.number()), z.string()]),
+      z.record(z.string(), numeric()),
+    ];
+    let accepted = 0;
+    for (const schema of schemas) {
+      for (const value of [...SAMPLES, { id: 1 }, JSON.parse('{"__proto__": 1, "id": 1}') as unknown, { man: '1.5' }]) {
+        // Where a union stops compiling, "ask zod" may stand for a value zod takes as is: the check must never say
+        // yes where zod would refuse or change the value.
+        if (acceptsAsIs(schema, value)) {
+          expect([value, zodAcceptsAsIs(schema, value)]).toEqual([value, true]);
+          accepted++;
+        } else if (schema !== schemas[3] && schema !== schemas[6] && schema !== schemas[7])
+          expect([value, zodAcceptsAsIs(schema, value)]).toEqual([value, false]);
+      }
+    }
+    expect(accepted).toBeGreaterThan(20);
+  });
+
+  test('reads numeric strings as numbers and a one-element array as its object (through zod, never as is)', () => {
+    expect(numeric().parse('3.0')).toBe(3);
+    expect(numeric({ int: true }).parse('1504944')).toBe(1504944);
+    expect(numeric({ int: true }).safeParse('3.5').success).toBe(false);
+    expect(numeric().safeParse('1e999').success).toBe(false);
+    const answer = [{ ...prompt, id: '3', tune_id: '1504944', cfg_scale: '3.0', base: '' }];
+    expect(acceptsAsIs(created(Prompt), answer)).toBe(false);
+    expect(created(Prompt).parse(answer)).toEqual({ ...prompt, id: 3, tune_id: 1504944, cfg_scale: '3.0', base: '' });
+    expect(Tune.parse({ ...tune, base_tune_id: '', id: '7' })).toMatchObject({ id: 7, base_tune_id: null });
+    expect(Prompt.parse({ ...prompt, images: '' }).images).toBeNull();
   });
 
   test('leaves to zod what it does not compile: stripping objects, refinements, transforms, formats', () => {

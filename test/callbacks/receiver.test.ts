@@ -188,6 +188,39 @@ describe('valid callbacks signal once with the parsed payload', () => {
     expect(calls).toEqual([{ workflowId: 'pack-job', kind: 'pack-prompts', payload: [prompt] }]);
   });
 
+  it('the live service\'s shapes: numeric strings read as numbers where tuneflow reads them, "" as null, the rest as sent', async () => {
+    const live = { ...prompt, id: '29716915', tune_id: '1504944', cfg_scale: '3.0', cost_mc: '1200', images: '' };
+    const res = await send(signedPath('prompt', 'job-1'), live);
+    expect(res.status).toBe(200);
+    const expected = { ...live, id: 29716915, tune_id: 1504944, images: null };
+    expect(calls).toEqual([{ workflowId: 'job-1', kind: 'prompt', payload: expected }]);
+    expect((calls[0].payload as Prompt).cfg_scale).toBe('3.0');
+
+    calls.length = 0;
+    const liveTune = { ...tune, id: '1504944', base_tune_id: '', steps: '500' };
+    expect((await send(signedPath('tune', 'job-1'), liveTune)).status).toBe(200);
+    expect(calls).toEqual([
+      { workflowId: 'job-1', kind: 'tune', payload: { ...liveTune, id: 1504944, base_tune_id: null } },
+    ]);
+  });
+
+  it('a prompt or a tune as a one-element array, as the service answers a prompt create', async () => {
+    expect((await send(signedPath('prompt', 'job-1'), [prompt])).status).toBe(200);
+    expect((await send(signedPath('tune', 'job-1'), [tune])).status).toBe(200);
+    expect(calls).toEqual([
+      { workflowId: 'job-1', kind: 'prompt', payload: prompt },
+      { workflowId: 'job-1', kind: 'tune', payload: tune },
+    ]);
+  });
+
+  it('pack prompts with numeric strings', async () => {
+    const res = await send(signedPath('pack-prompts', 'pack-job'), [{ ...prompt, id: '5', cfg_scale: '7.5' }]);
+    expect(res.status).toBe(200);
+    expect(calls).toEqual([
+      { workflowId: 'pack-job', kind: 'pack-prompts', payload: [{ ...prompt, id: 5, cfg_scale: '7.5' }] },
+    ]);
+  });
+
   it('a body that only zod can judge is signalled as zod gives it (a JSON "__proto__" key dropped)', async () => {
     // The compiled fast path leaves this body to zod, which returns the prompt without that key.
     const res = await send(
@@ -322,8 +355,9 @@ describe('refused callbacks signal nothing', () => {
     expect(body.error).toBe('body is not a valid prompt object');
     expect(body.issues).toEqual([expect.stringMatching(/^prompt\.tune_id: /)]);
 
-    expect((await send(signedPath('tune', 'job-1'), { ...tune, id: '1504944' })).status).toBe(422);
-    expect((await send(signedPath('tune', 'job-1'), [tune])).status).toBe(422);
+    expect((await send(signedPath('tune', 'job-1'), { ...tune, id: 'one' })).status).toBe(422);
+    expect((await send(signedPath('tune', 'job-1'), { ...tune, id: '15.5' })).status).toBe(422);
+    expect((await send(signedPath('tune', 'job-1'), [tune, tune])).status).toBe(422);
     expect((await send(signedPath('prompt', 'job-1'), { prompt: { id: 1 } })).status).toBe(422);
     expect((await send(signedPath('prompt', 'job-1'), 'null')).status).toBe(422);
     expect((await send(signedPath('pack-prompts', 'job-1'), prompt)).status).toBe(422);
