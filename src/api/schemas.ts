@@ -208,7 +208,7 @@ export const Prompt = z.looseObject({
   id: answerId,
   tune_id: answerId,
   callback: z.string().nullish(),
-  text: z.string().nullish(),
+  text: z.string(),
   trained_at: timestamp.nullish(),
   started_training_at: timestamp.nullish(),
   created_at: timestamp.nullish(),
