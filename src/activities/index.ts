@@ -12,6 +12,7 @@ import type { CallbackSigner } from '../callbacks/signing';
 import { CallbackKind } from '../workflows/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../workflows/inputs';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
+import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
 
 export { toApplicationFailure } from './failures';
@@ -34,10 +35,12 @@ export interface TuneflowActivities {
   createPrompt(input: { tuneId: number; prompt: PromptSpec; key: string }): Promise<Prompt>;
   retrievePrompt(input: { tuneId: number; promptId: number }): Promise<Prompt>;
   /**
-   * The tune's prompts with id >= minId, newest first, at most `limit` of them: one list call unless there are more
-   * than a page.
+   * The tune's prompts, newest first. With `promptIds` (a job's poll of its own prompts): only those, read with one
+   * list page starting at the newest of them and by id for any it did not reach, so neither the calls nor the result
+   * grow with other jobs' prompts on the tune (a Flux base tune is shared). Without: those with id >= minId, at most
+   * `limit` of them, one list call unless there are more than a page.
    */
-  listPrompts(input: { tuneId: number; minId?: number; limit?: number }): Promise<Prompt[]>;
+  listPrompts(input: { tuneId: number; minId?: number; limit?: number; promptIds?: number[] }): Promise<Prompt[]>;
   /** DELETE /tunes/:tune_id/prompts/:id; a prompt that is already gone counts as deleted. */
   deletePrompt(input: { tuneId: number; promptId: number }): Promise<void>;
   /** POST /p/:packId/tunes with the signed tune, prompt and prompts callbacks; looks up by title on a retry. */
@@ -117,8 +120,9 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(() => api.prompts.retrieve(tuneId, promptId, options()));
     },
 
-    async listPrompts({ tuneId, minId, limit }) {
+    async listPrompts({ tuneId, minId, limit, promptIds }) {
       return mapped(async () => {
+        if (promptIds !== undefined) return listOwnPrompts(api, tuneId, promptIds, options());
         const prompts: Prompt[] = [];
         if (limit !== undefined && limit < 1) return prompts;
         const page = Math.min(limit ?? PAGE, PAGE);

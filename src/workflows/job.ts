@@ -201,8 +201,8 @@ export class Job {
   }
 
   /**
-   * Waits until every prompt is settled: for callbacks, polling all of them with one list call of `tuneId`; fails
-   * with PromptsNeverSettled at the prompt deadline.
+   * Waits until every prompt is settled: for callbacks, polling all of them with one list call of `tuneId` (and by id
+   * those that other prompts on the tune pushed off its page); fails with PromptsNeverSettled at the prompt deadline.
    *
    * @example
    * await job.waitUntilSettled(target.tuneId);
@@ -214,8 +214,11 @@ export class Job {
       this.options.promptTimeoutMs,
       0,
       async () => {
-        const listed = await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.pollMinId() }), true);
-        this.prompts.learn(listed);
+        // Only this run's prompts, by id, once all are known: other jobs' prompts on a shared (Flux base) tune
+        // neither cost calls nor enter history.
+        const promptIds = this.prompts.pollIds();
+        const query = promptIds ? { tuneId, promptIds } : { tuneId, minId: this.prompts.pollMinId() };
+        this.prompts.learn(await this.counted(polls.listPrompts(query), true));
       },
     );
     if (!wait.done) {

@@ -268,6 +268,17 @@ export class PromptLedger {
   }
 
   /**
+   * The ids a poll asks for, once every prompt the workflow waits for is known: its unsettled ones. Undefined while
+   * some are not known yet (a pack before its listing): the poll then lists from `pollMinId`.
+   */
+  pollIds(): number[] | undefined {
+    if (this.expected === undefined || this.ours.size < this.expected) return undefined;
+    return this.unsettled()
+      .map((p) => p.id)
+      .sort((a, b) => a - b);
+  }
+
+  /**
    * Our prompts, in the caller's order (then by id).
    *
    * @example

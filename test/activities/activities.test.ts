@@ -319,6 +319,27 @@ describe('reads, lists and deletes', () => {
     expect(newest.map((p) => p.id)).toEqual([Math.max(...ids)]);
   });
 
+  test("listPrompts with promptIds returns only the job's prompts, in 1 + (pushed off the page) calls", async () => {
+    const { api, activities } = account();
+    const t = await run(activities, 'createTune', { tune: tune('job-own') });
+    const others = (n: number) =>
+      Promise.all(Array.from({ length: n }, (_, i) => api.prompts.create(t.id, { text: `other job ${i}` })));
+    const [first] = await createPrompts(activities, t.id, ['a'], 'job-own');
+    await others(130); // more than a page between the job's first and last prompt
+    const [second, gone] = await createPrompts(activities, t.id, ['b', 'c'], 'job-own');
+    await others(300); // made after the job's prompts: never read
+    await api.prompts.delete(t.id, gone);
+    const before = { ...mock.stats().routes };
+    const listed = await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [first, second, gone] });
+    expect(listed.map((p) => p.id)).toEqual([second, first]); // newest first; the deleted one left out
+    const after = mock.stats().routes;
+    const calls = (route: string) => (after[route] ?? 0) - (before[route] ?? 0);
+    // One page from the job's newest prompt down; by id the one it did not reach and the deleted one (404).
+    expect(calls('GET /tunes/:id/prompts')).toBe(1);
+    expect(calls('GET /tunes/:tune_id/prompts/:id')).toBe(2);
+    expect(await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [] })).toEqual([]);
+  });
+
   test('retrieveTune of an unknown tune: NotFound, never retried', async () => {
     const { activities } = account();
     const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 999_999_999 }));

@@ -202,6 +202,20 @@ describe('PromptLedger (prompts the run creates)', () => {
     expect(ledger.pollMinId()).toBeUndefined();
   });
 
+  test('polls ask for the unsettled prompts by id once all are known, never for prompts not yet created', () => {
+    const ledger = new PromptLedger(3);
+    ledger.adopt(prompt(13), 2);
+    ledger.adopt(prompt(11), 0);
+    expect(ledger.pollIds()).toBeUndefined(); // the third is not created yet
+    ledger.adopt(prompt(12), 1);
+    expect(ledger.pollIds()).toEqual([11, 12, 13]);
+    ledger.offer(done(12));
+    expect(ledger.pollIds()).toEqual([11, 13]);
+    const pack = new PromptLedger();
+    pack.claimPack({ tuneId: 7 });
+    expect(pack.pollIds()).toBeUndefined(); // a pack's prompts are unknown until listed
+  });
+
   test('payloads that are not prompts are refused', () => {
     const ledger = new PromptLedger(1);
     for (const junk of [null, 'x', { id: '3' }, {}]) expect(ledger.offer(junk)).toBe(false);

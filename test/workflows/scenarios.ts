@@ -59,6 +59,9 @@ const twoPrompts: TrainThenGenerateInput['prompts'] = [
   { text: 'sks dog in the snow', num_images: 1 },
 ];
 
+/** Prompts another job makes on the shared Flux base tune while fluxLoraBusyBaseTune polls. */
+const OTHER_PROMPTS = 500;
+
 const fastDog = { name: 'dog', branch: 'fast' as const, image_urls: IMAGE_URLS };
 
 /** Waits until the workflow's tune exists and it is waiting for training (a worker must run). */
@@ -142,6 +145,42 @@ export const scenarios = {
       },
       'real',
     ),
+  },
+
+  /**
+   * A Flux LoRA whose callbacks are lost, while another job of the account makes 500 prompts on the shared base tune:
+   * its polls read and return only its own two prompts. Its prompts run long enough that the run can only end by a
+   * poll made after the 500 exist (`context.othersDoneAtMs`).
+   */
+  fluxLoraBusyBaseTune: {
+    name: 'flux-lora-busy-base-tune',
+    options: { callbacks: false, mock: { inferenceTime: '10s' } },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const input: TrainThenGenerateInput = {
+          tune: {
+            name: 'woman',
+            branch: 'flux1',
+            model_type: 'lora',
+            base_tune_id: FLUX_BASE_TUNE.id,
+            preset: 'flux-lora-portrait',
+            image_urls: IMAGE_URLS,
+          },
+          prompts: [{ text: 'ohwx woman, studio portrait' }, { text: 'ohwx woman, on a bike', num_images: 2 }],
+          options: QUICK_POLLS,
+        };
+        const handle = await s.start('trainThenGenerate', input, 'real', workflowId);
+        // Generating: the run's prompts exist; every other prompt is newer.
+        await s.progressUntil(handle, (p) => p.phase === 'generating');
+        for (let i = 0; i < OTHER_PROMPTS; i += 20)
+          await Promise.all(
+            Array.from({ length: 20 }, (_, j) =>
+              s.api.prompts.create(FLUX_BASE_TUNE.id, { text: `another job's prompt ${i + j}` }),
+            ),
+          );
+        const othersDoneAtMs = Date.now();
+        return { ...(await s.settle(handle)), context: { others: OTHER_PROMPTS, othersDoneAtMs } };
+      }),
   },
 
   /**

@@ -141,6 +141,36 @@ workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of 
   expect(timers.every((t) => t.ended === 'cancelled')).toBe(true);
 });
 
+workflowTest(
+  'a Flux LoRA polled while 500 other prompts are made on the base tune: its polls read and return only its own',
+  async () => {
+    const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.fluxLoraBusyBaseTune);
+    const { prompts } = resultOf(outcome);
+    const ours = prompts.map((p) => p.id);
+    expect(prompts.map((p) => p.tune_id)).toEqual([FLUX_BASE_TUNE.id, FLUX_BASE_TUNE.id]);
+    expect(prompts.map((p) => p.images?.length)).toEqual([1, 2]);
+    expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2 + outcome.context!.others);
+    // They settled after the 500 existed: the poll that saw them settled read a base tune with 500 newer prompts.
+    for (const p of prompts) expect(Date.parse(p.trained_at!)).toBeGreaterThan(outcome.context!.othersDoneAtMs);
+
+    const { calls } = summarize(outcome.history);
+    const polls = calls.filter((c) => c.activity === 'listPrompts');
+    expect(polls.length).toBeGreaterThanOrEqual(1);
+    for (const poll of polls) {
+      const input = poll.input as { tuneId: number; promptIds: number[] };
+      expect(input.tuneId).toBe(FLUX_BASE_TUNE.id);
+      expect(ours).toEqual(expect.arrayContaining(input.promptIds));
+      const result = poll.result as Array<{ id: number }>;
+      expect(ours).toEqual(expect.arrayContaining(result.map((p) => p.id)));
+      expect(result.length).toBeLessThanOrEqual(2);
+    }
+    // One list page per poll, from the run's newest prompt down: nothing newer read, nothing fetched by id.
+    expect(outcome.stats.routes['GET /tunes/:id/prompts']).toBe(polls.length);
+    expect(outcome.stats.routes['GET /tunes/:tune_id/prompts/:id']).toBeUndefined();
+    expect(outcome.progress.counts.callbacks).toBe(0);
+  },
+);
+
 workflowTest('FaceID: ready at creation, so no wait and no poll for training', async () => {
   const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.faceId);
   const { tune, prompts } = resultOf(outcome);
