@@ -54,12 +54,24 @@ export class InvalidInputError extends TunesError {
             field: formatPath(subject, [...issue.path, key]),
             rule: 'is not an attribute the service knows',
           });
+      } else if (issue.code === 'invalid_union' && closestOption(issue.errors)) {
+        // The value took one of the union's forms (an object, not the JSON string): name what is wrong inside it.
+        const inner = InvalidInputError.fromZod(subject, {
+          issues: closestOption(issue.errors)!.map((i) => ({ ...i, path: [...issue.path, ...i.path] })),
+        } as z.ZodError);
+        issues.push(...inner.issues);
       } else {
         issues.push({ field: formatPath(subject, issue.path), rule: issue.message });
       }
     }
     return new InvalidInputError(subject, issues);
   }
+}
+
+/** The one option of a failed union whose issues are not all "wrong type here": the form the value took. */
+function closestOption(options: z.core.$ZodIssue[][]): z.core.$ZodIssue[] | undefined {
+  const near = options.filter((o) => o.some((i) => i.path.length > 0 || i.code !== 'invalid_type'));
+  return near.length === 1 ? near[0] : undefined;
 }
 
 function formatPath(subject: string, path: readonly PropertyKey[]): string {

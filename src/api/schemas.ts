@@ -272,7 +272,15 @@ export function isTuneTrained(tune: Pick<Tune, 'trained_at'>): boolean {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Inputs (spec 4.1, 4.3, 4.5, 4.7, 4.9, service notes). Strict: an unknown attribute is a typo, not a wish.
+// Inputs (spec 4.1, 4.3, 4.5, 4.7, 4.9, service notes). Strict where the spec lists an attribute: every rule, checked
+// before anything is sent. Open elsewhere: an attribute the spec does not list (`aspect_ratio`, `resolution`,
+// `workspace_id`, ...) goes to the service unchanged, and the service is the judge (422).
+
+/** Attributes the spec does not list: passed to the service as they are. */
+export type OtherAttributes = { [attribute: string]: unknown };
+
+/** The input type of a body: the listed attributes, typed, plus any other ones. */
+type Attributes<Shape extends z.ZodRawShape> = z.input<z.ZodObject<Shape>> & OtherAttributes;
 
 const promptAttributeShape = {
   text: required,
@@ -338,17 +346,20 @@ const loraScaleOutside = {
   lora_scale: z.never({ error: 'is allowed only inside prompts_attributes of a tune create (spec 4.5)' }).optional(),
 };
 
+const promptCreateShape = { ...promptAttributeShape, ...loraScaleOutside };
 /** `POST /tunes/:id/prompts` body attributes (spec 4.5). */
-export const PromptCreateInput = z
-  .strictObject({ ...promptAttributeShape, ...loraScaleOutside })
-  .superRefine(checkPromptRules);
-export type PromptCreateInput = z.input<typeof PromptCreateInput>;
+export const PromptCreateInput = z.looseObject(promptCreateShape).superRefine(checkPromptRules);
+export type PromptCreateInput = Attributes<typeof promptCreateShape>;
+/** The attributes of spec 4.5 alone. */
+export type PromptCreateAttributes = z.input<z.ZodObject<typeof promptCreateShape>>;
 
+const promptAttributesShape = {
+  ...promptAttributeShape,
+  lora_scale: z.number({ error: 'must be a number' }).optional(),
+};
 /** A prompt inside `prompts_attributes` of a tune create: may carry `lora_scale`. */
-export const PromptAttributesInput = z
-  .strictObject({ ...promptAttributeShape, lora_scale: z.number({ error: 'must be a number' }).optional() })
-  .superRefine(checkPromptRules);
-export type PromptAttributesInput = z.input<typeof PromptAttributesInput>;
+export const PromptAttributesInput = z.looseObject(promptAttributesShape).superRefine(checkPromptRules);
+export type PromptAttributesInput = Attributes<typeof promptAttributesShape>;
 
 type ImagesRuleInput = { images?: unknown[]; image_urls?: unknown[] };
 function checkExactlyOneImageSource(t: ImagesRuleInput, ctx: z.RefinementCtx): void {
@@ -362,84 +373,122 @@ function checkExactlyOneImageSource(t: ImagesRuleInput, ctx: z.RefinementCtx): v
     });
 }
 
+const branch = oneOf(['flux1', 'sd15', 'sdxl1', 'fast']);
 const images = z
   .array(FileInput, { error: 'must be an array of files' })
   .min(1, { error: 'must hold at least one image' });
 const imageUrls = z
   .array(httpUrl, { error: 'must be an array of URLs' })
   .min(1, { error: 'must hold at least one URL' });
-const characteristics = z.record(
+const characteristicsObject = z.record(
   z.string(),
   z.union([z.string(), z.number(), z.boolean()], { error: 'must be a string, a number or a boolean' }),
   { error: 'must be an object of strings' },
 );
+const characteristicsRule = 'must be an object of strings, or that object as a JSON string';
+/**
+ * Free-form values for `{{key}}` placeholders: an object, or (as multipart clients send it) that object as a JSON
+ * string, sent as given.
+ */
+const characteristics = z.union(
+  [
+    characteristicsObject,
+    z.string().refine((json) => readCharacteristics(json) !== undefined, { error: characteristicsRule }),
+  ],
+  { error: characteristicsRule },
+);
 
+/**
+ * The characteristics an input carries, whichever form it took; undefined when they are no object of scalars.
+ *
+ * @example
+ * readCharacteristics('{"eye_color":"blue eyes"}'); // { eye_color: 'blue eyes' }
+ */
+export function readCharacteristics(value: unknown): Record<string, string | number | boolean> | undefined {
+  let object = value;
+  if (typeof value === 'string') {
+    try {
+      object = JSON.parse(value);
+    } catch {
+      return undefined;
+    }
+  }
+  const result = characteristicsObject.safeParse(object, { jitless: true });
+  return result.success ? result.data : undefined;
+}
+
+const tuneCreateShape = {
+  name: required,
+  title: required,
+  images: images.optional(),
+  image_urls: imageUrls.optional(),
+  callback: httpUrl.optional(),
+  branch: branch.optional(),
+  steps: int(1).optional(),
+  token: required.optional(),
+  face_crop: bool.optional(),
+  training_face_correct: bool.optional(),
+  base_tune_id: id.optional(),
+  model_type: oneOf(['lora', 'pti', 'faceid']).nullable().optional(),
+  auto_extend: bool.optional(),
+  preset: oneOf(PRESETS).nullable().optional(),
+  characteristics: characteristics.optional(),
+  prompts_attributes: z.array(PromptAttributesInput, { error: 'must be an array of prompt attributes' }).optional(),
+};
 /** `POST /tunes` body attributes (spec 4.1). */
-export const TuneCreateInput = z
-  .strictObject({
-    name: required,
-    title: required,
-    images: images.optional(),
-    image_urls: imageUrls.optional(),
-    callback: httpUrl.optional(),
-    branch: oneOf(['flux1', 'sd15', 'sdxl1', 'fast']).optional(),
-    steps: int(1).optional(),
-    token: required.optional(),
-    face_crop: bool.optional(),
-    training_face_correct: bool.optional(),
-    base_tune_id: id.optional(),
-    model_type: oneOf(['lora', 'pti', 'faceid']).nullable().optional(),
-    auto_extend: bool.optional(),
-    preset: oneOf(PRESETS).nullable().optional(),
-    characteristics: characteristics.optional(),
-    prompts_attributes: z.array(PromptAttributesInput, { error: 'must be an array of prompt attributes' }).optional(),
-  })
-  .superRefine((t, ctx) => {
-    checkExactlyOneImageSource(t, ctx);
-    if (t.preset != null && t.model_type !== 'lora')
+export const TuneCreateInput = z.looseObject(tuneCreateShape).superRefine((t, ctx) => {
+  checkExactlyOneImageSource(t, ctx);
+  if (t.preset != null && t.model_type !== 'lora')
+    ctx.addIssue({
+      code: 'custom',
+      path: ['preset'],
+      message: 'is a Flux LoRA preset: it requires model_type "lora"',
+    });
+});
+export type TuneCreateInput = Attributes<typeof tuneCreateShape>;
+/** The attributes of spec 4.1 alone. */
+export type TuneCreateAttributes = z.input<z.ZodObject<typeof tuneCreateShape>>;
+
+const packTuneCreateShape = {
+  name: required.optional(),
+  title: required.optional(),
+  images: images.optional(),
+  image_urls: imageUrls.optional(),
+  callback: httpUrl.optional(),
+  characteristics: characteristics.optional(),
+  prompt_attributes: z.looseObject({ callback: httpUrl.optional() }).optional(),
+  prompts_callback: httpUrl.optional(),
+  /** Reuse existing tunes: only the pack's prompts are created for them. */
+  tune_ids: z
+    .array(id, { error: 'must be an array of tune ids' })
+    .min(1, { error: 'must hold at least one id' })
+    .optional(),
+  /** Run a subset of the pack's prompts. */
+  prompt_ids: z.array(id, { error: 'must be an array of prompt ids' }).optional(),
+  /** The service's own example app makes pack tunes in `fast` (free mock) mode; same values as a tune's. */
+  branch: branch.optional(),
+  /** A training preset; the pack's own when unset. */
+  preset: z.string({ error: 'must be a string' }).nullable().optional(),
+};
+/** `POST /p/:pack_id/tunes` body attributes (spec 4.9, service notes). */
+export const PackTuneCreateInput = z.looseObject(packTuneCreateShape).superRefine((t, ctx) => {
+  if (t.tune_ids !== undefined) {
+    if (t.images !== undefined || t.image_urls !== undefined)
       ctx.addIssue({
         code: 'custom',
-        path: ['preset'],
-        message: 'is a Flux LoRA preset: it requires model_type "lora"',
+        path: ['tune_ids'],
+        message: 'replaces images and image_urls: give one or the other',
       });
-  });
-export type TuneCreateInput = z.input<typeof TuneCreateInput>;
-
-/** `POST /p/:pack_id/tunes` body attributes (spec 4.9, service notes). */
-export const PackTuneCreateInput = z
-  .strictObject({
-    name: required.optional(),
-    title: required.optional(),
-    images: images.optional(),
-    image_urls: imageUrls.optional(),
-    callback: httpUrl.optional(),
-    characteristics: characteristics.optional(),
-    prompt_attributes: z.strictObject({ callback: httpUrl.optional() }).optional(),
-    prompts_callback: httpUrl.optional(),
-    /** Reuse existing tunes: only the pack's prompts are created for them. */
-    tune_ids: z
-      .array(id, { error: 'must be an array of tune ids' })
-      .min(1, { error: 'must hold at least one id' })
-      .optional(),
-    /** Run a subset of the pack's prompts. */
-    prompt_ids: z.array(id, { error: 'must be an array of prompt ids' }).optional(),
-  })
-  .superRefine((t, ctx) => {
-    if (t.tune_ids !== undefined) {
-      if (t.images !== undefined || t.image_urls !== undefined)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['tune_ids'],
-          message: 'replaces images and image_urls: give one or the other',
-        });
-      return;
-    }
-    for (const key of ['name', 'title'] as const)
-      if (t[key] === undefined)
-        ctx.addIssue({ code: 'custom', path: [key], message: 'is required and must be a non-empty string' });
-    checkExactlyOneImageSource(t, ctx);
-  });
-export type PackTuneCreateInput = z.input<typeof PackTuneCreateInput>;
+    return;
+  }
+  for (const key of ['name', 'title'] as const)
+    if (t[key] === undefined)
+      ctx.addIssue({ code: 'custom', path: [key], message: 'is required and must be a non-empty string' });
+  checkExactlyOneImageSource(t, ctx);
+});
+export type PackTuneCreateInput = Attributes<typeof packTuneCreateShape>;
+/** The attributes of spec 4.9 (and the service notes) alone. */
+export type PackTuneCreateAttributes = z.input<z.ZodObject<typeof packTuneCreateShape>>;
 
 const listShape = (offsetMax: number) => ({
   before_id: id.optional(),

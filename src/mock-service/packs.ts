@@ -3,7 +3,7 @@
  * the pack's base tune, model type and preset and gives it the pack's prompts for its class, with the tune's
  * characteristics substituted into `{{key}}` placeholders.
  */
-import { PackListParams, PackTuneCreateInput } from '../api/schemas';
+import { PackListParams, PackTuneCreateInput, readCharacteristics } from '../api/schemas';
 import { FLUX_BASE_TUNE } from './fixtures';
 import { substitute } from './prompts';
 import { notFound, unprocessable, type RouteDefinition, type ServiceParts } from './requests';
@@ -113,12 +113,13 @@ export function packRoutes(parts: ServiceParts): RouteDefinition[] {
           steps: null,
           face_crop: null,
           training_face_correct: false,
-          branch: base?.branch ?? (pack.base_tune_id === FLUX_BASE_TUNE.id ? 'flux1' : 'sd15'),
+          // The service's own example app makes pack tunes in `fast` (free mock) mode.
+          branch: input.branch ?? base?.branch ?? (pack.base_tune_id === FLUX_BASE_TUNE.id ? 'flux1' : 'sd15'),
           model_type: pack.model_type,
-          preset: pack.preset,
+          preset: input.preset ?? pack.preset,
           auto_extend: false,
           callback: input.callback ?? null,
-          characteristics: input.characteristics ?? null,
+          characteristics: readCharacteristics(input.characteristics) ?? null,
           orig_images: await trainingImages(store, input, 'tune'),
           pack_id: pack.id,
         });

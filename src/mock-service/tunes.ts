@@ -2,7 +2,7 @@
  * Tune routes (spec 4.1-4.4). Training images come as uploaded files (stored and served back as `orig_images`)
  * or as `image_urls` (recorded as given, never downloaded).
  */
-import { LIMITS, TuneCreateInput, TuneListParams } from '../api/schemas';
+import { LIMITS, readCharacteristics, TuneCreateInput, TuneListParams } from '../api/schemas';
 import { FLUX_BASE_TUNE } from './fixtures';
 import { checkReferences, promptAttributes } from './prompts';
 import { checkOffset, notFound, unprocessable, type RouteDefinition, type ServiceParts } from './requests';
@@ -51,7 +51,7 @@ export function tuneRoutes(parts: ServiceParts): RouteDefinition[] {
           );
         const branch = input.branch ?? base?.branch ?? 'sd15';
         // Everything that can be refused is checked before the tune exists.
-        const characteristics = input.characteristics ?? null;
+        const characteristics = readCharacteristics(input.characteristics) ?? null;
         const prompts: Record<string, unknown>[] = [];
         for (const [i, p] of (input.prompts_attributes ?? []).entries()) {
           checkReferences(store, account, p.text, `tune.prompts_attributes[${i}].text`);

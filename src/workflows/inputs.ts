@@ -3,31 +3,39 @@
  * Everything here is plain JSON: no API key, no image bytes (training images travel as URLs or as paths the
  * worker can read).
  */
-import type { Prompt, PromptCreateInput, Tune, TuneCreateInput, PackTuneCreateInput } from '../api/schemas';
+import type {
+  OtherAttributes,
+  PackTuneCreateAttributes,
+  Prompt,
+  PromptCreateAttributes,
+  Tune,
+  TuneCreateAttributes,
+} from '../api/schemas';
 
 /**
  * Spec 4.1 attributes. `title` defaults to the workflow ID (so a retried create finds the tune by title);
- * `images` are paths the worker can read; `callback` is set by tuneflow.
+ * `images` are paths the worker can read; `callback` is set by tuneflow. Attributes the spec does not list go to the
+ * service as they are.
  */
-export type TuneSpec = Omit<TuneCreateInput, 'title' | 'images' | 'callback' | 'prompts_attributes'> & {
+export type TuneSpec = Omit<TuneCreateAttributes, 'title' | 'images' | 'callback' | 'prompts_attributes'> & {
   title?: string;
   images?: string[];
-};
+} & OtherAttributes;
 
 /** Spec 4.5 attributes. `input_image`/`mask_image` are paths the worker can read; `callback` is set by tuneflow. */
-export type PromptSpec = Omit<PromptCreateInput, 'callback' | 'input_image' | 'mask_image' | 'lora_scale'> & {
+export type PromptSpec = Omit<PromptCreateAttributes, 'callback' | 'input_image' | 'mask_image' | 'lora_scale'> & {
   input_image?: string;
   mask_image?: string;
-};
+} & OtherAttributes;
 
 /** Spec 4.9 attributes; callbacks are set by tuneflow. */
 export type PackTuneSpec = Omit<
-  PackTuneCreateInput,
+  PackTuneCreateAttributes,
   'title' | 'images' | 'callback' | 'prompt_attributes' | 'prompts_callback'
 > & {
   title?: string;
   images?: string[];
-};
+} & OtherAttributes;
 
 /** Options shared by every workflow. Durations are strings like '90 seconds' or numbers of milliseconds. */
 export interface TuneflowOptions {

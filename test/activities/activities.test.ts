@@ -259,9 +259,9 @@ describe('answers as the live service renders them (the mock in rails style)', (
   test('creates, lists and reads prompts answered with decimals as strings and creates as one-element arrays', async () => {
     const { api, activities } = account(rails.url);
     const t = await run(activities, 'createTune', { tune: tune('job-rails') }, { workflowId: 'job-rails' });
-    const input = { tuneId: t.id, prompt: { text: 'ohwx woman', cfg_scale: 3 }, key: 'p0' };
+    const input = { tuneId: t.id, prompt: { text: 'ohwx woman', cfg_scale: 3, aspect_ratio: '1:1' }, key: 'p0' };
     const prompt = await run(activities, 'createPrompt', input, { workflowId: 'job-rails' });
-    expect(prompt).toMatchObject({ tune_id: t.id, cfg_scale: '3.0', negative_prompt: '' });
+    expect(prompt).toMatchObject({ tune_id: t.id, cfg_scale: '3.0', negative_prompt: '', aspect_ratio: '1:1' });
     expect(Array.isArray(prompt)).toBe(false);
     const listed = await run(activities, 'listPrompts', { tuneId: t.id });
     expect(listed).toEqual([expect.objectContaining({ id: prompt.id, cfg_scale: '3.0' })]);

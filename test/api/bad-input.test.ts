@@ -147,10 +147,10 @@ const cases: Case[] = [
     rule: 'must be a string, a number or a boolean',
   },
   {
-    name: 'an unknown tune attribute',
-    call: (a) => a.tunes.create(bad({ ...TUNE, colour: 'red' })),
-    field: 'tune.colour',
-    rule: 'is not an attribute the service knows',
+    name: 'characteristics as a JSON string that is no object',
+    call: (a) => a.tunes.create({ ...TUNE, characteristics: '["blue eyes"]' }),
+    field: 'tune.characteristics',
+    rule: 'or that object as a JSON string',
   },
   {
     name: 'num_images 9 inside prompts_attributes',
@@ -331,10 +331,10 @@ const cases: Case[] = [
     rule: 'must be an http(s) URL',
   },
   {
-    name: 'an unknown prompt attribute',
-    call: (a) => a.prompts.create(BASE, bad({ text: 'x', negative: 'blur' })),
-    field: 'prompt.negative',
-    rule: 'is not an attribute the service knows',
+    name: 'a listed prompt attribute beside unlisted ones still keeps its rule',
+    call: (a) => a.prompts.create(BASE, { text: 'x', aspect_ratio: '16:9', resolution: '1080p', w: 1001 }),
+    field: 'prompt.w',
+    rule: 'multiple of 8',
   },
 
   // --- list parameters (spec 4.3, 4.7, limits of spec 8)
@@ -450,10 +450,16 @@ const cases: Case[] = [
     rule: 'must be an http(s) URL',
   },
   {
-    name: 'pack tune prompt_attributes with an unknown key',
-    call: (a) => a.packs.createTune(1, { ...TUNE, prompt_attributes: bad({ num_images: 2 }) }),
-    field: 'tune.prompt_attributes.num_images',
-    rule: 'is not an attribute the service knows',
+    name: 'pack tune in an unknown branch',
+    call: (a) => a.packs.createTune(1, { ...TUNE, branch: bad('turbo') }),
+    field: 'tune.branch',
+    rule: 'must be one of "flux1", "sd15", "sdxl1", "fast"',
+  },
+  {
+    name: 'pack tune preset not a string',
+    call: (a) => a.packs.createTune(1, { ...TUNE, preset: bad(5) }),
+    field: 'tune.preset',
+    rule: 'must be a string',
   },
   {
     name: 'pack tune prompts_callback not a URL',

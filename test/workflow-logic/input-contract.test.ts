@@ -25,6 +25,30 @@ test('a valid job passes, for each workflow', () => {
   expect(issuesOf(() => checkPackTune('job-1', { packId: 260, tune: { tune_ids: [7] } }))).toEqual([]);
 });
 
+test('attributes the spec does not list pass; the ones it lists keep every rule (branch on pack tunes, characteristics)', () => {
+  const pack = { name: 'man', image_urls: tune.image_urls, branch: 'fast', preset: 'flux-lora-portrait' };
+  expect(issuesOf(() => checkPackTune('job-1', { packId: 260, tune: pack }))).toEqual([]);
+  expect(
+    issuesOf(() =>
+      checkTrainThenGenerate('job-1', {
+        tune: { ...tune, workspace_id: 'ws-1', characteristics: '{"eye_color":"blue eyes"}' },
+        prompts: [{ text: 'sks dog', aspect_ratio: '16:9', resolution: '1080p' }],
+      }),
+    ),
+  ).toEqual([]);
+  expect(issuesOf(() => checkPackTune('job-1', { packId: 260, tune: { ...pack, branch: 'turbo' } }))).toEqual([
+    { field: 'tune.branch', rule: 'must be one of "flux1", "sd15", "sdxl1", "fast"' },
+  ]);
+  expect(
+    issuesOf(() =>
+      checkTrainThenGenerate('job-1', {
+        tune: { ...tune, characteristics: '{"eye_color": {"left": "blue"}}' },
+        prompts: [{ text: 'x', aspect_ratio: '16:9', cfg_scale: 16 }],
+      }),
+    ).map((i) => i.field),
+  ).toEqual(['tune.characteristics', 'prompts[0].cfg_scale']);
+});
+
 test('names the path of every bad field: the tune, each prompt by index, the pack, the options', () => {
   expect(
     issuesOf(() =>
