@@ -5,6 +5,7 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import type { Prompt, Tune } from './api/schemas';
+import type { Cost } from './workflows/cost';
 
 /** One image saved to disk. */
 export interface SavedImage {
@@ -20,6 +21,8 @@ export interface GalleryRun {
   workflowId: string;
   tune: Tune;
   prompts: readonly Prompt[];
+  /** What the job cost, when the result says. */
+  cost?: Cost;
 }
 
 /**
@@ -91,6 +94,7 @@ ${body}
     setting('branch', tune.branch),
     setting('model type', tune.model_type ?? (tune.model_type === null ? 'checkpoint' : undefined)),
     setting('trained at', tune.trained_at),
+    setting('job cost', run.cost ? `${run.cost.mc} mc ($${run.cost.usd.toFixed(2)})` : undefined),
   ].join('');
   return `<!doctype html>
 <html lang="en">

@@ -16,7 +16,7 @@ import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
 import { CallbackSigner } from './callbacks/signing';
 import { TuneflowClient } from './client';
 import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './commands/command-line';
-import { follow } from './commands/progress-view';
+import { describeCost, follow } from './commands/progress-view';
 import { listenForStop } from './commands/stop-signal';
 import { DEFAULT_API_URL, loadCallbackConfig } from './config';
 import { saveImages, writeGallery } from './demo-gallery';
@@ -228,6 +228,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const result = await Promise.race([running, stopped]);
 
       say(`tune ${result.tune.id} "${result.tune.title}" trained at ${result.tune.trained_at}`);
+      say(`cost:      ${describeCost(result.cost)}`);
       for (const prompt of result.prompts)
         say(
           `prompt ${prompt.id}: ${prompt.user_error ? `failed: ${prompt.user_error}` : (prompt.images ?? []).join(' ')}`,
@@ -235,7 +236,11 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const dir = path.resolve(values.out ?? 'out', workflowId);
       const saved = await saveImages(result.prompts, dir);
       say(`saved ${saved.length} images to ${path.relative(process.cwd(), dir) || dir}`);
-      const gallery = await writeGallery({ workflowId, tune: result.tune, prompts: result.prompts }, saved, dir);
+      const gallery = await writeGallery(
+        { workflowId, tune: result.tune, prompts: result.prompts, cost: result.cost },
+        saved,
+        dir,
+      );
       say(`gallery:   ${gallery}`);
       return ExitCode.ok;
     } catch (err) {

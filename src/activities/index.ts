@@ -43,6 +43,10 @@ export interface TuneflowActivities {
   listPrompts(input: { tuneId: number; minId?: number; limit?: number; promptIds?: number[] }): Promise<Prompt[]>;
   /** DELETE /tunes/:tune_id/prompts/:id; a prompt that is already gone counts as deleted. */
   deletePrompt(input: { tuneId: number; promptId: number }): Promise<void>;
+  /**
+   * The pack's price for a class, in millicents (`cost_mc_hash`, GET /p/:id), or null when the pack names none.
+   */
+  packPrice(input: { packId: number; name: string }): Promise<number | null>;
   /** POST /p/:packId/tunes with the signed tune, prompt and prompts callbacks; looks up by title on a retry. */
   createPackTune(input: { packId: number; tune: PackTuneSpec & { title: string } }): Promise<Tune>;
 }
@@ -137,6 +141,13 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async deletePrompt({ tuneId, promptId }) {
       await mapped(() => ignoreNotFound(api.prompts.delete(tuneId, promptId, options())));
+    },
+
+    async packPrice({ packId, name }) {
+      return mapped(async () => {
+        const pack = await api.packs.retrieve(packId, options());
+        return pack.cost_mc_hash?.[name] ?? pack.costs?.[name]?.cost ?? null;
+      });
     },
 
     async createPackTune({ packId, tune }) {

@@ -181,8 +181,8 @@ export function answerIssues(error: z.ZodError): z.core.$ZodIssue[] {
 }
 
 /**
- * A tune. Checked: what tuneflow reads (ids, kind, title, training times). Passed through unchanged: everything else
- * (`token`, `steps`, `args`, `ckpt_url(s)`, `orig_images`, `face_crop`, `cost_mc`, ...).
+ * A tune. Checked: what tuneflow reads (ids, kind, title, training times, `cost_mc`). Passed through unchanged:
+ * everything else (`token`, `steps`, `args`, `ckpt_url(s)`, `orig_images`, `face_crop`, ...).
  */
 export const Tune = z.looseObject({
   id: answerId,
@@ -197,12 +197,14 @@ export const Tune = z.looseObject({
   branch: z.string().nullish(),
   model_type: z.string().nullish(),
   callback: z.string().nullish(),
+  /** What the tune cost, in millicents (service notes); a job's cost is read from it. */
+  cost_mc: orNull(numeric()),
 });
 export type Tune = z.infer<typeof Tune>;
 
 /**
- * A prompt. Checked: what tuneflow reads (ids, `images`, `user_error`, times). Passed through unchanged: everything
- * else, as the service renders it (`"cfg_scale": "3.0"`, `seed`, `steps`, `aspect_ratio`, `cost_mc`, ...).
+ * A prompt. Checked: what tuneflow reads (ids, `images`, `user_error`, times, `cost_mc`). Passed through unchanged:
+ * everything else, as the service renders it (`"cfg_scale": "3.0"`, `seed`, `steps`, `aspect_ratio`, ...).
  */
 export const Prompt = z.looseObject({
   id: answerId,
@@ -216,6 +218,8 @@ export const Prompt = z.looseObject({
   images: orNull(z.array(z.string())),
   /** A failed generation: terminal, like `images`. */
   user_error: z.string().nullish(),
+  /** What the prompt cost, in millicents (service notes); a job's cost is read from it. */
+  cost_mc: orNull(numeric()),
 });
 export type Prompt = z.infer<typeof Prompt>;
 

@@ -8,7 +8,15 @@ import type { Progress } from '../workflows/messages';
 
 const BAR_WIDTH = 20;
 
-/** `training      [####------]  2/5 prompts  tune 123  callbacks 3  polls 1  api calls 7` */
+/**
+ * Money as the service counts it and in dollars: `156000 mc ($1.56)`.
+ * @example describeCost({ mc: 156_000, usd: 1.56 }) // '156000 mc ($1.56)'
+ */
+export function describeCost(cost: { mc: number; usd: number }): string {
+  return `${cost.mc} mc ($${cost.usd.toFixed(2)})`;
+}
+
+/** `training      [####------]  2/5 prompts  tune 123  cost $1.50  callbacks 3  polls 1  api calls 7` */
 export function renderProgress(p: Progress): string {
   const { total, settled, failed } = p.prompts;
   const filled = total > 0 ? Math.round((settled / total) * BAR_WIDTH) : 0;
@@ -18,6 +26,8 @@ export function renderProgress(p: Progress): string {
     bar,
     `${settled}/${total} prompts${failed ? ` (${failed} failed)` : ''}`,
     p.tuneId ? `tune ${p.tuneId}` : 'no tune yet',
+    // Runs of an older worker answer without a cost.
+    ...(p.cost ? [`cost $${p.cost.usd.toFixed(2)}`] : []),
     `callbacks ${p.counts.callbacks}`,
     `polls ${p.counts.polls}`,
     `api calls ${p.counts.apiCalls}`,

@@ -1,5 +1,6 @@
 /** `tuneflow status <id>` and `tuneflow cancel <id>`: a run's state, progress and result; or its cancellation. */
 import { TuneflowClient } from '../client';
+import type { Cost } from '../workflows/cost';
 import type { Progress } from '../workflows/messages';
 import {
   connectTemporal,
@@ -11,7 +12,7 @@ import {
   UsageError,
   type CommandIO,
 } from './command-line';
-import { renderProgress } from './progress-view';
+import { describeCost, renderProgress } from './progress-view';
 
 export const STATUS_USAGE = `Usage: tuneflow status <workflow-id> [--json]
 
@@ -69,6 +70,8 @@ export async function statusCommand(argv: string[], io: CommandIO = processIO())
       else {
         io.stdout.write(`${workflowId}: ${status}\n`);
         if (progress) io.stdout.write(`${renderProgress(progress)}\n`);
+        const cost = progress?.cost ?? (result as { cost?: Cost } | undefined)?.cost;
+        if (cost) io.stdout.write(`cost: ${describeCost(cost)}\n`);
         if (failure) io.stdout.write(`failure: ${failure}\n`);
         if (result) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
       }

@@ -6,13 +6,14 @@
 export const AnswerStyle = { plain: 'plain', rails: 'rails' } as const;
 export type AnswerStyle = (typeof AnswerStyle)[keyof typeof AnswerStyle];
 
-/** Decimal columns: Rails renders a BigDecimal as a string. */
+/** Decimal columns: Rails renders a BigDecimal as a string (money too: `"cost_mc": "150000.0"`). */
 const DECIMALS: ReadonlySet<string> = new Set([
   'cfg_scale',
   'denoising_strength',
   'controlnet_conditioning_scale',
   'lora_scale',
   'multiplier',
+  'cost_mc',
 ]);
 /** Text columns that are empty rather than null. */
 const EMPTY_TEXT: ReadonlySet<string> = new Set(['negative_prompt']);

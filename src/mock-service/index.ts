@@ -15,6 +15,7 @@ import { Clock } from './clock';
 import { FaultInjector, type Faults } from './faults';
 import { inspectionRoutes } from './inspection';
 import { packRoutes } from './packs';
+import type { Charge } from './pricing';
 import { promptRoutes } from './prompts';
 import type { ServiceParts } from './requests';
 import { mockRoutes, RouteCounter, Router, serveMock, type MockStats } from './server';
@@ -26,6 +27,7 @@ import { tuneRoutes } from './tunes';
 export { AnswerStyle } from './answer-style';
 export type { CallbackStats } from './callbacks';
 export type { Faults } from './faults';
+export { IMAGE_MC, TUNE_TRAINING_MC, type Charge } from './pricing';
 export { FLUX_BASE_TUNE, PACKS } from './fixtures';
 export type { MockStats } from './server';
 
@@ -100,6 +102,12 @@ export interface MockService {
    * @example mock.stats().routes['POST /tunes']
    */
   stats(): MockStats;
+  /**
+   * What the account of `apiKey` was charged (src/mock-service/pricing.ts): each tune and prompt it created, with
+   * its `cost_mc`, and the total in millicents.
+   * @example expect(result.cost.mc).toBe(mock.ledger('key').totalMc);
+   */
+  ledger(apiKey: string): { totalMc: number; charges: Charge[] };
   /**
    * Stops listening, clears every timer and closes keep-alive and callback connections.
    * @example await mock.close();
@@ -182,6 +190,10 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
     url,
     setFaults: (f) => void faults.set(f),
     stats,
+    ledger(apiKey) {
+      const charges = store.account(apiKey).charges.map((c) => ({ ...c }));
+      return { totalMc: charges.reduce((sum, c) => sum + c.mc, 0), charges };
+    },
     close() {
       closing ??= (async () => {
         clock.stop();

@@ -7,6 +7,7 @@
 import type { CallbackSender } from './callbacks';
 import { isoTime, type Clock } from './clock';
 import type { FaultInjector } from './faults';
+import { promptCost, tuneCost } from './pricing';
 import type { Account, PromptGroup, PromptRecord, Store, TuneRecord } from './store';
 
 /** Spec 1: stored data expires 30 days after training ends. */
@@ -55,8 +56,10 @@ export class Simulation {
     const now = this.clock.now();
     const instant = spec.model_type === 'faceid';
     const done = instant ? now : now + this.timing.trainingMs;
+    const pack = spec.pack_id === null ? undefined : this.store.packs.get(spec.pack_id);
     const tune: TuneRecord = {
       ...spec,
+      cost_mc: tuneCost(spec, pack),
       id: this.store.nextId(),
       account,
       eta: isoTime(done),
@@ -68,6 +71,7 @@ export class Simulation {
       promptIds: [],
     };
     this.store.addTune(tune);
+    account.charges.push({ object: 'tune', id: tune.id, mc: tune.cost_mc });
     if (instant) {
       // Trained already; the callback goes after the create answer, as a real service's would.
       if (tune.callback) this.clock.after(0, () => this.tuneCallback(tune));
@@ -102,8 +106,11 @@ export class Simulation {
       pack_id: pack?.pack_id ?? null,
       orig_prompt_id: pack?.orig_prompt_id ?? null,
       group: pack?.group ?? null,
+      // A pack's prompts come with the tune it made (its price covers them); added to another tune, they cost.
+      cost_mc: promptCost(tune, attributes, pack !== null && tune.pack_id === pack.pack_id),
     };
     this.store.addPrompt(prompt);
+    account.charges.push({ object: 'prompt', id: prompt.id, mc: prompt.cost_mc });
     pack?.group.promptIds.push(prompt.id);
     if (tune.trained_at) this.startPrompt(prompt);
     return prompt;

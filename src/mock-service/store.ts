@@ -4,6 +4,7 @@
  */
 import { PROMPT_CONSIDERED_ATTRIBUTES } from '../api/schemas';
 import { FLUX_BASE_TUNE, PACKS, type PackFixture, type PackPromptTemplate } from './fixtures';
+import type { Charge } from './pricing';
 
 export interface Account {
   readonly key: string;
@@ -14,6 +15,8 @@ export interface Account {
   /** The account's prompts, ascending. */
   readonly promptIds: number[];
   readonly likes: Set<number>;
+  /** What the account was charged, in order (src/mock-service/pricing.ts). */
+  readonly charges: Charge[];
 }
 
 export interface TuneRecord {
@@ -42,6 +45,8 @@ export interface TuneRecord {
   expires_at: string;
   /** Set on tunes created from a pack. */
   pack_id: number | null;
+  /** What creating it cost, in millicents; 0 for public fixtures. */
+  cost_mc: number;
   /** Prompts on this tune, of every account (the public base tune has many), ascending. */
   readonly promptIds: number[];
   timer?: NodeJS.Timeout;
@@ -69,6 +74,8 @@ export interface PromptRecord {
   pack_id: number | null;
   orig_prompt_id: number | null;
   group: PromptGroup | null;
+  /** What creating it cost, in millicents. */
+  readonly cost_mc: number;
   timer?: NodeJS.Timeout;
 }
 
@@ -134,6 +141,7 @@ export class Store {
       updated_at: FLUX_BASE_TUNE.trained_at,
       started_training_at: FLUX_BASE_TUNE.created_at,
       pack_id: null,
+      cost_mc: 0,
       promptIds: [],
     });
     for (const pack of PACKS) {
@@ -153,7 +161,14 @@ export class Store {
   account(key: string): Account {
     let account = this.accounts.get(key);
     if (!account) {
-      account = { key, idempotency: this.idempotencyDefault, tuneIds: [], promptIds: [], likes: new Set() };
+      account = {
+        key,
+        idempotency: this.idempotencyDefault,
+        tuneIds: [],
+        promptIds: [],
+        likes: new Set(),
+        charges: [],
+      };
       this.accounts.set(key, account);
     }
     return account;
@@ -286,6 +301,7 @@ export class Store {
       callback: t.callback,
       characteristics: t.characteristics,
       pack_id: t.pack_id,
+      cost_mc: t.cost_mc,
       url: `${this.baseUrl}/tunes/${t.id}`,
       orig_images: t.orig_images,
     };
@@ -321,6 +337,7 @@ export class Store {
       pack_id: p.pack_id,
       orig_prompt_id: p.orig_prompt_id,
       liked: p.account.likes.has(p.id),
+      cost_mc: p.cost_mc,
     };
   }
 

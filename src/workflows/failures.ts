@@ -7,6 +7,7 @@ import { ApplicationFailure } from '@temporalio/workflow';
 import ms from 'ms';
 import { InvalidInputError } from '../api/errors';
 import type { Prompt, Tune } from '../api/schemas';
+import { costOf, type Cost } from './cost';
 
 /** The `type` of every ApplicationFailure a workflow throws itself. */
 export const FailureType = {
@@ -18,6 +19,8 @@ export const FailureType = {
   invalidOptions: 'InvalidOptions',
   /** A Flux LoRA without a base tune: its prompts have nowhere to run. */
   missingBaseTune: 'MissingBaseTune',
+  /** The job would cost more than `maxCostMc`: a pack whose class price is above it, or prompts left uncreated. */
+  overBudget: 'OverBudget',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -138,3 +141,60 @@ export function requireValidInput(check: () => void): void {
  * small. More prompts: more `generate` runs.
  */
 export const MAX_PROMPTS_PER_RUN = 120;
+
+/** The details attached to an OverBudget failure. */
+export interface OverBudgetDetails {
+  maxCostMc: number;
+  /** What the job had cost when it stopped (nothing, for a pack refused before it was created). */
+  cost: Cost;
+  /** A pack's price for the class, when that is what was refused. */
+  packPriceMc?: number;
+  /** Prompts not created because they would have passed the limit, by their position in the input. */
+  notCreated: number[];
+  /** The prompts the job did create (settled, or as last seen), with their images. */
+  prompts: Pick<Prompt, 'id' | 'tune_id' | 'images' | 'user_error'>[];
+}
+
+/**
+ * A pack's price for the class is above `maxCostMc`: refused before anything is created.
+ *
+ * @example
+ * throw packOverBudget(260, 'woman', 150_000, 100_000);
+ */
+export function packOverBudget(packId: number, name: string, priceMc: number, maxCostMc: number): ApplicationFailure {
+  const details: OverBudgetDetails = { maxCostMc, cost: costOf(0), packPriceMc: priceMc, notCreated: [], prompts: [] };
+  return ApplicationFailure.create({
+    type: FailureType.overBudget,
+    nonRetryable: true,
+    message: `Pack ${packId} costs ${priceMc} mc for class ${name}, above maxCostMc ${maxCostMc}: nothing was created`,
+    details: [details],
+  });
+}
+
+/**
+ * The job stopped creating prompts before its cost would pass `maxCostMc`; the prompts it made have settled.
+ *
+ * @example
+ * throw promptsOverBudget(100_000, costOf(96_000), [3, 4], prompts);
+ */
+export function promptsOverBudget(
+  maxCostMc: number,
+  cost: Cost,
+  notCreated: number[],
+  prompts: readonly Prompt[],
+): ApplicationFailure {
+  const details: OverBudgetDetails = {
+    maxCostMc,
+    cost,
+    notCreated,
+    prompts: prompts.map((p) => ({ id: p.id, tune_id: p.tune_id, images: p.images, user_error: p.user_error })),
+  };
+  return ApplicationFailure.create({
+    type: FailureType.overBudget,
+    nonRetryable: true,
+    message:
+      `Stopped before passing maxCostMc ${maxCostMc}: ${notCreated.length} of ${notCreated.length + prompts.length} ` +
+      `prompts not created (input positions ${notCreated.join(', ')}); the job cost ${cost.mc} mc ($${cost.usd})`,
+    details: [details],
+  });
+}

@@ -29,8 +29,10 @@ export async function generate(input: GenerateInput): Promise<GenerateResult> {
       // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.
       const tune = await job.waitUntilTrained();
       const target = promptTarget(tune);
-      await job.createPrompts(target, input.prompts);
-      return { prompts: await job.waitUntilSettled(target.tuneId) };
+      const notCreated = await job.createPrompts(target, input.prompts);
+      const prompts = await job.waitUntilSettled(target.tuneId);
+      job.requireAllCreated(notCreated);
+      return { prompts, cost: job.cost() };
     },
   );
 }

@@ -11,6 +11,9 @@ import type {
   Tune,
   TuneCreateAttributes,
 } from '../api/schemas';
+import type { Cost } from './cost';
+
+export type { Cost } from './cost';
 
 /**
  * Spec 4.1 attributes. `title` defaults to the workflow ID (so a retried create finds the tune by title);
@@ -69,6 +72,14 @@ export interface TuneflowOptions {
    * @default false
    */
   cleanupOnCancel?: boolean;
+  /**
+   * The most the job may cost, in millicents (100,000 = 1 USD), as the service charges (`cost_mc`). A pack whose
+   * price for the class is above it is refused before anything is created; a job stops creating prompts before its
+   * cost would pass it (prompts priced per image as the first one was), waits for those it made, and fails with
+   * `OverBudget`.
+   * @default no limit
+   */
+  maxCostMc?: number;
 }
 
 export interface TrainThenGenerateInput {
@@ -79,6 +90,8 @@ export interface TrainThenGenerateInput {
 export interface TrainThenGenerateResult {
   tune: Tune;
   prompts: Prompt[];
+  /** What the job cost: the tune it trained and its prompts, as the service charged them. */
+  cost: Cost;
 }
 
 export interface GenerateInput {
@@ -88,6 +101,8 @@ export interface GenerateInput {
 }
 export interface GenerateResult {
   prompts: Prompt[];
+  /** What the job cost: its prompts, as the service charged them. */
+  cost: Cost;
 }
 
 export interface PackTuneInput {
@@ -98,4 +113,6 @@ export interface PackTuneInput {
 export interface PackTuneResult {
   tune: Tune;
   prompts: Prompt[];
+  /** What the job cost: the pack's tune (its price covers the pack's prompts), or the prompts added to a reused one. */
+  cost: Cost;
 }

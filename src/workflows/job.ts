@@ -15,7 +15,15 @@ import {
 import type { TuneflowActivities } from '../activities';
 import type { PackTuneSpec, PromptSpec, TuneSpec, TuneflowOptions } from './inputs';
 import type { Prompt, Tune } from '../api/schemas';
-import { promptsNeverSettled, requireValidInput, tuneNeverTrained, type WaitRecord } from './failures';
+import { costMcOf, costOf, PromptBudget, type Cost } from './cost';
+import {
+  packOverBudget,
+  promptsNeverSettled,
+  promptsOverBudget,
+  requireValidInput,
+  tuneNeverTrained,
+  type WaitRecord,
+} from './failures';
 import { packPromptsSettledSignal, Phase, progressQuery, promptSettledSignal, tuneTrainedSignal } from './messages';
 import { runBounded } from './concurrency';
 import { resolveOptions, type ResolvedOptions } from './options';
@@ -60,7 +68,7 @@ export class Job {
       this.counts.callbacks++;
       if (Array.isArray(prompts)) this.prompts.offerPack(prompts);
     });
-    setHandler(progressQuery, () => progressOf(this.phase, this.tune.id, this.prompts, this.counts));
+    setHandler(progressQuery, () => progressOf(this.phase, this.tune.id, this.prompts, this.counts, this.cost()));
   }
 
   /** The resolved options; set by `run` before the body starts. */
@@ -172,18 +180,80 @@ export class Job {
   }
 
   /**
-   * Creates the prompts on `target`, `promptConcurrency` at a time, each with its input position as key.
+   * Creates the prompts on `target`, `promptConcurrency` at a time, each with its input position as key. With
+   * `maxCostMc`, it stops before the job's cost would pass it; returns the input positions it did not create.
    *
    * @example
-   * await job.createPrompts(promptTarget(tune), input.prompts);
+   * const notCreated = await job.createPrompts(promptTarget(tune), input.prompts);
    */
-  async createPrompts(target: PromptTarget, specs: readonly PromptSpec[]): Promise<void> {
+  async createPrompts(target: PromptTarget, specs: readonly PromptSpec[]): Promise<number[]> {
     this.phase = Phase.creatingPrompts;
+    const maxCostMc = this.options.maxCostMc;
+    const budget = maxCostMc === undefined ? undefined : new PromptBudget(maxCostMc);
+    const notCreated: number[] = [];
     await runBounded(specs.length, this.options.promptConcurrency, async (i) => {
       const prompt = { ...specs[i], text: target.textFor(specs[i].text) };
-      const created = await this.create(() => service.createPrompt({ tuneId: target.tuneId, prompt, key: String(i) }));
-      this.prompts.adopt(created, i);
+      const createOne = () =>
+        this.create(() => service.createPrompt({ tuneId: target.tuneId, prompt, key: String(i) }));
+      if (!budget) {
+        this.prompts.adopt(await createOne(), i);
+        return;
+      }
+      // Lanes woken together: the first to run may take the only unpriced slot, so each checks again.
+      do await condition(() => budget.ready);
+      while (!budget.ready);
+      const ticket = budget.reserve(this.cost().mc, specs[i].num_images ?? 1);
+      if (!ticket) {
+        notCreated.push(i);
+        return;
+      }
+      let created: Prompt | undefined;
+      try {
+        created = await createOne();
+        this.prompts.adopt(created, i);
+      } finally {
+        budget.settle(ticket, costMcOf(created));
+      }
     });
+    if (notCreated.length) this.prompts.expectOnly(specs.length - notCreated.length);
+    return notCreated.sort((a, b) => a - b);
+  }
+
+  /**
+   * Fails with OverBudget when prompts were left uncreated for `maxCostMc`, once those made have settled.
+   *
+   * @example
+   * job.requireAllCreated(notCreated);
+   */
+  requireAllCreated(notCreated: readonly number[]): void {
+    if (notCreated.length === 0 || this.options.maxCostMc === undefined) return;
+    throw promptsOverBudget(this.options.maxCostMc, this.cost(), [...notCreated], this.prompts.all());
+  }
+
+  /**
+   * With `maxCostMc`, refuses a pack whose price for the class is above it (OverBudget), before anything is created.
+   *
+   * @example
+   * await job.checkPackPrice(input.packId, input.tune.name);
+   */
+  async checkPackPrice(packId: number, name: string): Promise<void> {
+    const maxCostMc = this.options.maxCostMc;
+    if (maxCostMc === undefined) return;
+    const priceMc = await this.counted(service.packPrice({ packId, name }));
+    if (priceMc !== null && priceMc > maxCostMc) throw packOverBudget(packId, name, priceMc, maxCostMc);
+  }
+
+  /**
+   * What the job has cost so far: the tune it created and its prompts, as the service charged them (`cost_mc`).
+   *
+   * @example
+   * return { tune, prompts, cost: job.cost() };
+   */
+  cost(): Cost {
+    const tune = this.tune.latest;
+    let mc = tune !== undefined && tune.id === this.createdTuneId ? (costMcOf(tune) ?? 0) : 0;
+    for (const prompt of this.prompts.all()) mc += costMcOf(prompt) ?? 0;
+    return costOf(mc);
   }
 
   /**

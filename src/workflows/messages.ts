@@ -4,6 +4,7 @@
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { Prompt, Tune } from '../api/schemas';
+import type { Cost } from './cost';
 
 /** The service's "tune finished training" callback: the tune object. */
 export const tuneTrainedSignal = defineSignal<[Tune]>('tuneTrained');
@@ -38,6 +39,8 @@ export interface Progress {
     /** Prompts that settled with a user_error. */
     failed: number;
   };
+  /** What the job has cost so far, as the service charged it (`cost_mc` of its tune and prompts). */
+  cost: Cost;
   /** Activity calls that reached the service, and callbacks taken in. */
   counts: {
     apiCalls: number;

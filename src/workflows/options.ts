@@ -19,7 +19,7 @@ export const DEFAULT_OPTIONS = {
   promptTimeout: '1 hour',
   promptConcurrency: 4,
   cleanupOnCancel: false,
-} as const satisfies Required<TuneflowOptions>;
+} as const satisfies Required<Omit<TuneflowOptions, 'maxCostMc'>>;
 
 /** The most prompt creates at once (the same bound the starters in client.ts check). */
 export const MAX_PROMPT_CONCURRENCY = 32;
@@ -39,10 +39,13 @@ export interface ResolvedOptions {
   promptTimeoutMs: number;
   promptConcurrency: number;
   cleanupOnCancel: boolean;
+  /** Undefined: no limit. */
+  maxCostMc: number | undefined;
 }
 
 type DurationOption = 'pollInterval' | 'maxPollInterval' | 'trainingTimeout' | 'promptTimeout';
-const KNOWN_OPTIONS: readonly string[] = Object.keys(DEFAULT_OPTIONS);
+/** maxCostMc has no default: no limit unless given. */
+const KNOWN_OPTIONS: readonly string[] = [...Object.keys(DEFAULT_OPTIONS), 'maxCostMc'];
 
 /**
  * Applies defaults and checks every option; throws a non-retryable ApplicationFailure of type `InvalidOptions` that
@@ -72,6 +75,9 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
     throw invalid('promptConcurrency', `must be an integer from 1 to ${MAX_PROMPT_CONCURRENCY}`);
   const cleanupOnCancel = options.cleanupOnCancel ?? DEFAULT_OPTIONS.cleanupOnCancel;
   if (typeof cleanupOnCancel !== 'boolean') throw invalid('cleanupOnCancel', 'must be true or false');
+  const maxCostMc = options.maxCostMc ?? undefined;
+  if (maxCostMc !== undefined && (!Number.isSafeInteger(maxCostMc) || maxCostMc < 0))
+    throw invalid('maxCostMc', `must be a whole number of millicents, 0 or more (got ${show(maxCostMc)})`);
 
   const schedule = { pollIntervalMs, maxPollIntervalMs };
   const timeouts = { trainingTimeout: durationOf('trainingTimeout'), promptTimeout: durationOf('promptTimeout') };
@@ -92,6 +98,7 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
     promptTimeoutMs: timeouts.promptTimeout,
     promptConcurrency,
     cleanupOnCancel,
+    maxCostMc,
   };
 }
 

@@ -33,6 +33,8 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
     input?.options,
     async () => {
       const reused = input.tune.tune_ids;
+      // A new tune costs the pack's price for its class: refused before anything is created when above maxCostMc.
+      if (!reused) await job.checkPackPrice(input.packId, input.tune.name as string);
       const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
       const title = input.tune.title ?? workflowId;
       const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
@@ -40,7 +42,7 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
       await job.waitUntilTrained(reused ? 0 : untilEtaMs(created));
       await job.learnPrompts(created.id);
       const prompts = await job.waitUntilSettled(created.id);
-      return { tune: job.tune.latest as Tune, prompts };
+      return { tune: job.tune.latest as Tune, prompts, cost: job.cost() };
     },
   );
 }

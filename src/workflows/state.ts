@@ -5,6 +5,7 @@
  * answered (the service is fast), so objects not yet known as the workflow's own are kept by id until they are.
  */
 import type { Prompt, Tune } from '../api/schemas';
+import type { Cost } from './cost';
 import type { Phase, Progress } from './messages';
 import { isTuneTrained } from './tune-kinds';
 
@@ -229,6 +230,16 @@ export class PromptLedger {
     this.learn([]);
   }
 
+  /**
+   * The workflow waits for `count` prompts after all (it created fewer than asked: OverBudget).
+   *
+   * @example
+   * ledger.expectOnly(2);
+   */
+  expectOnly(count: number): void {
+    this.expected = Math.max(count, this.ours.size);
+  }
+
   /** Whether the prompts the workflow waits for are known. */
   get known(): boolean {
     return this.expected !== undefined;
@@ -304,13 +315,20 @@ export interface Counts {
  * The `progress` query's answer.
  *
  * @example
- * setHandler(progressQuery, () => progressOf(phase, tune.id, ledger, counts));
+ * setHandler(progressQuery, () => progressOf(phase, tune.id, ledger, counts, costOf(0)));
  */
-export function progressOf(phase: Phase, tuneId: number | undefined, ledger: PromptLedger, counts: Counts): Progress {
+export function progressOf(
+  phase: Phase,
+  tuneId: number | undefined,
+  ledger: PromptLedger,
+  counts: Counts,
+  cost: Cost,
+): Progress {
   return {
     phase,
     tuneId: tuneId ?? null,
     prompts: { total: ledger.total, settled: ledger.settled, failed: ledger.failed },
+    cost,
     counts: { ...counts },
   };
 }

@@ -32,9 +32,10 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
       const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowId });
       const tune = await job.waitUntilTrained(untilEtaMs(created));
       const target = promptTarget(tune);
-      await job.createPrompts(target, input.prompts);
+      const notCreated = await job.createPrompts(target, input.prompts);
       const prompts = await job.waitUntilSettled(target.tuneId);
-      return { tune: job.tune.latest as Tune, prompts };
+      job.requireAllCreated(notCreated);
+      return { tune: job.tune.latest as Tune, prompts, cost: job.cost() };
     },
   );
 }

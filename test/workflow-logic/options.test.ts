@@ -30,9 +30,20 @@ describe('resolveOptions', () => {
       promptTimeoutMs: 3600_000,
       promptConcurrency: 4,
       cleanupOnCancel: false,
+      maxCostMc: undefined, // no limit
     });
     expect(resolveOptions({})).toEqual(resolved);
     expect(resolveOptions(null)).toEqual(resolved);
+  });
+
+  test('maxCostMc: a whole number of millicents, 0 or more; anything else is InvalidOptions naming it', () => {
+    expect(resolveOptions({ maxCostMc: 155_000 }).maxCostMc).toBe(155_000);
+    expect(resolveOptions({ maxCostMc: 0 }).maxCostMc).toBe(0);
+    for (const bad of [-1, 1.5, '1000', Number.NaN, true]) {
+      const failure = failureOf({ maxCostMc: bad });
+      expect(failure.type).toBe(FailureType.invalidOptions);
+      expect(failure.message).toContain('maxCostMc: must be a whole number of millicents');
+    }
   });
 
   test('the documented defaults are the ones applied', () => {

@@ -1,4 +1,5 @@
 import { isPromptSettled as schemaIsPromptSettled, type Prompt, type Tune } from '../../src/api/schemas';
+import { costOf } from '../../src/workflows/cost';
 import { Phase } from '../../src/workflows/messages';
 import {
   isPromptSettled,
@@ -288,15 +289,16 @@ describe('progressOf', () => {
     ledger.adopt(prompt(2, { user_error: 'x', updated_at: T2 }), 1);
     ledger.adopt(running(3), 2);
     const counts = { apiCalls: 5, polls: 1, callbacks: 2 };
-    const progress = progressOf(Phase.generating, 7, ledger, counts);
+    const progress = progressOf(Phase.generating, 7, ledger, counts, costOf(154_000));
     expect(progress).toEqual({
       phase: 'generating',
       tuneId: 7,
       prompts: { total: 3, settled: 2, failed: 1 },
+      cost: { mc: 154_000, usd: 1.54 },
       counts: { apiCalls: 5, polls: 1, callbacks: 2 },
     });
     counts.apiCalls++;
     expect(progress.counts.apiCalls).toBe(5);
-    expect(progressOf(Phase.creatingTune, undefined, new PromptLedger(2), counts).tuneId).toBeNull();
+    expect(progressOf(Phase.creatingTune, undefined, new PromptLedger(2), counts, costOf(0)).tuneId).toBeNull();
   });
 });

@@ -116,6 +116,9 @@ devServerTest(
     expect(html).toMatch(/^<!doctype html>/);
     expect(html).toContain(`<h1>tuneflow run ${workflowId}</h1>`);
     expect(html).toContain(`<h2>tune ${tuneId}</h2>`);
+    // branch fast: the job cost nothing, and says so.
+    expect(stdout).toMatch(/^cost: {6}0 mc \(\$0\.00\)$/m);
+    expect(html).toContain('<dt>job cost</dt><dd>0 mc ($0.00)</dd>');
     const sections = [...html.matchAll(/<section class="prompt" id="prompt-(\d+)">([\s\S]*?)<\/section>/g)];
     expect(sections.map((m) => m[1])).toEqual(printed.map((m) => m[1]));
     const texts = ['studio portrait', 'astronaut', 'watercolor'];

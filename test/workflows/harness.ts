@@ -55,6 +55,8 @@ export interface Outcome<R> {
   error?: unknown;
   progress: Progress;
   stats: MockStats;
+  /** What the mock charged the scenario's account (API_KEY). */
+  ledger: ReturnType<MockService['ledger']>;
   history: History;
   /** Ids the scenario made outside the workflow (an existing tune, an older prompt), for assertions. */
   context?: Record<string, number>;
@@ -148,6 +150,7 @@ export class WorkflowHarness {
           error,
           progress: await handle.query(progressQuery),
           stats: mock.stats(),
+          ledger: mock.ledger(API_KEY),
           history: await handle.fetchHistory(),
         };
       },

@@ -28,6 +28,9 @@ workflowTest('a pack: the tune trains, then every prompt the pack put on it sett
   }
   expect(outcome.stats.routes['POST /p/:pack_id/tunes']).toBe(1);
   expect(outcome.progress).toMatchObject({ phase: 'completed', prompts: { total: 2, settled: 2, failed: 0 } });
+  // The pack's price for dogs (80,000 mc) covers its prompts: the cost is what the mock's ledger charged.
+  expect(outcome.ledger.totalMc).toBe(80_000);
+  expect(resultOf(outcome).cost).toEqual({ mc: 80_000, usd: 0.8 });
   // The tune's callback and both prompts' (the pack's prompts_callback may come after the end).
   expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(3);
   // The pack makes the prompts itself: one list call finds them once the tune is trained; callbacks end both waits.

@@ -184,6 +184,37 @@ export const scenarios = {
   },
 
   /**
+   * A paid job with `maxCostMc`: training (150,000 mc) and two 2,000 mc images fit under 155,000, a third would
+   * pass it. The mock answers the way Rails renders (`"cost_mc": "150000.0"`): the cost is read all the same.
+   */
+  overBudgetPrompts: {
+    name: 'over-budget-prompts',
+    options: { mock: { answerStyle: 'rails' } },
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+        prompts: ['on a beach', 'in the snow', 'in a forest', 'on a boat'].map((where) => ({
+          text: `sks dog ${where}`,
+        })),
+        options: { maxCostMc: 155_000 },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
+  /** A pack whose price for the class (80,000 mc) is above `maxCostMc`: refused before anything is created. */
+  overBudgetPack: {
+    name: 'over-budget-pack',
+    options: {},
+    run: startAndSettle(
+      'packTune',
+      { packId: PET_PACK_ID, tune: { name: 'dog', image_urls: IMAGE_URLS }, options: { maxCostMc: 50_000 } },
+      'real',
+    ),
+  },
+
+  /**
    * A FaceID tune is ready at creation: no wait for training, not even a poll, though every callback is lost.
    * Its training image is a file the worker reads (a path in the input, never bytes).
    */

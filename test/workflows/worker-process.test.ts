@@ -1,14 +1,17 @@
 /**
  * The production worker as users run it: `tuneflow worker` as a child process, configured only by environment
  * variables, against the Temporal CLI's dev server (a real server, as in production) and the mock service. A run
- * started through the typed starter completes with callbacks through the worker's own receiver; metrics are served;
+ * started through the typed starter completes with callbacks through the worker's own receiver, its result carrying
+ * what the mock charged, which `tuneflow status` prints; metrics are served;
  * SIGTERM drains it to exit 0; the API key never reaches its logs.
  */
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
 import { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { request } from 'undici';
 import { TuneflowClient } from '../../src/client';
-import { startMockService, type MockService } from '../../src/mock-service';
+import { IMAGE_MC, startMockService, TUNE_TRAINING_MC, type MockService } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
 import { devServerTest, startDevServer } from './environment';
 import { startWorkerProcess } from './worker-process';
@@ -24,6 +27,19 @@ beforeAll(async () => {
   env = await startDevServer();
   mock = await startMockService({ port: 0, trainingTime: '1s', inferenceTime: '500ms' });
 }, 120_000);
+
+/** `tuneflow status <id>` as a child process against the dev server. */
+function statusOf(workflowId: string, address: string): Promise<{ code: number | null; stdout: string }> {
+  const bin = path.resolve(__dirname, '../../bin/tuneflow.js');
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: address };
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, [bin, 'status', workflowId], { env }, (error, stdout) =>
+      error && typeof error.code !== 'number'
+        ? reject(error)
+        : resolve({ code: error ? Number(error.code) : 0, stdout }),
+    ),
+  );
+}
 
 afterAll(async () => {
   await mock?.close();
@@ -48,11 +64,22 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
       client: new Client({ connection: env!.connection, namespace: env!.namespace }),
       taskQueue,
     });
-    const run = await tuneflow.trainThenGenerate(`worker-process-${Date.now()}`, {
-      tune: { name: 'dog', branch: 'fast', image_urls: [`${mock.url}/images/training-1.png`] },
+    const workflowId = `worker-process-${Date.now()}`;
+    // A paid branch: the mock charges training and each image, and the result carries what it charged.
+    const run = await tuneflow.trainThenGenerate(workflowId, {
+      tune: { name: 'dog', branch: 'sd15', image_urls: [`${mock.url}/images/training-1.png`] },
       prompts: [{ text: 'sks dog on a beach' }, { text: 'sks dog in the snow', num_images: 2 }],
     });
     const result = await run.result();
+    const ledger = mock.ledger(API_KEY);
+    expect(ledger.totalMc).toBe(TUNE_TRAINING_MC + 3 * IMAGE_MC);
+    expect(result.cost).toEqual({ mc: ledger.totalMc, usd: ledger.totalMc / 100_000 });
+    // `tuneflow status` prints it, while the worker is there to answer the progress query.
+    const status = await statusOf(workflowId, env!.address);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(`${workflowId}: COMPLETED`);
+    expect(status.stdout).toMatch(/^completed .* cost \$1\.56 /m);
+    expect(status.stdout).toContain('cost: 156000 mc ($1.56)');
     expect(result.tune.trained_at).toBeTruthy();
     expect(result.prompts.map((p) => p.images?.length)).toEqual(expect.arrayContaining([1, 2]));
     const progress = await run.progress();
