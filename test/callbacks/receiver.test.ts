@@ -192,7 +192,8 @@ describe('valid callbacks signal once with the parsed payload', () => {
     const live = { ...prompt, id: '29716915', tune_id: '1504944', cfg_scale: '3.0', cost_mc: '1200', images: '' };
     const res = await send(signedPath('prompt', 'job-1'), live);
     expect(res.status).toBe(200);
-    const expected = { ...live, id: 29716915, tune_id: 1504944, images: null };
+    // cost_mc too: a job's cost is read from it.
+    const expected = { ...live, id: 29716915, tune_id: 1504944, cost_mc: 1200, images: null };
     expect(calls).toEqual([{ workflowId: 'job-1', kind: 'prompt', payload: expected }]);
     expect((calls[0].payload as Prompt).cfg_scale).toBe('3.0');
 
