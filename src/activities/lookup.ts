@@ -12,8 +12,10 @@ const PAGE = 120;
 type RequestOptions = { signal?: AbortSignal };
 
 /**
- * The newest tune titled `title` (newest first, at most `pages` pages). The title is the job's business key, so any
- * tune with it belongs to this job, however old: no time bound (a time-skipping test server's clock is no guide).
+ * The newest tune titled `title`. The title is the job's business key, so any tune with it belongs to this job,
+ * however old: no time bound (a time-skipping test server's clock is no guide). One call asks the service for that
+ * title (`GET /tunes?title=`); an answer holding other titles means the filter was not honoured, and the look-up goes
+ * on paging the account's tunes, newest first, at most `pages` pages in all.
  */
 export async function findCreatedTune(
   api: TunesApi,
@@ -21,8 +23,13 @@ export async function findCreatedTune(
   pages: number,
   options: RequestOptions,
 ): Promise<Tune | undefined> {
-  let seen = 0;
-  for await (const tune of api.tunes.list({ limit: PAGE }, options)) {
+  const first = await api.tunes.list({ title, limit: PAGE }, options);
+  const honoured = first.every((tune) => tune.title === title);
+  const found = first.find((tune) => tune.title === title);
+  if (found || honoured || first.length < PAGE) return found;
+  // Not filtered: that was the account's newest page; read on from its last tune.
+  let seen = first.length;
+  for await (const tune of api.tunes.list({ before_id: first[first.length - 1].id, limit: PAGE }, options)) {
     if (tune.title === title) return tune;
     if (++seen >= pages * PAGE) return undefined;
   }

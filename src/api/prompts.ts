@@ -71,6 +71,17 @@ export class Prompts {
   }
 
   /**
+   * Reads one prompt by its id alone (`GET /prompts/:id`), as the service's official client polls it.
+   *
+   * @example
+   * const { images, tune_id } = await api.prompts.retrieveById(promptId);
+   */
+  async retrieveById(promptId: number, options?: RequestOptions): Promise<Prompt> {
+    const id = resourceId(promptId, 'promptId');
+    return this.http.request('GET', `/prompts/${id}`, Prompt, undefined, undefined, options);
+  }
+
+  /**
    * The prompts of one tune, newest first: await for a page, iterate for all.
    *
    * @example

@@ -500,8 +500,11 @@ const listShape = (offsetMax: number) => ({
   offset: int(0, offsetMax).optional(),
 });
 
-/** `GET /tunes` parameters (spec 4.3). */
-export const TuneListParams = z.strictObject(listShape(LIMITS.tuneOffsetMax));
+/**
+ * `GET /tunes` parameters (spec 4.3), and `title`: only tunes with exactly that title (the service's MCP server finds
+ * tunes so; a service that ignores it lists all).
+ */
+export const TuneListParams = z.strictObject({ ...listShape(LIMITS.tuneOffsetMax), title: text.optional() });
 export type TuneListParams = z.input<typeof TuneListParams>;
 
 /** `GET /tunes/:id/prompts` and `GET /prompts` parameters (spec 4.7). */

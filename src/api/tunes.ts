@@ -65,7 +65,7 @@ export class Tunes {
             '/tunes',
             TuneList,
             undefined,
-            beforeId === undefined ? query : { before_id: beforeId, limit: query.limit },
+            beforeId === undefined ? query : { before_id: beforeId, limit: query.limit, title: query.title },
             options,
           ),
       };

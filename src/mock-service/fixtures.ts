@@ -1,6 +1,7 @@
 /**
- * Public objects every account sees: the Flux base tune (as on the public service, id 1504944) and a few packs
- * covering several classes and the three kinds of pack (Flux LoRA, checkpoint, FaceID).
+ * Public objects every account sees: the gallery's base tunes (the Flux base 1504944 as on the public service, and the
+ * SD 1.5 base 690204 that the service's own example app trains on) and a few packs covering several classes and the
+ * three kinds of pack (Flux LoRA, checkpoint, FaceID).
  */
 import type { ModelType } from '../api/schemas';
 
@@ -16,6 +17,25 @@ export const FLUX_BASE_TUNE = {
   trained_at: '2024-08-01T00:00:00.000Z',
   expires_at: '2099-12-31T00:00:00.000Z',
 } as const;
+
+/**
+ * The public gallery base tunes a request may name (`base_tune_id`, or prompts posted to them): trained, readable by
+ * every account. Titles are the mock's own.
+ */
+export const GALLERY_TUNES = [
+  FLUX_BASE_TUNE,
+  {
+    id: 690204,
+    title: 'SD 1.5 base',
+    name: null,
+    token: 'sks',
+    branch: 'sd15',
+    model_type: null,
+    created_at: '2023-03-01T00:00:00.000Z',
+    trained_at: '2023-03-01T00:00:00.000Z',
+    expires_at: '2099-12-31T00:00:00.000Z',
+  },
+] as const;
 
 /** A prompt of a pack, before it is given to a tune; `{{key}}` placeholders take the tune's characteristics. */
 export interface PackPromptTemplate {

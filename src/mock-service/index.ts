@@ -17,7 +17,7 @@ import { inspectionRoutes } from './inspection';
 import { packRoutes } from './packs';
 import type { Charge } from './pricing';
 import { promptRoutes } from './prompts';
-import type { ServiceParts } from './requests';
+import type { MockSettings, ServiceParts } from './requests';
 import { mockRoutes, RouteCounter, Router, serveMock, type MockStats } from './server';
 import { Simulation } from './simulation';
 import { Store } from './store';
@@ -74,6 +74,12 @@ export interface MockServiceOptions {
    * @default the listening URL
    */
   publicUrl?: string;
+  /**
+   * A prompt posted to a LoRA tune: `base` runs it on the LoRA's base tune (the answer's `tune_id` is the base), as
+   * production clients report; `refuse` answers 422 ("model_type=lora is not supported"), as the service notes say.
+   * @default 'base'
+   */
+  loraPrompts?: MockSettings['loraPrompts'];
   /**
    * How answers and callbacks are rendered: `plain` JSON as the spec shows it, or `rails` as the live service has
    * been seen to send it (decimals as strings such as `"cfg_scale": "3.0"`, `""` for an empty text, a prompt create
@@ -147,7 +153,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
 
   const store = new Store(options.idempotency ?? false);
   const simulation = new Simulation(store, clock, callbacks, faults, { trainingMs, inferenceMs });
-  const parts: ServiceParts = { store, simulation, faults };
+  const parts: ServiceParts = { store, simulation, faults, settings: { loraPrompts: options.loraPrompts ?? 'base' } };
   const router = new Router([
     ...tuneRoutes(parts),
     ...promptRoutes(parts),

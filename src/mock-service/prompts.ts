@@ -108,15 +108,21 @@ export function promptRoutes(parts: ServiceParts): RouteDefinition[] {
       kind: 'api',
       async handle(ctx) {
         const account = ctx.account;
-        const tune = store.visibleTune(account, ctx.id(0, 'Tune'));
+        let tune = store.visibleTune(account, ctx.id(0, 'Tune'));
         if (!tune) throw notFound('Tune');
         const { input } = await ctx.bodyInput(PromptCreateInput, 'prompt');
         if (tune.model_type === 'lora') {
-          const base = tune.base_tune_id === null ? 'the base tune' : `the base tune ${tune.base_tune_id}`;
-          throw unprocessable(
-            'prompt.tune_id',
-            `model_type=lora is not supported: post the prompt to ${base} with <lora:${tune.id}:1> in its text`,
-          );
+          // Production clients post to the LoRA and get a prompt on its base tune; the service notes say 422.
+          const base = tune.base_tune_id === null ? undefined : store.visibleTune(account, tune.base_tune_id);
+          if (parts.settings.loraPrompts === 'refuse' || !base) {
+            const named = tune.base_tune_id === null ? 'the base tune' : `the base tune ${tune.base_tune_id}`;
+            throw unprocessable(
+              'prompt.tune_id',
+              `model_type=lora is not supported: post the prompt to ${named} with <lora:${tune.id}:1> in its text`,
+            );
+          }
+          if (!input.text.includes(`<lora:${tune.id}:`)) input.text = `<lora:${tune.id}:1> ${input.text}`;
+          tune = base;
         }
         checkReferences(store, account, input.text);
         const attributes = await promptAttributes(store, input, tune.characteristics);
@@ -132,6 +138,13 @@ export function promptRoutes(parts: ServiceParts): RouteDefinition[] {
       pattern: '/tunes/:tune_id/prompts/:id',
       kind: 'api',
       handle: (ctx) => ({ status: 200, body: store.renderPrompt(ownPromptOn(parts, ctx)) }),
+    },
+    {
+      // Un-nested, as the official client and several integrations poll it.
+      method: 'GET',
+      pattern: '/prompts/:id',
+      kind: 'api',
+      handle: (ctx) => ({ status: 200, body: store.renderPrompt(ownPrompt(parts, ctx)) }),
     },
     {
       method: 'GET',

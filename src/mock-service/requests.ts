@@ -133,9 +133,28 @@ export class RequestContext {
     this.bodyPromise ??= readBody(this.req);
     return this.bodyPromise;
   }
+
+  /**
+   * The body read as JSON whatever its content type: `curl -d '{...}'` sends JSON labelled as a form. The mock's own
+   * control routes take it so; a body that is no JSON is read as the form it says it is.
+   * @example const faults = (await ctx.jsonBody()).value;
+   */
+  jsonBody(): Promise<RequestBody> {
+    this.bodyPromise ??= readBody(this.req, true);
+    return this.bodyPromise;
+  }
 }
 
-async function readBody(req: IncomingMessage): Promise<RequestBody> {
+function isJsonText(bytes: Buffer): boolean {
+  try {
+    JSON.parse(bytes.toString('utf8'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function readBody(req: IncomingMessage, jsonFirst = false): Promise<RequestBody> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
@@ -145,7 +164,8 @@ async function readBody(req: IncomingMessage): Promise<RequestBody> {
   }
   const bytes = Buffer.concat(chunks);
   const type = String(req.headers['content-type'] ?? '').toLowerCase();
-  if (type.startsWith('multipart/form-data') || type.startsWith('application/x-www-form-urlencoded')) {
+  const formType = type.startsWith('multipart/form-data') || type.startsWith('application/x-www-form-urlencoded');
+  if (formType && !(jsonFirst && isJsonText(bytes))) {
     let form: FormData;
     try {
       // The platform's parser, the same one fetch uses.
@@ -180,6 +200,16 @@ export interface ServiceParts {
   readonly store: Store;
   readonly simulation: Simulation;
   readonly faults: FaultInjector;
+  readonly settings: MockSettings;
+}
+
+/** How the mock answers where production clients and the service notes disagree. */
+export interface MockSettings {
+  /**
+   * A prompt posted to a LoRA tune: `base` runs it on the LoRA's base tune with the LoRA loaded (`<lora:ID:1>`), and
+   * answers with the prompt there, as production clients report; `refuse` answers 422, as the service notes say.
+   */
+  loraPrompts: 'base' | 'refuse';
 }
 
 /** Where a route belongs: API routes need a key and may get faults; the others never do. */

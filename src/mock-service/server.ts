@@ -273,7 +273,8 @@ export function mockRoutes(store: Store, faults: FaultInjector, stats: () => Moc
       pattern: '/__mock/faults',
       kind: 'mock',
       async handle(ctx) {
-        const body = await ctx.body();
+        // JSON as sent by the README's `curl -d '{...}'`, which labels it a form.
+        const body = await ctx.jsonBody();
         return { status: 200, body: faults.set(body.value) };
       },
     },

@@ -3,7 +3,7 @@
  * increasing id counter (newest first = id descending), and the JSON forms the service answers with.
  */
 import { PROMPT_CONSIDERED_ATTRIBUTES } from '../api/schemas';
-import { FLUX_BASE_TUNE, PACKS, type PackFixture, type PackPromptTemplate } from './fixtures';
+import { FLUX_BASE_TUNE, GALLERY_TUNES, PACKS, type PackFixture, type PackPromptTemplate } from './fixtures';
 import type { Charge } from './pricing';
 
 export interface Account {
@@ -125,25 +125,26 @@ export class Store {
   baseUrl = '';
 
   constructor(private readonly idempotencyDefault: boolean) {
-    this.tunes.set(FLUX_BASE_TUNE.id, {
-      ...FLUX_BASE_TUNE,
-      account: null,
-      base_tune_id: null,
-      steps: null,
-      face_crop: null,
-      training_face_correct: false,
-      preset: null,
-      auto_extend: false,
-      callback: null,
-      characteristics: null,
-      orig_images: [],
-      eta: FLUX_BASE_TUNE.trained_at,
-      updated_at: FLUX_BASE_TUNE.trained_at,
-      started_training_at: FLUX_BASE_TUNE.created_at,
-      pack_id: null,
-      cost_mc: 0,
-      promptIds: [],
-    });
+    for (const gallery of GALLERY_TUNES)
+      this.tunes.set(gallery.id, {
+        ...gallery,
+        account: null,
+        base_tune_id: null,
+        steps: null,
+        face_crop: null,
+        training_face_correct: false,
+        preset: null,
+        auto_extend: false,
+        callback: null,
+        characteristics: null,
+        orig_images: [],
+        eta: gallery.trained_at,
+        updated_at: gallery.trained_at,
+        started_training_at: gallery.created_at,
+        pack_id: null,
+        cost_mc: 0,
+        promptIds: [],
+      });
     for (const pack of PACKS) {
       const perClass: Record<string, PackPrompt[]> = {};
       for (const [name, templates] of Object.entries(pack.prompts_per_class))
@@ -231,6 +232,11 @@ export class Store {
     return `${this.baseUrl}/files/${key}`;
   }
 
+  /** The ids of the account's tunes with exactly this title, oldest first (as `account.tuneIds`). */
+  tuneIdsTitled(account: Account, title: string): number[] {
+    return account.tuneIds.filter((id) => this.tunes.get(id)?.title === title);
+  }
+
   /** Spec 4.11: the account's tune with this title (the oldest, when idempotency was off when they were made). */
   tuneByTitle(account: Account, title: string): TuneRecord | undefined {
     for (const id of account.tuneIds) {
@@ -302,7 +308,8 @@ export class Store {
       characteristics: t.characteristics,
       pack_id: t.pack_id,
       cost_mc: t.cost_mc,
-      url: `${this.baseUrl}/tunes/${t.id}`,
+      // The service's object URLs end in .json, and answer there.
+      url: `${this.baseUrl}/tunes/${t.id}.json`,
       orig_images: t.orig_images,
     };
   }
@@ -331,7 +338,7 @@ export class Store {
       created_at: p.created_at,
       updated_at: p.updated_at,
       tune_id: p.tune_id,
-      url: `${this.baseUrl}/tunes/${p.tune_id}/prompts/${p.id}`,
+      url: `${this.baseUrl}/tunes/${p.tune_id}/prompts/${p.id}.json`,
       images: p.images,
       user_error: p.user_error,
       pack_id: p.pack_id,

@@ -1,6 +1,6 @@
 /**
  * `POST /themes` (service notes): a theme, tune ids and a few prompt attributes in; 10 prompts per tune out, read
- * back through `GET /tunes/:id/prompts`. The answer, undocumented, is `{ prompts: [...] }`.
+ * back through `GET /tunes/:id/prompts`. The answer is 201 with an empty body, as the service's docs show.
  */
 import { ThemeCreateInput } from '../api/schemas';
 import { unprocessable, type RouteDefinition, type ServiceParts } from './requests';
@@ -35,15 +35,13 @@ export function themeRoutes(parts: ServiceParts): RouteDefinition[] {
           if (!tune) throw unprocessable('tune_ids', `${id} is not a tune of this account`);
           return tune;
         });
-        const prompts = tunes.flatMap((tune) =>
-          VARIATIONS.map((variation) =>
+        for (const tune of tunes)
+          for (const variation of VARIATIONS)
             simulation.createPrompt(account, tune, {
               text: [tune.token, tune.name].filter(Boolean).join(' ') + `, ${input.theme}, ${variation}`,
               ...input.prompt_attributes,
-            }),
-          ),
-        );
-        return { status: 201, body: { prompts: prompts.map((p) => store.renderPrompt(p)) } };
+            });
+        return { status: 201 };
       },
     },
   ];

@@ -3,7 +3,7 @@
  * or as `image_urls` (recorded as given, never downloaded).
  */
 import { LIMITS, readCharacteristics, TuneCreateInput, TuneListParams } from '../api/schemas';
-import { FLUX_BASE_TUNE } from './fixtures';
+import { GALLERY_TUNES } from './fixtures';
 import { checkReferences, promptAttributes } from './prompts';
 import { checkOffset, notFound, unprocessable, type RouteDefinition, type ServiceParts } from './requests';
 import type { Store } from './store';
@@ -47,7 +47,7 @@ export function tuneRoutes(parts: ServiceParts): RouteDefinition[] {
         if (input.base_tune_id !== undefined && !base)
           throw unprocessable(
             'tune.base_tune_id',
-            `must be a tune of this account or the public base tune ${FLUX_BASE_TUNE.id}`,
+            `must be a tune of this account or a gallery base tune (${GALLERY_TUNES.map((t) => t.id).join(', ')})`,
           );
         const branch = input.branch ?? base?.branch ?? 'sd15';
         // Everything that can be refused is checked before the tune exists.
@@ -97,8 +97,10 @@ export function tuneRoutes(parts: ServiceParts): RouteDefinition[] {
       kind: 'api',
       handle(ctx) {
         checkOffset(ctx, LIMITS.tuneOffsetMax, 'tune');
-        const window = ctx.queryInput(TuneListParams);
-        const page = store.page(ctx.account.tuneIds, window, (id) => store.tunes.get(id));
+        const { title, ...window } = ctx.queryInput(TuneListParams);
+        // `?title=` filters by exact title, as the service's MCP server uses it to find a tune.
+        const ids = title === undefined ? ctx.account.tuneIds : store.tuneIdsTitled(ctx.account, title);
+        const page = store.page(ids, window, (id) => store.tunes.get(id));
         return { status: 200, body: page.map((t) => store.renderTune(t)) };
       },
     },

@@ -30,6 +30,11 @@ afterAll(async () => {
   await mock.close();
 });
 beforeEach(() => mock.setFaults({}));
+/** Closed after the test that opened them. */
+const afterThis: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(afterThis.splice(0).map((close) => close()));
+});
 
 /** A fresh account per test, so counts and look-ups see only that test's objects. */
 function account(baseUrl = mock.url, timeout?: Duration) {
@@ -144,6 +149,40 @@ describe('createTune', () => {
     expect(await tuneCount(api)).toBe(1);
   });
 
+  test('the look-up is one GET /tunes?title= call however many tunes the account has', async () => {
+    const { api, activities } = account();
+    await run(activities, 'createTune', { tune: tune('job-title') });
+    for (let i = 0; i < 125; i++) await api.tunes.create(tune(`other-${i}`)); // more than a page, all newer
+    const [lists, posts] = [mock.stats().routes['GET /tunes'] ?? 0, mock.stats().routes['POST /tunes']];
+    const found = await run(activities, 'createTune', { tune: tune('job-title') }, { attempt: 2 });
+    expect(found.title).toBe('job-title');
+    expect(mock.stats().routes['GET /tunes']).toBe(lists + 1);
+    expect(mock.stats().routes['POST /tunes']).toBe(posts);
+  });
+
+  test('where ?title= is not honoured, the look-up pages the account newest first and still finds the tune', async () => {
+    // A service that ignores `title`: 130 tunes, the job's the oldest, paged by before_id.
+    const tunes = Array.from({ length: 130 }, (_, i) => ({ id: 1000 + i, title: i === 0 ? 'job-old' : `t-${i}` }));
+    const queries: string[] = [];
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      queries.push(url.search);
+      const before = Number(url.searchParams.get('before_id') ?? Infinity);
+      const limit = Number(url.searchParams.get('limit') ?? 20);
+      const page = tunes
+        .filter((t) => t.id < before)
+        .reverse()
+        .slice(0, limit);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    afterThis.push(() => new Promise((resolve) => server.close(() => resolve())));
+    const { activities } = account(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const found = await run(activities, 'createTune', { tune: tune('job-old') }, { attempt: 2 });
+    expect(found).toMatchObject({ id: 1000, title: 'job-old' });
+    expect(queries).toEqual(['?limit=120&title=job-old', '?before_id=1010&limit=120']);
+  });
+
   test('the first attempt does not look (no list call)', async () => {
     const { activities } = account();
     const lists = mock.stats().routes['GET /tunes'] ?? 0;
@@ -216,7 +255,10 @@ describe('createPrompt', () => {
   });
 
   test('a prompt posted to a Flux LoRA tune: the service says 422, Validation, never retried, with field errors', async () => {
-    const { activities } = account();
+    // The service notes' 422 (the mock's default runs such a prompt on the base tune, as production clients report).
+    const refusing = await startMockService({ trainingTime: '200ms', inferenceTime: '100ms', loraPrompts: 'refuse' });
+    afterThis.push(() => refusing.close());
+    const { activities } = account(refusing.url);
     const lora = await run(activities, 'createTune', {
       tune: {
         ...tune('job-lora'),
@@ -232,6 +274,7 @@ describe('createPrompt', () => {
     expect(failure.type).toBe('Validation');
     expect(failure.nonRetryable).toBe(true);
     expect(failure.message).toContain('422');
+    expect(failure.message).toContain('model_type=lora is not supported');
     expect(failure.details?.[0]).toMatchObject({ status: 422 });
   });
 

@@ -65,3 +65,17 @@ test('a create answered with a body cut short: UnexpectedResponseError (retryabl
   expect((err as UnexpectedResponseError).kind).toBe('UnexpectedResponse');
   expect(await api.prompts.list(tune.id)).toHaveLength(1);
 });
+
+test('the un-nested prompt path, a tune on the gallery base 690204, and tunes found by title', async () => {
+  const api = account();
+  const tune = await api.tunes.create({ title: 'on-690204', name: 'dog', base_tune_id: 690204, image_urls: URLS });
+  expect(tune).toMatchObject({ base_tune_id: 690204, branch: 'sd15' });
+  await api.tunes.create({ title: 'another', name: 'dog', image_urls: URLS });
+  expect((await api.tunes.list({ title: 'on-690204' })).map((t) => t.id)).toEqual([tune.id]);
+
+  const prompt = await api.prompts.create(690204, { text: 'sks dog', cfg_scale: 7.5 });
+  const byId = await api.prompts.retrieveById(prompt.id);
+  expect(byId).toMatchObject({ id: prompt.id, tune_id: 690204, cfg_scale: '7.5' });
+  const settled = await until(() => api.prompts.retrieveById(prompt.id), isPromptSettled);
+  expect(settled).toEqual(await api.prompts.retrieve(690204, prompt.id));
+});

@@ -96,7 +96,7 @@ describe('paths and bodies', () => {
       form.append('tune[model_type]', 'faceid');
       form.append('tune[images][]', new Blob([solidPng('p')], { type: 'image/png' }), 'p.png');
       const tune = (await call<TuneJson>(proxied.url, 'k', 'POST', '/tunes', form)).body;
-      expect(tune.url).toBe(`https://mock.example.test/api/tunes/${tune.id}`);
+      expect(tune.url).toBe(`https://mock.example.test/api/tunes/${tune.id}.json`);
       expect(tune.orig_images).toEqual([
         expect.stringMatching(/^https:\/\/mock\.example\.test\/api\/files\/\d+\.png$/),
       ]);

@@ -5,9 +5,10 @@
 import type { Prompt } from '../../src/api/schemas';
 import type { GenerateResult, PackTuneResult } from '../../src/workflows/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
-import { resultOf } from './harness';
+import type { PackTuneInput } from '../../src/workflows/inputs';
+import { resultOf, type Outcome } from './harness';
 import { summarize } from './history-summary';
-import { PET_PACK_ID, play, scenarios } from './scenarios';
+import { IMAGE_URLS, PET_PACK_ID, play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
 
@@ -39,6 +40,40 @@ workflowTest('a pack: the tune trains, then every prompt the pack put on it sett
   expect(timers.map((t) => t.ended)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
   expect(timers.map((t) => t.ms)).toEqual([6 * 3_600_000, 121_000, 3_600_000, 120_000]);
 });
+
+workflowTest(
+  "a pack tune in branch fast, as the service's example app makes it, runs end to end on a mock answering like Rails",
+  async () => {
+    const input = {
+      packId: PET_PACK_ID,
+      tune: { name: 'cat', image_urls: IMAGE_URLS, branch: 'fast', characteristics: '{"fur":"grey"}' },
+    } satisfies PackTuneInput;
+    const outcome = await harness().scenario({ mock: { answerStyle: 'rails' } }, (s) =>
+      s.withWorker(async () => s.settle(await s.start('packTune', input, 'real', `pack-fast-${Date.now()}`))),
+    );
+    const { tune, prompts } = resultOf(outcome as Outcome<PackTuneResult>);
+    expect(tune.trained_at).toBeTruthy();
+    expect(prompts).toHaveLength(2);
+    for (const prompt of prompts) {
+      expect(prompt.tune_id).toBe(tune.id);
+      expect(prompt.text).toContain('grey fur');
+      expect(prompt.images?.length).toBeGreaterThan(0);
+    }
+    expect(outcome.stats.routes).toMatchObject({ 'POST /p/:pack_id/tunes': 1, 'GET /tunes/:id/prompts': 1 });
+    expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBeUndefined();
+    expect(outcome.progress).toMatchObject({ phase: 'completed', prompts: { total: 2, settled: 2, failed: 0 } });
+    // The same commands as any pack: the create, one list once trained; the callbacks (parsed from Rails-style
+    // bodies by the receiver) end both waits.
+    const { activities, calls, timers } = summarize(outcome.history);
+    expect(activities).toEqual(['createPackTune', 'listPrompts']);
+    expect(calls[0].input).toMatchObject({
+      packId: PET_PACK_ID,
+      tune: { branch: 'fast', characteristics: '{"fur":"grey"}' },
+    });
+    expect(timers.map((t) => t.ended)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
+    expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(3);
+  },
+);
 
 workflowTest('a pack on a reused tune (tune_ids): only the prompts the request added are waited for', async () => {
   const outcome = await play<PackTuneResult>(harness(), scenarios.packReusedTune);
