@@ -71,7 +71,7 @@ workflowTest('a 422 fails the workflow at once, with the field errors, and is no
   const details = failure.details?.[0] as { status: number; fieldErrors: Record<string, string[]> };
   expect(details.status).toBe(422);
   expect(details.fieldErrors['tune.base_tune_id']).toEqual([
-    expect.stringContaining('must be a tune of this account or the public base tune'),
+    expect.stringContaining('must be a tune of this account or a gallery base tune'),
   ]);
   expect(outcome.stats.routes['POST /tunes']).toBe(1);
   expect(outcome.progress.phase).toBe('failed');
