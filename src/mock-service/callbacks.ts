@@ -5,6 +5,7 @@
 import { Agent, request } from 'undici';
 import type { Clock } from './clock';
 import type { FaultInjector } from './faults';
+import type { Journal } from './journal';
 
 /** What happened to callbacks so far. */
 export interface CallbackStats {
@@ -36,6 +37,7 @@ export class CallbackSender {
     private readonly log: (line: string) => void,
     /** How bodies are rendered (the answer style). */
     private readonly render: (body: unknown) => unknown = (body) => body,
+    private readonly journal?: Journal,
   ) {}
 
   /**
@@ -53,17 +55,20 @@ export class CallbackSender {
     if (times === 2) this.stats.duplicated++;
     // The body is taken now: a callback reports the object as it was when the event happened.
     const payload = JSON.stringify(this.render(body));
-    const go = () => {
-      for (let i = 0; i < times; i++) this.post(url, payload);
-    };
     const delay = this.faults.current.callbackDelayMs ?? 0;
-    if (delay > 0) this.clock.after(delay, go);
-    else go();
+    const jitter = this.faults.current.callbackJitterMs ?? 0;
+    for (let i = 0; i < times; i++) {
+      // Each copy draws its own jitter: callbacks arrive out of order, a duplicate well after the first.
+      const wait = delay + (jitter > 0 ? Math.floor(this.faults.random() * jitter) : 0);
+      if (wait > 0) this.clock.after(wait, () => this.post(url, payload, body));
+      else this.post(url, payload, body);
+    }
   }
 
-  private post(url: string, payload: string): void {
+  private post(url: string, payload: string, body: unknown): void {
     if (this.closed) return;
     this.stats.sent++;
+    this.journal?.callbackSent(url, body);
     request(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'user-agent': 'tuneflow-mock-service' },

@@ -49,6 +49,12 @@ export interface Faults {
    */
   callbackDelayMs?: number;
   /**
+   * A random extra delay of up to this many milliseconds for each callback POST (each copy of a duplicate draws its
+   * own): callbacks then arrive reordered.
+   * @default 0
+   */
+  callbackJitterMs?: number;
+  /**
    * Share of new tunes that never get `trained_at` (FaceID tunes, ready at creation, are not affected).
    * @default 0
    */
@@ -88,6 +94,7 @@ function faultsSchema(known: ReadonlySet<string>) {
       callbackDropRate: rate.optional(),
       callbackDuplicateRate: rate.optional(),
       callbackDelayMs: millis.optional(),
+      callbackJitterMs: millis.optional(),
       neverTrainRate: rate.optional(),
       faultRoutes: z
         .array(
@@ -130,8 +137,8 @@ export class FaultInjector {
   constructor(
     /** The API route keys (`'POST /tunes'`); read when faults are set, so it may be filled in later. */
     apiRoutes: ReadonlySet<string>,
-    /** Injectable for deterministic tests of the injector itself. */
-    private readonly random: () => number = Math.random,
+    /** Injectable for deterministic tests of the injector itself; also draws the callbacks' jitter. */
+    readonly random: () => number = Math.random,
   ) {
     this.schema = faultsSchema(apiRoutes);
   }

@@ -13,6 +13,7 @@ import { AnswerStyle, railsStyle } from './answer-style';
 import { CallbackSender } from './callbacks';
 import { Clock } from './clock';
 import { FaultInjector, type Faults } from './faults';
+import type { MockJournal } from './journal';
 import { inspectionRoutes } from './inspection';
 import { packRoutes } from './packs';
 import type { Charge } from './pricing';
@@ -28,6 +29,7 @@ export { AnswerStyle } from './answer-style';
 export type { CallbackStats } from './callbacks';
 export type { Faults } from './faults';
 export { IMAGE_MC, TUNE_TRAINING_MC, type Charge } from './pricing';
+export type { JournalCallback, JournalPrompt, JournalTune, MockJournal } from './journal';
 export { FLUX_BASE_TUNE, PACKS } from './fixtures';
 export type { MockStats } from './server';
 
@@ -115,6 +117,12 @@ export interface MockService {
    */
   ledger(apiKey: string): { totalMc: number; charges: Charge[] };
   /**
+   * Every tune and prompt created (of every account, deleted ones included) and every callback sent, with times: what
+   * a soak run is judged by (`GET /__mock/journal`).
+   * @example mock.journal().tunes.filter((t) => t.title === workflowId).length // 1
+   */
+  journal(): MockJournal;
+  /**
    * Stops listening, clears every timer and closes keep-alive and callback connections.
    * @example await mock.close();
    */
@@ -138,11 +146,13 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
   const faults = new FaultInjector(apiRouteKeys);
   const clock = new Clock();
   const answerStyle = options.answerStyle ?? AnswerStyle.plain;
+  const store = new Store(options.idempotency ?? false);
   const callbacks = new CallbackSender(
     clock,
     faults,
     quiet,
     answerStyle === AnswerStyle.rails ? railsStyle : undefined,
+    store.journal,
   );
   const counter = new RouteCounter();
   const stats = (): MockStats => ({
@@ -151,7 +161,6 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
     faults: { injected: faults.injectedCount },
   });
 
-  const store = new Store(options.idempotency ?? false);
   const simulation = new Simulation(store, clock, callbacks, faults, { trainingMs, inferenceMs });
   const parts: ServiceParts = { store, simulation, faults, settings: { loraPrompts: options.loraPrompts ?? 'base' } };
   const router = new Router([
@@ -160,7 +169,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
     ...packRoutes(parts),
     ...themeRoutes(parts),
     ...inspectionRoutes(),
-    ...mockRoutes(store, faults, stats),
+    ...mockRoutes(store, faults, stats, () => store.journal.toJSON()),
   ]);
   for (const route of router.routes) if (route.kind === 'api') apiRouteKeys.add(route.key);
   faults.set(options.faults ?? {});
@@ -200,6 +209,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
       const charges = store.account(apiKey).charges.map((c) => ({ ...c }));
       return { totalMc: charges.reduce((sum, c) => sum + c.mc, 0), charges };
     },
+    journal: () => store.journal.toJSON(),
     close() {
       closing ??= (async () => {
         clock.stop();

@@ -11,6 +11,7 @@ import { ARRAY_ANSWER_ROUTES, AnswerStyle, railsStyle } from './answer-style';
 import type { CallbackStats } from './callbacks';
 import type { FaultInjector, StatusFault } from './faults';
 import { ImageMaker } from './images';
+import type { MockJournal } from './journal';
 import { invalidInput, notFound, RequestContext, ServiceError, type Reply, type RouteDefinition } from './requests';
 import type { Account, Store } from './store';
 
@@ -245,7 +246,12 @@ function pathOf(url: string | undefined): string {
  * The routes that are not the service's API: generated images, uploaded files, and the mock's own controls.
  * @example new Router([...apiRoutes, ...mockRoutes(parts, stats)])
  */
-export function mockRoutes(store: Store, faults: FaultInjector, stats: () => MockStats): RouteDefinition[] {
+export function mockRoutes(
+  store: Store,
+  faults: FaultInjector,
+  stats: () => MockStats,
+  journal: () => MockJournal,
+): RouteDefinition[] {
   const images = new ImageMaker(store);
   return [
     {
@@ -280,5 +286,6 @@ export function mockRoutes(store: Store, faults: FaultInjector, stats: () => Moc
     },
     { method: 'GET', pattern: '/__mock/faults', kind: 'mock', handle: () => ({ status: 200, body: faults.current }) },
     { method: 'GET', pattern: '/__mock/stats', kind: 'mock', handle: () => ({ status: 200, body: stats() }) },
+    { method: 'GET', pattern: '/__mock/journal', kind: 'mock', handle: () => ({ status: 200, body: journal() }) },
   ];
 }

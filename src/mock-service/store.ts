@@ -5,6 +5,7 @@
 import { PROMPT_CONSIDERED_ATTRIBUTES } from '../api/schemas';
 import { FLUX_BASE_TUNE, GALLERY_TUNES, PACKS, type PackFixture, type PackPromptTemplate } from './fixtures';
 import type { Charge } from './pricing';
+import { Journal } from './journal';
 
 export interface Account {
   readonly key: string;
@@ -120,6 +121,8 @@ export class Store {
   readonly files = new Map<string, StoredFile>();
   private readonly accounts = new Map<string, Account>();
   private lastId = FLUX_BASE_TUNE.id;
+  /** Every tune and prompt created, deleted ones included. */
+  readonly journal = new Journal();
 
   /** Base of every URL in answers: object URLs, image URLs, uploaded files. Set once the mock listens. */
   baseUrl = '';
@@ -196,6 +199,7 @@ export class Store {
   addTune(tune: TuneRecord): void {
     this.tunes.set(tune.id, tune);
     tune.account?.tuneIds.push(tune.id);
+    this.journal.tuneCreated(tune);
   }
 
   removeTune(tune: TuneRecord): void {
@@ -207,6 +211,7 @@ export class Store {
     this.prompts.set(prompt.id, prompt);
     prompt.account.promptIds.push(prompt.id);
     this.tunes.get(prompt.tune_id)?.promptIds.push(prompt.id);
+    this.journal.promptCreated(prompt);
   }
 
   removePrompt(prompt: PromptRecord): void {

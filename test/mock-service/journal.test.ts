@@ -1,0 +1,99 @@
+/**
+ * The mock's journal (`GET /__mock/journal`, `mock.journal()`): every tune and prompt created, deleted ones included,
+ * and every callback POST with its workflow ID, the ids it reports and when it was sent; and the `callbackJitterMs`
+ * fault that delivers callbacks out of order. A soak run is judged by it.
+ */
+import { startMockService, type MockJournal, type MockService } from '../../src/mock-service';
+import { call, CallbackReceiver, type PromptJson, type TuneJson } from './loopback';
+
+jest.setTimeout(20_000);
+
+let mock: MockService;
+let receiver: CallbackReceiver;
+
+beforeAll(async () => {
+  mock = await startMockService({ trainingTime: '100ms', inferenceTime: '50ms' });
+  receiver = await new CallbackReceiver().start();
+});
+afterAll(async () => {
+  await mock.close();
+  await receiver.close();
+});
+beforeEach(() => mock.setFaults({}));
+
+test('records every tune and prompt created, deleted ones too, over HTTP as in process', async () => {
+  const key = 'journal-objects';
+  const tune = (
+    await call<TuneJson>(mock.url, key, 'POST', '/tunes', {
+      tune: { title: 'journal-job-1', name: 'dog', image_urls: ['https://images.test/1.jpg'] },
+    })
+  ).body;
+  const prompt = (
+    await call<PromptJson>(mock.url, key, 'POST', `/tunes/${tune.id}/prompts`, { prompt: { text: 'sks dog [m #0]' } })
+  ).body;
+  expect((await call(mock.url, key, 'DELETE', `/tunes/${tune.id}/prompts/${prompt.id}`)).status).toBeLessThan(300);
+
+  const journal = (await call<MockJournal>(mock.url, null, 'GET', '/__mock/journal')).body;
+  expect(journal.tunes).toContainEqual({
+    id: tune.id,
+    title: 'journal-job-1',
+    packId: null,
+    createdAt: expect.any(Number),
+  });
+  expect(journal.prompts).toContainEqual({
+    id: prompt.id,
+    tuneId: tune.id,
+    text: 'sks dog [m #0]',
+    packId: null,
+    createdAt: expect.any(Number),
+  });
+  expect(mock.journal().prompts.map((p) => p.id)).toContain(prompt.id);
+  // Not an API route: the journal is never counted as a call to the service.
+  expect(mock.stats().routes['GET /__mock/journal']).toBeUndefined();
+});
+
+test('records each callback POST with its workflow ID, the ids it reports and when it was sent', async () => {
+  const key = 'journal-callbacks';
+  mock.setFaults({ callbackDuplicateRate: 1 });
+  const url = `${receiver.url}/journal-tune?workflowId=job-7&sig=00`;
+  const tune = (
+    await call<TuneJson>(mock.url, key, 'POST', '/tunes', {
+      tune: { title: 'journal-job-7', name: 'dog', image_urls: ['https://images.test/1.jpg'], callback: url },
+    })
+  ).body;
+  const arrived = await receiver.waitFor('/journal-tune', 2);
+  const sent = mock.journal().callbacks.filter((c) => c.path === '/journal-tune');
+  expect(sent).toEqual([
+    { path: '/journal-tune', workflowId: 'job-7', ids: [tune.id], sentAt: expect.any(Number) },
+    { path: '/journal-tune', workflowId: 'job-7', ids: [tune.id], sentAt: expect.any(Number) },
+  ]);
+  for (const callback of sent) expect(callback.sentAt).toBeLessThanOrEqual(arrived[1].at);
+});
+
+test('callbackJitterMs delays each copy of a callback by its own random share: they arrive apart', async () => {
+  const key = 'journal-jitter';
+  mock.setFaults({ callbackDuplicateRate: 1, callbackJitterMs: 1_500 });
+  const started = Date.now();
+  await call<TuneJson>(mock.url, key, 'POST', '/tunes', {
+    tune: {
+      title: 'journal-jitter',
+      name: 'dog',
+      image_urls: ['https://images.test/1.jpg'],
+      callback: `${receiver.url}/jitter`,
+    },
+  });
+  const [a, b] = await receiver.waitFor('/jitter', 2);
+  expect(b.at - started).toBeLessThan(100 + 1_500 + 1_000);
+  const times = mock
+    .journal()
+    .callbacks.filter((c) => c.path === '/jitter')
+    .map((c) => c.sentAt);
+  expect(times).toHaveLength(2);
+  expect(a.body).toEqual(b.body);
+});
+
+test('callbackJitterMs must be a whole number of milliseconds', () => {
+  expect(() => mock.setFaults({ callbackJitterMs: -1 })).toThrow(
+    /callbackJitterMs: must be an integer number of milliseconds, at least 0/,
+  );
+});
