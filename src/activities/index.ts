@@ -5,7 +5,7 @@
  * ApplicationFailures whose `type` the retry policies in src/workflows/policies.ts understand. Retrying is Temporal's
  * job: nothing here loops.
  */
-import { activityInfo, cancellationSignal } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, heartbeat } from '@temporalio/activity';
 import type { TunesApi } from '../api';
 import type { Prompt, Tune } from '../api/schemas';
 import type { CallbackSigner } from '../callbacks/signing';
@@ -190,12 +190,21 @@ function options() {
   return { signal: cancellationSignal() };
 }
 
+/**
+ * How often a call under way heartbeats: well inside the heartbeat timeout of src/workflows/policies.ts (the SDK sends
+ * at most one heartbeat per 80 % of that timeout). A call that answers sooner never heartbeats.
+ */
+const HEARTBEAT_EVERY_MS = 2_000;
+
 async function mapped<T>(call: () => Promise<T>): Promise<T> {
+  const beating = setInterval(() => heartbeat(), HEARTBEAT_EVERY_MS);
   try {
     return await call();
   } catch (err) {
     const { attempt, retryPolicy } = activityInfo();
     throw toApplicationFailure(err, { attempt, retryPolicy });
+  } finally {
+    clearInterval(beating);
   }
 }
 

@@ -51,9 +51,17 @@ export const serviceRetryPolicy: RetryPolicy = {
  */
 const ATTEMPT_TIMEOUT = '2 minutes';
 
+/**
+ * The activities heartbeat every few seconds while a call is under way (src/activities), so an attempt whose worker
+ * died (SIGKILL, a lost host) is retried after this, not after the whole 2-minute attempt timeout. Calls that answer
+ * within it never heartbeat at all.
+ */
+export const HEARTBEAT_TIMEOUT = '10 seconds';
+
 /** Creates and deletes: what changes the service. Retried under the full policy. */
 export const serviceActivityOptions: ActivityOptions = {
   startToCloseTimeout: ATTEMPT_TIMEOUT,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: serviceRetryPolicy,
 };
 
@@ -64,6 +72,7 @@ export const serviceActivityOptions: ActivityOptions = {
  */
 export const pollActivityOptions: ActivityOptions = {
   startToCloseTimeout: ATTEMPT_TIMEOUT,
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
   retry: { ...serviceRetryPolicy, maximumAttempts: 3 },
 };
 
