@@ -15,6 +15,8 @@ export interface DevServerProcessOptions {
   dbFilename?: string;
   /** @default 'default' */
   namespace?: string;
+  /** More flags for `temporal server start-dev`, e.g. `['--dynamic-config-value', 'frontend.rps=10000']`. */
+  extraArgs?: string[];
 }
 
 export interface DevServerProcess {
@@ -47,6 +49,7 @@ export async function startDevServerProcess(options: DevServerProcessOptions): P
   const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
   args.push('--namespace', options.namespace ?? 'default', '--log-level', 'error');
   if (options.dbFilename) args.push('--db-filename', options.dbFilename);
+  args.push(...(options.extraArgs ?? []));
   const child = spawn(options.executable, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));

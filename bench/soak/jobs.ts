@@ -1,0 +1,95 @@
+/**
+ * The soak run's jobs: a fixed mix of the three workflows (6 in 10 trainThenGenerate, 2 generate on the public base
+ * tune, 2 packTune), 1 to 8 prompts each. Every prompt's text carries its job and position, so the mock's ledger
+ * tells which job made it and whether it was made twice.
+ */
+import type { TuneflowClient, TuneflowHandle } from '../../src/client';
+import { FLUX_BASE_TUNE, PACKS } from '../../src/mock-service';
+import type { TuneflowOptions } from '../../src/workflows/inputs';
+
+export type JobKind = 'trainThenGenerate' | 'generate' | 'packTune';
+
+export interface SoakJob {
+  readonly workflowId: string;
+  readonly kind: JobKind;
+  /** Prompts the job asks for (a pack's own prompts for packTune). */
+  readonly prompts: number;
+  /** The pack and class of a packTune job. */
+  readonly pack?: { id: number; name: string };
+  startedAt?: number;
+  handle?: TuneflowHandle<unknown>;
+}
+
+/** Marks a prompt's text with its job and position: `[soak-x-12 #3]`. */
+export function promptMark(workflowId: string, index: number): string {
+  return `[${workflowId} #${index}]`;
+}
+
+const PET_PACK = PACKS.find((p) => p.id === 261)!;
+const HEADSHOT_PACK = PACKS.find((p) => p.id === 260)!;
+
+/**
+ * The jobs of one run: job i's kind and prompt count follow from i alone, so two runs of the same size do the same
+ * work.
+ */
+export function planJobs(runId: string, count: number): SoakJob[] {
+  return Array.from({ length: count }, (_, i): SoakJob => {
+    const workflowId = `soak-${runId}-${i}`;
+    const slot = i % 10;
+    const prompts = 1 + ((i * 5) % 8);
+    if (slot < 6) return { workflowId, kind: 'trainThenGenerate', prompts };
+    if (slot < 8) return { workflowId, kind: 'generate', prompts };
+    const pack = slot === 8 ? { fixture: PET_PACK, name: 'dog' } : { fixture: HEADSHOT_PACK, name: 'woman' };
+    return {
+      workflowId,
+      kind: 'packTune',
+      prompts: pack.fixture.prompts_per_class[pack.name].length,
+      pack: { id: pack.fixture.id, name: pack.name },
+    };
+  });
+}
+
+/**
+ * Starts one job through the typed starters (a start the server refused for a moment is tried again: the workflow ID
+ * makes it idempotent).
+ */
+export async function startJob(
+  tuneflow: TuneflowClient,
+  job: SoakJob,
+  mockUrl: string,
+  options: TuneflowOptions,
+): Promise<void> {
+  const image_urls = [`${mockUrl}/images/training-1.png`, `${mockUrl}/images/training-2.png`];
+  const prompts = Array.from({ length: job.prompts }, (_, i) => ({
+    text: `sks dog, soak portrait ${promptMark(job.workflowId, i)}`,
+    num_images: 1 + (i % 2),
+  }));
+  for (let attempt = 1; ; attempt++) {
+    try {
+      switch (job.kind) {
+        case 'trainThenGenerate':
+          job.handle = await tuneflow.trainThenGenerate(job.workflowId, {
+            tune: { name: 'dog', branch: 'fast', image_urls },
+            prompts,
+            options,
+          });
+          break;
+        case 'generate':
+          job.handle = await tuneflow.generate(job.workflowId, { tuneId: FLUX_BASE_TUNE.id, prompts, options });
+          break;
+        case 'packTune':
+          job.handle = await tuneflow.packTune(job.workflowId, {
+            packId: job.pack!.id,
+            tune: { name: job.pack!.name, image_urls },
+            options,
+          });
+          break;
+      }
+      job.startedAt ??= Date.now();
+      return;
+    } catch (err) {
+      if (attempt >= 30) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
+}

@@ -1,0 +1,166 @@
+/**
+ * The soak run's flags and its fault profiles. A bad flag is named, with the rule it breaks, before anything starts.
+ */
+import { parseArgs } from 'node:util';
+import { durationToMs } from '../../src/duration';
+
+/** One kind of fault, alone; `all` mixes them. */
+export const PROFILES = {
+  none: 'no fault: the baseline',
+  'status-500': '500 bursts: every API request for 2.6 s of each 13 s (20 %), not processed',
+  'status-504': '20 % of API requests processed, then answered 504',
+  'status-429': '429 storms with Retry-After: every API request for 3.4 s of each 17 s (20 %)',
+  'callbacks-lost': 'every callback lost: polling alone finishes the jobs',
+  'callbacks-disordered': 'callbacks duplicated (50 %), reordered and late (0.5 to 6 s)',
+  'forged-callbacks': 'a flood of forged callbacks at the receiver (bad, missing and replayed signatures)',
+  'never-train': '20 % of tunes never train: those jobs fail with TuneNeverTrained at their deadline',
+  'worker-kill': 'one worker SIGKILLed every 30 s and started again',
+  'server-restart': 'the Temporal dev server stopped and started again on its state file (down 10 s)',
+  'receiver-cut': "the callback receiver's Temporal connection cut for 20 s (callbacks meanwhile answered 503)",
+} as const;
+export type ProfileName = keyof typeof PROFILES;
+
+export interface SoakOptions {
+  jobs: number;
+  workers: number;
+  /** The profiles in force: one, or every one for `all`. */
+  profiles: ProfileName[];
+  profileName: string;
+  /** The harness's deadline from the first start: a run still open then is stuck. */
+  durationMs: number;
+  json: boolean;
+  /** Jobs started per second; 0 starts them all at once. */
+  rate: number;
+  trainingTime: string;
+  inferenceTime: string;
+  /** Keep the dev server's state in a file even when no fault needs it. */
+  dbFile: boolean;
+  /** More flags for `temporal server start-dev`, e.g. `--dynamic-config-value frontend.rps=10000`. */
+  serverArgs: string[];
+  /** Keep the run's directory (logs, the dev server's state file) even when every invariant holds. */
+  keep: boolean;
+  /** Write a CPU profile of each worker process into this directory (`node --cpu-prof`). */
+  cpuProfDir?: string;
+}
+
+export const USAGE = `Usage: npm run soak -- [--jobs N] [--workers K] [--profile NAME|all] [--duration D] [--json]
+
+Runs N tuneflow jobs (trainThenGenerate, generate and packTune, 1 to 8 prompts each) on a real Temporal dev server
+with K \`tuneflow worker\` processes, the mock service and the callback receiver, injects a fault profile, and checks
+the invariants against the mock's own ledger. Exit 0 when they hold, 1 when one is broken, 2 for a bad flag.
+
+Options:
+  --jobs N              jobs to run (default 100)
+  --workers K           worker processes (default 1)
+  --profile NAME|all    fault profile (default none):
+${Object.entries(PROFILES)
+  .map(([name, what]) => `                          ${name.padEnd(21)} ${what}`)
+  .join('\n')}
+                          all                   every one of them at once (lighter rates; status faults
+                                                in the first minute)
+  --duration D          deadline from the first start; runs open then are stuck (default 4 minutes)
+  --rate R              jobs started per second (default 0: all at once)
+  --training-time D     how long the mock trains a tune (default 10s)
+  --inference-time D    how long the mock takes for a prompt (default 3s)
+  --db-file             keep the dev server's state in a SQLite file even when no fault needs it
+  --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
+  --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
+  --keep                keep the run's directory (logs, the server's state file) even when it passed
+  --json                last line: one JSON object with the figures
+  --help                this text
+
+Temporal: TEMPORAL_ADDRESS (a running server; the server-restart fault is then left out), else a dev server
+provisioned by src/temporal-server.
+`;
+
+/** A flag that breaks its rule; the message names it. */
+export class FlagError extends Error {
+  override name = 'FlagError';
+}
+
+function positiveInteger(name: string, value: string | undefined, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > max)
+    throw new FlagError(`${name}: must be a whole number from 1 to ${max}, got '${value}'`);
+  return Number(value);
+}
+
+function duration(name: string, value: string | undefined, fallback: string): string {
+  const text = value ?? fallback;
+  try {
+    if (durationToMs(text, name) <= 0) throw new Error();
+  } catch {
+    throw new FlagError(`${name}: must be a positive duration such as '90s' or '4 minutes', got '${text}'`);
+  }
+  return text;
+}
+
+/**
+ * The options of `argv`, or undefined for --help; throws FlagError naming the flag.
+ *
+ * @example
+ * parseSoakOptions(['--jobs', '20', '--profile', 'all', '--json']);
+ */
+export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        jobs: { type: 'string' },
+        workers: { type: 'string' },
+        profile: { type: 'string' },
+        duration: { type: 'string' },
+        rate: { type: 'string' },
+        'training-time': { type: 'string' },
+        'inference-time': { type: 'string' },
+        'db-file': { type: 'boolean' },
+        'server-arg': { type: 'string', multiple: true },
+        'cpu-prof': { type: 'string' },
+        keep: { type: 'boolean' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw new FlagError((err as Error).message);
+  }
+  const v = parsed.values;
+  if (v.help) return undefined;
+  const profileName = v.profile ?? 'none';
+  const profiles =
+    profileName === 'all'
+      ? (Object.keys(PROFILES).filter((p) => p !== 'none') as ProfileName[])
+      : profileName in PROFILES
+        ? [profileName as ProfileName]
+        : undefined;
+  if (!profiles)
+    throw new FlagError(
+      `--profile: must be one of ${[...Object.keys(PROFILES), 'all'].join(', ')}, got '${profileName}'`,
+    );
+  let rate = 0;
+  if (v.rate !== undefined) {
+    rate = Number(v.rate);
+    if (!/^\d+(\.\d+)?$/.test(v.rate) || !(rate > 0))
+      throw new FlagError(`--rate: must be a positive number of jobs per second, got '${v.rate}'`);
+  }
+  if (v['cpu-prof'] !== undefined && !v['cpu-prof'].trim())
+    throw new FlagError('--cpu-prof: must be a directory to write the profiles into');
+  return {
+    jobs: positiveInteger('--jobs', v.jobs, 100, 100_000),
+    workers: positiveInteger('--workers', v.workers, 1, 32),
+    profiles,
+    profileName,
+    durationMs: durationToMs(duration('--duration', v.duration, '4 minutes'), '--duration'),
+    json: v.json ?? false,
+    rate,
+    trainingTime: duration('--training-time', v['training-time'], '10s'),
+    inferenceTime: duration('--inference-time', v['inference-time'], '3s'),
+    dbFile: v['db-file'] ?? false,
+    serverArgs: v['server-arg'] ?? [],
+    cpuProfDir: v['cpu-prof'],
+    keep: v.keep ?? false,
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * The CI-sized soak run (issue 10): exactly `npm run soak -- --jobs 20 --profile all --json` as a child process, on a
+ * dev server of its own (DESIGN.md tier 5), with every fault profile mixed. Its last line of stdout is the JSON report;
+ * the test checks the invariants there (the harness judged them against the mock's ledger and the histories) and that
+ * every kind of fault was really injected. Speed is reported by the run, never asserted here.
+ */
+import { spawn } from 'node:child_process';
+import * as path from 'node:path';
+import { devServerTest } from './environment';
+
+jest.setTimeout(420_000);
+
+const ROOT = path.resolve(__dirname, '../..');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function soak(args: string[]): Promise<Run> {
+  // A dev server of the run's own: the server-restart fault needs one it may stop (TEMPORAL_ADDRESS would name a
+  // server that is not the run's).
+  const env = { ...process.env };
+  delete env.TEMPORAL_ADDRESS;
+  const child = spawn('npm', ['run', 'soak', '--', ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+devServerTest(
+  'npm run soak -- --jobs 20 --profile all --json: every invariant holds, every fault was injected',
+  async () => {
+    const run = await soak(['--jobs', '20', '--profile', 'all', '--json']);
+    const lines = run.stdout.trimEnd().split('\n');
+    const last = lines[lines.length - 1];
+    let report: Record<string, unknown>;
+    try {
+      report = JSON.parse(last) as Record<string, unknown>;
+    } catch {
+      throw new Error(
+        `the last line is not JSON: ${last}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr.slice(-4000)}`,
+      );
+    }
+    expect(report).toEqual(
+      expect.objectContaining({
+        jobs: 20,
+        duplicates: 0,
+        lost: 0,
+        stuck: 0,
+        failedOther: 0,
+        apiKeyLeaks: 0,
+        forgedAccepted: 0,
+        violations: [],
+      }),
+    );
+    for (const key of ['apiCalls', 'apiCallsPerJob', 'workerRssMiB', 'reactionP50Ms', 'reactionP99Ms', 'jobsPerSecond'])
+      expect(report).toHaveProperty(key);
+    expect((report.completed as number) + (report.failedTyped as number)).toBe(20);
+    expect(report.apiCalls as number).toBeGreaterThanOrEqual(20);
+
+    const faults = report.faults as Record<string, number>;
+    expect(faults.status).toBeGreaterThan(0);
+    expect(faults.callbacksDropped).toBeGreaterThan(0);
+    expect(faults.callbacksDuplicated).toBeGreaterThan(0);
+    expect(faults.workerKills).toBeGreaterThan(0);
+    expect(faults.serverRestarts).toBe(1);
+    expect(faults.receiverCuts).toBe(1);
+    expect(report.forgedSent as number).toBeGreaterThan(0);
+    expect(run.code).toBe(0);
+  },
+);
+
+devServerTest('npm run soak with a bad flag names it and exits 2 before starting anything', async () => {
+  const run = await soak(['--jobs', 'many']);
+  expect(run.code).toBe(2);
+  expect(run.stderr).toContain("--jobs: must be a whole number from 1 to 100000, got 'many'");
+  const unknown = await soak(['--profile', 'earthquake']);
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toContain('--profile: must be one of none, status-500');
+});
