@@ -1,6 +1,6 @@
 /**
  * `npm run soak`: N tuneflow jobs on a real Temporal dev server with K `tuneflow worker` processes, the mock service
- * and the callback receiver (`tuneflow callbacks`), under a fault profile; judged against the mock's own ledger and
+ * and the callback receiver (`tuneflow callbacks`), under a fault profile; judged against the mock's own journal and
  * the server's histories. Progress on stderr while it runs, a table at the end, and with --json one JSON object as the
  * last line of stdout. Exit 0 when every invariant holds, 1 when one is broken, 2 for a bad flag.
  */
@@ -18,7 +18,7 @@ import { FailureType } from '../../src/workflows/failures';
 import type { TuneflowOptions } from '../../src/workflows/inputs';
 import { FaultInjection } from './faults';
 import { planJobs, startJob, type SoakJob } from './jobs';
-import { callbackTimes, isDocumentedFailure, judgeHistory, LedgerIndex, percentile, type JobOutcome } from './judge';
+import { callbackTimes, isDocumentedFailure, judgeHistory, JournalIndex, percentile, type JobOutcome } from './judge';
 import { FlagError, parseSoakOptions, USAGE, type SoakOptions } from './options';
 import { CuttableProxy, startTuneflow, stopProcess, tuneflowCommand, usageOf, type TuneflowProcess } from './processes';
 
@@ -333,11 +333,11 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     const { total: apiCalls, routes } = apiCallsOf(stats);
     await faults.stop();
 
-    // Judge: each job's history, against the ledger. A job that visibility reported closed but whose history still
+    // Judge: each job's history, against the journal. A job that visibility reported closed but whose history still
     // ends open (visibility leads) is read again until the deadline.
-    const ledger = mock.ledger();
-    const index = new LedgerIndex(ledger);
-    const sentTimes = callbackTimes(ledger);
+    const journal = mock.journal();
+    const index = new JournalIndex(journal);
+    const sentTimes = callbackTimes(journal);
     const outcomes = new Map<string, JobOutcome>();
     for (;;) {
       const pending = jobs.filter((job) => (outcomes.get(job.workflowId)?.status ?? 'open') === 'open');

@@ -1,6 +1,6 @@
 /**
  * The soak run's jobs: a fixed mix of the three workflows (6 in 10 trainThenGenerate, 2 generate on the public base
- * tune, 2 packTune), 1 to 8 prompts each. Every prompt's text carries its job and position, so the mock's ledger
+ * tune, 2 packTune), 1 to 8 prompts each. Every prompt's text carries its job and position, so the mock's journal
  * tells which job made it and whether it was made twice.
  */
 import type { TuneflowClient, TuneflowHandle } from '../../src/client';

@@ -1,11 +1,11 @@
 /**
- * Judges a soak run by the service's side (the mock's ledger) and by the histories the server kept: per job exactly
+ * Judges a soak run by the service's side (the mock's journal) and by the histories the server kept: per job exactly
  * one tune and one prompt per requested prompt, every job closed with success or a documented failure type, none open
  * at the deadline, the API key in no history; and the figures (history size, callback-to-reaction latency).
  */
 import type { WorkflowHandle } from '@temporalio/client';
 import * as proto from '@temporalio/proto';
-import type { MockLedger } from '../../src/mock-service';
+import type { MockJournal } from '../../src/mock-service';
 import { FailureType } from '../../src/workflows/failures';
 import type { SoakJob } from './jobs';
 
@@ -56,9 +56,9 @@ function idsOf(value: unknown): string {
 }
 
 /** The first time the mock sent a callback about each entity (or list of entities), keyed by their ids. */
-export function callbackTimes(ledger: MockLedger): Map<string, number> {
+export function callbackTimes(journal: MockJournal): Map<string, number> {
   const times = new Map<string, number>();
-  for (const callback of ledger.callbacks) {
+  for (const callback of journal.callbacks) {
     const key = callback.ids.join(',');
     const known = times.get(key);
     if (known === undefined || callback.sentAt < known) times.set(key, callback.sentAt);
@@ -70,7 +70,7 @@ export function callbackTimes(ledger: MockLedger): Map<string, number> {
  * Reads one job's history and judges it.
  *
  * @example
- * const outcome = await judgeHistory(job, handle, apiKey, callbackTimes(mock.ledger()));
+ * const outcome = await judgeHistory(job, handle, apiKey, callbackTimes(mock.journal()));
  */
 export async function judgeHistory(
   job: SoakJob,
@@ -164,8 +164,8 @@ function encodedSize(history: History): { size: number; raw: Buffer } {
   return { size: raw.length, raw };
 }
 
-/** What the ledger says about one job: tunes made for it and how often each requested prompt was made. */
-export interface LedgerVerdict {
+/** What the journal says about one job: tunes made for it and how often each requested prompt was made. */
+export interface JournalVerdict {
   tunes: number;
   /** Requested prompts made more than once (extra copies), and extra tunes. */
   duplicates: number;
@@ -174,16 +174,16 @@ export interface LedgerVerdict {
   tuneIds: number[];
 }
 
-/** Indexes the ledger once: tunes by title, prompts by the job mark in their text and by tune. */
-export class LedgerIndex {
+/** Indexes the journal once: tunes by title, prompts by the job mark in their text and by tune. */
+export class JournalIndex {
   private readonly tunesByTitle = new Map<string, number[]>();
   private readonly promptsByMark = new Map<string, number>();
   private readonly promptsByTune = new Map<number, number>();
 
-  constructor(ledger: MockLedger) {
-    for (const tune of ledger.tunes)
+  constructor(journal: MockJournal) {
+    for (const tune of journal.tunes)
       this.tunesByTitle.set(tune.title, [...(this.tunesByTitle.get(tune.title) ?? []), tune.id]);
-    for (const prompt of ledger.prompts) {
+    for (const prompt of journal.prompts) {
       this.promptsByTune.set(prompt.tuneId, (this.promptsByTune.get(prompt.tuneId) ?? 0) + 1);
       const mark = /\[(soak-[^\]\s]+ #\d+)\]/.exec(prompt.text)?.[1];
       if (mark) this.promptsByMark.set(mark, (this.promptsByMark.get(mark) ?? 0) + 1);
@@ -191,10 +191,10 @@ export class LedgerIndex {
   }
 
   /**
-   * Judges one job against the ledger: a job that completed must have its tune and every prompt exactly once; one
+   * Judges one job against the journal: a job that completed must have its tune and every prompt exactly once; one
    * that failed may lack what it never got to make, but never has anything twice.
    */
-  verdict(job: SoakJob, status: JobStatus): LedgerVerdict {
+  verdict(job: SoakJob, status: JobStatus): JournalVerdict {
     const tuneIds = job.kind === 'generate' ? [] : (this.tunesByTitle.get(job.workflowId) ?? []);
     let duplicates = Math.max(0, tuneIds.length - 1);
     let lost = 0;

@@ -47,7 +47,7 @@ export const USAGE = `Usage: npm run soak -- [--jobs N] [--workers K] [--profile
 
 Runs N tuneflow jobs (trainThenGenerate, generate and packTune, 1 to 8 prompts each) on a real Temporal dev server
 with K \`tuneflow worker\` processes, the mock service and the callback receiver, injects a fault profile, and checks
-the invariants against the mock's own ledger. Exit 0 when they hold, 1 when one is broken, 2 for a bad flag.
+the invariants against the mock's own journal. Exit 0 when they hold, 1 when one is broken, 2 for a bad flag.
 
 Options:
   --jobs N              jobs to run (default 100)
