@@ -2,7 +2,10 @@
  * Tier 2: the activities in MockActivityEnvironment, over the real client against the real mock service on loopback.
  * Every error mapping (type, retryable, next delay) and the look-up-before-retry of both creates.
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import * as http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -16,6 +19,7 @@ import { startMockService } from '../../src/mock-service';
 type Mock = Awaited<ReturnType<typeof startMockService>>;
 
 const SECRET = 'activity-test-secret-0123456789';
+const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 const quiet = new DefaultLogger('ERROR', () => undefined);
 const signer = new CallbackSigner({ baseUrl: 'http://127.0.0.1:9', secret: SECRET });
 let mock: Mock;
@@ -313,6 +317,29 @@ describe('answers as the live service renders them (the mock in rails style)', (
       cfg_scale: '3.0',
     });
     expect(await api.prompts.list(t.id)).toHaveLength(1);
+  });
+
+  test('a multipart tune on the gallery base 690204 with characteristics as a JSON string, and its prompt', async () => {
+    const { api, activities } = account(rails.url);
+    const dir = await mkdtemp(join(tmpdir(), 'tuneflow-activities-'));
+    afterThis.push(() => rm(dir, { recursive: true, force: true }));
+    const image = join(dir, 'dog.png');
+    await writeFile(image, Buffer.from(PNG_1X1, 'base64'));
+    const spec = {
+      title: 'job-690204',
+      name: 'dog',
+      base_tune_id: 690204,
+      images: [image],
+      characteristics: '{"fur":"grey"}',
+      workspace_id: 'ws-1',
+    };
+    const created = await run(activities, 'createTune', { tune: spec }, { workflowId: 'job-690204' });
+    expect(created).toMatchObject({ base_tune_id: 690204, branch: 'sd15' });
+    expect(created.characteristics).toEqual({ fur: 'grey' });
+    const input = { tuneId: 690204, prompt: { text: 'sks dog, {{fur}} fur', resolution: '1080p' }, key: 'p0' };
+    const prompt = await run(activities, 'createPrompt', input, { workflowId: 'job-690204' });
+    expect(prompt).toMatchObject({ tune_id: 690204, resolution: '1080p' });
+    expect((await api.prompts.retrieveById(prompt.id)).tune_id).toBe(690204);
   });
 
   test('a prompt create answered with a body cut short is not made twice: the retry finds it ("3.0" is 3)', async () => {

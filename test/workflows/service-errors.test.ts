@@ -9,9 +9,10 @@ import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@tempo
 import type { History } from '@temporalio/common/lib/proto-utils';
 import type { TuneNeverTrainedDetails } from '../../src/workflows/failures';
 import { useWorkflowHarness, workflowTest } from './environment';
-import type { Outcome } from './harness';
+import type { GenerateResult } from '../../src/workflows/inputs';
+import { resultOf, type Outcome } from './harness';
 import { summarize, type Attempt } from './history-summary';
-import { play, scenarios } from './scenarios';
+import { IMAGE_URLS, play, scenarios } from './scenarios';
 
 jest.setTimeout(180_000);
 
@@ -47,6 +48,67 @@ workflowTest('a 504 after the tune was created: retried 60 s later, found by tit
   expect(attempts.waitedMs).toBeLessThan(90_000);
   expect(summarize(outcome.history).activities).toEqual(['createTune']);
 });
+
+workflowTest(
+  'a tune create answered with a body cut short: retried after the backoff, found by title, one tune',
+  async () => {
+    const faults = { garbledAnswerRate: 1, faultRoutes: ['POST /tunes'], maxFaults: 1 };
+    const input = { tune: { name: 'woman', model_type: 'faceid', image_urls: IMAGE_URLS }, prompts: [] };
+    const outcome = await harness().scenario({ mock: { faults, answerStyle: 'rails' } }, (s) =>
+      s.withWorker(async () =>
+        s.settle(await s.start('trainThenGenerate', input, 'skipping', `garbled-${Date.now()}`)),
+      ),
+    );
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.stats.faults.injected).toBe(1);
+    expect(outcome.stats.routes['POST /tunes']).toBe(1);
+    expect(outcome.stats.routes['GET /tunes']).toBe(1); // one look-up by title
+    const attempts = createTuneAttempts(outcome.history);
+    expect(attempts.attempt).toBe(2);
+    expect([undefined, 'UnexpectedResponse']).toContain(attempts.lastFailureType);
+    expect(attempts.waitedMs).toBeGreaterThanOrEqual(30_000); // the service policy's backoff
+    expect(summarize(outcome.history).activities).toEqual(['createTune']);
+  },
+);
+
+workflowTest(
+  'a prompt create answered with a body cut short: the retry finds the prompt, one prompt per request',
+  async () => {
+    const faults = { garbledAnswerRate: 1, faultRoutes: ['POST /tunes/:id/prompts'], maxFaults: 1 };
+    let listed: number[] = [];
+    const outcome = await harness().scenario({ mock: { answerStyle: 'rails' } }, (s) =>
+      s.withWorker(async () => {
+        const created = await s.api.tunes.create({
+          title: 'garbled-dog',
+          name: 'dog',
+          branch: 'fast',
+          image_urls: IMAGE_URLS,
+        });
+        while (!(await s.api.tunes.retrieve(created.id)).trained_at) await new Promise((r) => setTimeout(r, 50));
+        s.mock.setFaults(faults);
+        const input = {
+          tuneId: created.id,
+          prompts: [
+            { text: 'sks dog', cfg_scale: 3 },
+            { text: 'sks dog', seed: 2 },
+          ],
+        };
+        const outcome = await s.settle(await s.start('generate', input, 'skipping', `garbled-prompt-${Date.now()}`));
+        listed = (await s.api.prompts.list(created.id, { limit: 120 })).map((p) => p.id);
+        return outcome;
+      }),
+    );
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.stats.faults.injected).toBe(1);
+    expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
+    const { prompts } = resultOf(outcome) as GenerateResult;
+    expect(prompts).toHaveLength(2);
+    // The mock holds exactly the two prompts the run returns: the garbled create was not made again.
+    expect([...listed].sort()).toEqual(prompts.map((p) => p.id).sort());
+    const creates = summarize(outcome.history).attempts.filter((a) => a.activity === 'createPrompt');
+    expect(creates.map((a) => a.attempt).sort()).toEqual([1, 2]);
+  },
+);
 
 workflowTest('two 500s then success: the create is retried after 30 s, then after 60 s (doubling)', async () => {
   const outcome = await play(harness(), scenarios.serverErrorBackoff);
