@@ -73,4 +73,12 @@ test("a pack tune costs the pack's price for its class, which covers its prompts
   const added = (await call<PromptJson[]>(mock.url, key, 'GET', `/tunes/${other.id}/prompts`)).body;
   expect(added.map((p) => p.cost_mc)).toEqual([IMAGE_MC, IMAGE_MC]); // one image each
   expect(mock.ledger(key).totalMc).toBe(80_000 + TUNE_TRAINING_MC + 2 * IMAGE_MC);
+
+  // The free mock mode: a pack tune in branch fast costs nothing.
+  const fast = await call<TuneJson>(mock.url, key, 'POST', '/p/261/tunes', {
+    tune: { title: `pack-fast-${Math.random()}`, name: 'cat', branch: 'fast', image_urls: IMAGES },
+  });
+  expect(fast.status).toBe(201);
+  expect((await call<TuneJson>(mock.url, key, 'GET', `/tunes/${fast.body.id}`)).body.cost_mc).toBe(0);
+  expect(mock.ledger(key).totalMc).toBe(80_000 + TUNE_TRAINING_MC + 2 * IMAGE_MC);
 });
