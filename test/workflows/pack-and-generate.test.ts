@@ -3,10 +3,11 @@
  * in real time.
  */
 import type { Prompt } from '../../src/api/schemas';
+import { IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
 import type { GenerateResult, PackTuneResult } from '../../src/workflows/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
-import type { PackTuneInput } from '../../src/workflows/inputs';
-import { resultOf, type Outcome } from './harness';
+import type { GenerateInput, PackTuneInput } from '../../src/workflows/inputs';
+import { resultOf, waitFor, type Outcome } from './harness';
 import { summarize } from './history-summary';
 import { IMAGE_URLS, PET_PACK_ID, play, scenarios } from './scenarios';
 
@@ -118,3 +119,32 @@ workflowTest(
     expect(timers.slice(1, reads)).toEqual(Array(reads - 1).fill({ ms: 3_000, ended: 'fired' }));
   },
 );
+
+workflowTest('generate on a paid tune: its cost is its prompts, not the tune it only uses', async () => {
+  const outcome = await harness().scenario({}, async (s) => {
+    const created = await s.api.tunes.create({
+      title: 'paid-dog',
+      name: 'dog',
+      branch: 'sd15',
+      image_urls: IMAGE_URLS,
+    });
+    await waitFor(
+      async () => !!(await s.api.tunes.retrieve(created.id)).trained_at,
+      () => `tune ${created.id} to train`,
+    );
+    const input: GenerateInput = {
+      tuneId: created.id,
+      prompts: [{ text: 'sks dog on a beach', num_images: 2 }, { text: 'sks dog running' }],
+    };
+    return s.withWorker(async () => s.settle<GenerateResult>(await s.start('generate', input, 'real')));
+  });
+  const { prompts, cost } = resultOf<GenerateResult>(outcome);
+  expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+  // The account paid for the tune too, but not through this job.
+  expect(outcome.ledger.totalMc).toBe(TUNE_TRAINING_MC + 3 * IMAGE_MC);
+  const ids = new Set(prompts.map((p) => p.id));
+  const promptsMc = outcome.ledger.charges.filter((c) => ids.has(c.id)).reduce((sum, c) => sum + c.mc, 0);
+  expect(promptsMc).toBe(3 * IMAGE_MC);
+  expect(cost).toEqual({ mc: promptsMc, usd: promptsMc / 100_000 });
+  expect(outcome.progress.cost).toEqual(cost);
+});
