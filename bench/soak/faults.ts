@@ -199,7 +199,10 @@ export class FaultInjection {
     if (ids.length === 0) return;
     const n = this.counts.forgedSent++;
     const victim = ids[n % ids.length];
-    const other = ids[(n + 1) % ids.length];
+    // Another workflow's ID: the next job's, or a made-up one while only one job has started (a URL signed for the
+    // victim itself would be a genuine callback, not a forgery).
+    const next = ids[(n + 1) % ids.length];
+    const other = next === victim ? `${victim}-other` : next;
     const body = JSON.stringify({ id: 1, title: victim, trained_at: new Date().toISOString(), images: [] });
     let url: string;
     switch (n % 4) {

@@ -45,11 +45,20 @@ export interface SoakReport {
   apiCalls: number;
   apiCallsPerJob: number;
   apiCallsByRoute: Record<string, number>;
+  /**
+   * The calls the jobs need when every callback comes: 1 + P for trainThenGenerate (the tune, the prompts) and for
+   * generate (a read of the tune, the prompts), 2 for packTune (the tune, one read of the prompts the pack made).
+   */
+  apiCallsMinimum: number;
   /** Peak resident memory of the largest worker process. */
   workerRssMiB: number;
   /** CPU of every worker process (killed ones included) per job. */
   workerCpuMsPerJob: number;
   serverRssMiB: number | null;
+  /** CPU of the dev server (its last start), the receiver and the harness (mock, client, judge) per job. */
+  serverCpuMsPerJob: number | null;
+  receiverCpuMsPerJob: number | null;
+  harnessCpuMsPerJob: number;
   reactionP50Ms: number | null;
   reactionP99Ms: number | null;
   reactions: number;
@@ -329,6 +338,10 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     }
     await starting;
     const workerCpuMs = deadWorkersCpuMs + sampleWorkers();
+    const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
+    const receiverCpuMs = usageOf(receiver.child.pid)?.cpuMs;
+    const harnessCpu = process.cpuUsage();
+    const harnessCpuMs = (harnessCpu.user + harnessCpu.system) / 1000;
     const stats = mock.stats();
     const { total: apiCalls, routes } = apiCallsOf(stats);
     await faults.stop();
@@ -452,9 +465,13 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       apiCalls,
       apiCallsPerJob: round(apiCalls / jobs.length, 2)!,
       apiCallsByRoute: routes,
+      apiCallsMinimum: jobs.reduce((sum, job) => sum + (job.kind === 'packTune' ? 2 : 1 + job.prompts), 0),
       workerRssMiB: round(peakRss / 2 ** 20, 1)!,
       workerCpuMsPerJob: round(workerCpuMs / jobs.length, 1)!,
       serverRssMiB: round(serverUsage && serverUsage.rssBytes / 2 ** 20, 1),
+      serverCpuMsPerJob: round(serverCpuMs && serverCpuMs / jobs.length, 1),
+      receiverCpuMsPerJob: round(receiverCpuMs && receiverCpuMs / jobs.length, 1),
+      harnessCpuMsPerJob: round(harnessCpuMs / jobs.length, 1)!,
       reactionP50Ms: round(percentile(reactions, 50)),
       reactionP99Ms: round(percentile(reactions, 99)),
       reactions: reactions.length,
@@ -498,13 +515,17 @@ function table(report: SoakReport): string {
     ['duplicates', report.duplicates],
     ['lost', report.lost],
     ['stuck', report.stuck],
-    ['API calls (per job)', `${report.apiCalls} (${report.apiCallsPerJob})`],
+    ['API calls (per job; needed)', `${report.apiCalls} (${report.apiCallsPerJob}; ${report.apiCallsMinimum})`],
     ['jobs/s (wall)', `${report.jobsPerSecond} (${report.wallSeconds} s)`],
     ['job latency p50 / p99', `${report.jobLatencyP50Ms} / ${report.jobLatencyP99Ms} ms`],
     ['callback-to-reaction p50 / p99', `${report.reactionP50Ms} / ${report.reactionP99Ms} ms (${report.reactions})`],
     ['worker peak RSS', `${report.workerRssMiB} MiB`],
     ['worker CPU per job', `${report.workerCpuMsPerJob} ms`],
     ['server RSS', report.serverRssMiB === null ? 'n/a' : `${report.serverRssMiB} MiB`],
+    [
+      'CPU per job: server / receiver / harness',
+      `${report.serverCpuMsPerJob} / ${report.receiverCpuMsPerJob} / ${report.harnessCpuMsPerJob} ms`,
+    ],
     ['history per job', `${report.historyEventsPerJob} events, ${report.historyBytesPerJob} bytes`],
     ['API key leaks', report.apiKeyLeaks],
     ['forged callbacks sent / accepted', `${report.forgedSent} / ${report.forgedAccepted}`],
