@@ -195,6 +195,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       TUNEFLOW_LOG_LEVEL: 'INFO',
     };
     const nodeFlags = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(options.cpuProfDir)] : [];
+    if (options.workerHeapMiB) nodeFlags.push(`--max-old-space-size=${options.workerHeapMiB}`);
     const workers: TuneflowProcess[] = [];
     let workerStarts = 0;
     let deadWorkersCpuMs = 0;

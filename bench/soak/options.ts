@@ -37,6 +37,11 @@ export interface SoakOptions {
   dbFile: boolean;
   /** More flags for `temporal server start-dev`, e.g. `--dynamic-config-value frontend.rps=10000`. */
   serverArgs: string[];
+  /**
+   * V8 heap limit of each worker process in MiB (`--max-old-space-size`). The SDK sizes its workflow cache from it
+   * (about 600 cached runs per GB above 200 MB), so this trades memory for replays.
+   */
+  workerHeapMiB?: number;
   /** Keep the run's directory (logs, the dev server's state file) even when every invariant holds. */
   keep: boolean;
   /** Write a CPU profile of each worker process into this directory (`node --cpu-prof`). */
@@ -65,6 +70,7 @@ ${Object.entries(PROFILES)
   --db-file             keep the dev server's state in a SQLite file even when no fault needs it
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
+  --worker-heap MIB     V8 heap limit of each worker (--max-old-space-size); the SDK sizes its workflow cache from it
   --keep                keep the run's directory (logs, the server's state file) even when it passed
   --json                last line: one JSON object with the figures
   --help                this text
@@ -120,6 +126,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         'server-arg': { type: 'string', multiple: true },
         'cpu-prof': { type: 'string' },
         keep: { type: 'boolean' },
+        'worker-heap': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -162,5 +169,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     serverArgs: v['server-arg'] ?? [],
     cpuProfDir: v['cpu-prof'],
     keep: v.keep ?? false,
+    workerHeapMiB:
+      v['worker-heap'] === undefined ? undefined : positiveInteger('--worker-heap', v['worker-heap'], 0, 65_536),
   };
 }
