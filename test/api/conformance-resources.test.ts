@@ -3,12 +3,11 @@
  * image inspection, themes, and lists paged with `before_id`. Real HTTP on loopback; every account is a fresh key,
  * so each test sees only its own objects.
  */
-import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isPromptSettled, isTuneTrained, NotFoundError, type Prompt, type Tune, TunesApi } from '../../src/api';
-import { startMockService, type MockService } from '../../src/mock-service';
+import { until, useMockAccounts } from './mock-accounts';
 
 const FLUX_BASE = 1504944;
 const URLS = ['https://example.com/train/1.jpg', 'https://example.com/train/2.jpg'];
@@ -18,38 +17,18 @@ const PNG = Buffer.from(
   'base64',
 );
 
-let mock: MockService;
+const { mock, account } = useMockAccounts({ trainingTime: '400ms', inferenceTime: '300ms' });
 let dir: string;
-const opened: TunesApi[] = [];
-
-/** A client on a new account of the mock. */
-function account(): TunesApi {
-  const api = new TunesApi({ apiKey: `sk-${randomUUID()}`, baseUrl: mock.url });
-  opened.push(api);
-  return api;
-}
-
-/** Reads `read` again until `done` holds (the jest timeout is the deadline). */
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const trained = (api: TunesApi, tune: Tune) => until(() => api.tunes.retrieve(tune.id), isTuneTrained);
 const settled = (api: TunesApi, prompt: Prompt) =>
   until(() => api.prompts.retrieve(prompt.tune_id, prompt.id), isPromptSettled);
 
 beforeAll(async () => {
-  mock = await startMockService({ trainingTime: '400ms', inferenceTime: '300ms' });
   dir = await mkdtemp(join(tmpdir(), 'tuneflow-conformance-'));
 });
 
 afterAll(async () => {
-  await Promise.all(opened.map((api) => api.close()));
-  await mock.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -128,19 +107,19 @@ describe('tunes', () => {
     expect(firstPage.map((t) => t.id)).toEqual(newestFirst.slice(0, 3));
     expect((await api.tunes.list({ limit: 3, offset: 3 })).map((t) => t.id)).toEqual(newestFirst.slice(3, 6));
 
-    const before = mock.stats().routes['GET /tunes'] ?? 0;
+    const before = mock().stats().routes['GET /tunes'] ?? 0;
     const seen: number[] = [];
     for await (const tune of api.tunes.list({ limit: 3 })) seen.push(tune.id);
     expect(seen).toEqual(newestFirst);
     // Pages of 3, 3 and 1: the short page ends it.
-    expect((mock.stats().routes['GET /tunes'] ?? 0) - before).toBe(3);
+    expect((mock().stats().routes['GET /tunes'] ?? 0) - before).toBe(3);
 
     const six: number[] = [];
-    const beforeSix = mock.stats().routes['GET /tunes'] ?? 0;
+    const beforeSix = mock().stats().routes['GET /tunes'] ?? 0;
     for await (const tune of api.tunes.list({ limit: 3, before_id: newestFirst[0] })) six.push(tune.id);
     expect(six).toEqual(newestFirst.slice(1));
     // Pages of 3, 3 and an empty one that ends it.
-    expect((mock.stats().routes['GET /tunes'] ?? 0) - beforeSix).toBe(3);
+    expect((mock().stats().routes['GET /tunes'] ?? 0) - beforeSix).toBe(3);
   });
 });
 

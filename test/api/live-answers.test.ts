@@ -3,37 +3,15 @@
  * for an empty text, a prompt create answered as a one-element array, fields the spec does not list), over real
  * HTTP. Fields tuneflow reads come out as numbers; the others pass through as sent.
  */
-import { randomUUID } from 'node:crypto';
-import { isPromptSettled, isTuneTrained, TunesApi, UnexpectedResponseError } from '../../src/api';
-import { startMockService, type MockService } from '../../src/mock-service';
+import { isPromptSettled, isTuneTrained, UnexpectedResponseError } from '../../src/api';
+import { until, useMockAccounts } from './mock-accounts';
 
 const URLS = ['https://example.com/train/1.jpg', 'https://example.com/train/2.jpg'];
 
-let mock: MockService;
-const opened: TunesApi[] = [];
+const accounts = useMockAccounts({ trainingTime: '200ms', inferenceTime: '100ms', answerStyle: 'rails' });
+const { account } = accounts;
 
-function account(): TunesApi {
-  const api = new TunesApi({ apiKey: `sk-${randomUUID()}`, baseUrl: mock.url });
-  opened.push(api);
-  return api;
-}
-
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-beforeAll(async () => {
-  mock = await startMockService({ trainingTime: '200ms', inferenceTime: '100ms', answerStyle: 'rails' });
-});
-afterAll(async () => {
-  await Promise.all(opened.map((api) => api.close()));
-  await mock.close();
-});
-beforeEach(() => mock.setFaults({}));
+beforeEach(() => accounts.mock().setFaults({}));
 
 test('a tune and its prompts: created, read, listed and settled with decimals as strings', async () => {
   const api = account();
@@ -59,7 +37,7 @@ test('packs with numeric strings', async () => {
 test('a create answered with a body cut short: UnexpectedResponseError (retryable), and the prompt exists', async () => {
   const api = account();
   const tune = await api.tunes.create({ title: 'live-2', name: 'man', branch: 'fast', image_urls: URLS });
-  mock.setFaults({ garbledAnswerRate: 1, faultRoutes: ['POST /tunes/:id/prompts'], maxFaults: 1 });
+  accounts.mock().setFaults({ garbledAnswerRate: 1, faultRoutes: ['POST /tunes/:id/prompts'], maxFaults: 1 });
   const err = await api.prompts.create(tune.id, { text: 'ohwx man' }).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(UnexpectedResponseError);
   expect((err as UnexpectedResponseError).kind).toBe('UnexpectedResponse');

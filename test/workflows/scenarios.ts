@@ -62,6 +62,16 @@ const twoPrompts: TrainThenGenerateInput['prompts'] = [
 /** Prompts another job makes on the shared Flux base tune while fluxLoraBusyBaseTune polls. */
 const OTHER_PROMPTS = 500;
 
+/** A Flux LoRA: its prompts run on the shared Flux base tune. */
+const fluxLoraWoman = {
+  name: 'woman',
+  branch: 'flux1',
+  model_type: 'lora' as const,
+  base_tune_id: FLUX_BASE_TUNE.id,
+  preset: 'flux-lora-portrait' as const,
+  image_urls: IMAGE_URLS,
+};
+
 const fastDog = { name: 'dog', branch: 'fast' as const, image_urls: IMAGE_URLS };
 
 /** Waits until the workflow's tune exists and it is waiting for training (a worker must run). */
@@ -133,14 +143,7 @@ export const scenarios = {
     run: startAndSettle(
       'trainThenGenerate',
       {
-        tune: {
-          name: 'woman',
-          branch: 'flux1',
-          model_type: 'lora',
-          base_tune_id: FLUX_BASE_TUNE.id,
-          preset: 'flux-lora-portrait',
-          image_urls: IMAGE_URLS,
-        },
+        tune: fluxLoraWoman,
         prompts: [{ text: 'ohwx woman, studio portrait' }, { text: 'ohwx woman, on a bike', num_images: 2 }],
       },
       'real',
@@ -158,14 +161,7 @@ export const scenarios = {
     run: (s, workflowId) =>
       s.withWorker(async () => {
         const input: TrainThenGenerateInput = {
-          tune: {
-            name: 'woman',
-            branch: 'flux1',
-            model_type: 'lora',
-            base_tune_id: FLUX_BASE_TUNE.id,
-            preset: 'flux-lora-portrait',
-            image_urls: IMAGE_URLS,
-          },
+          tune: fluxLoraWoman,
           prompts: [{ text: 'ohwx woman, studio portrait' }, { text: 'ohwx woman, on a bike', num_images: 2 }],
           options: QUICK_POLLS,
         };
