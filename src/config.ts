@@ -23,6 +23,8 @@ export const ENVIRONMENT = {
   TUNEFLOW_TASK_QUEUE: `task queue of the workflows and activities (default ${DEFAULT_TASK_QUEUE})`,
   TUNEFLOW_METRICS_ADDRESS: `Prometheus scrape address host:port, or "off" (default ${DEFAULT_METRICS_ADDRESS})`,
   TUNEFLOW_LOG_LEVEL: 'TRACE, DEBUG, INFO, WARN or ERROR (default INFO)',
+  TUNEFLOW_MAX_CACHED_WORKFLOWS:
+    "runs kept in the worker's cache, ~1.5 MiB each (default: the SDK's, from the heap limit)",
 } as const;
 
 export class ConfigError extends Error {
@@ -60,6 +62,12 @@ export interface WorkerConfig {
   /** `host:port` for Prometheus, or undefined when off. */
   metricsAddress?: string;
   logLevel: LogLevel;
+  /**
+   * Runs the worker keeps in its cache (the worker's memory is mostly this, ~1.5 MiB a run); a run evicted from it
+   * replays its history at its next task.
+   * @default the SDK's: sized from the V8 heap limit
+   */
+  maxCachedWorkflows?: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -148,6 +156,9 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
             'must be host:port or "off"',
           ),
     logLevel: loadLogLevel(env),
+    maxCachedWorkflows: env.TUNEFLOW_MAX_CACHED_WORKFLOWS
+      ? read(env, 'TUNEFLOW_MAX_CACHED_WORKFLOWS', z.coerce.number().int().min(0), 'must be a whole number, 0 or more')
+      : undefined,
   };
 }
 

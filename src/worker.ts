@@ -45,7 +45,14 @@ export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger
       callbacks: config.callbacks && { ...config.callbacks, client: signalClient },
       logger,
     });
-    const worker = await Worker.create({ connection, namespace, taskQueue: config.taskQueue, plugins: [plugin] });
+    const worker = await Worker.create({
+      connection,
+      namespace,
+      taskQueue: config.taskQueue,
+      plugins: [plugin],
+      // Unset: the SDK's default (from the heap limit), which the worker's spread must not replace with undefined.
+      ...(config.maxCachedWorkflows !== undefined && { maxCachedWorkflows: config.maxCachedWorkflows }),
+    });
     return {
       worker,
       async run() {

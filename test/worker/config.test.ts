@@ -10,6 +10,16 @@ describe('loadWorkerConfig', () => {
     expect(config.callbacks).toBeUndefined();
     expect(config.metricsAddress).toBe('0.0.0.0:9464');
     expect(config.logLevel).toBe('INFO');
+    expect(config.maxCachedWorkflows).toBeUndefined();
+  });
+
+  test("the worker's cache of runs: a whole number, named when it is not", () => {
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_MAX_CACHED_WORKFLOWS: '150' }).maxCachedWorkflows).toBe(150);
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_MAX_CACHED_WORKFLOWS: '0' }).maxCachedWorkflows).toBe(0);
+    for (const bad of ['-1', '1.5', 'many'])
+      expect(() => loadWorkerConfig({ ...base, TUNEFLOW_MAX_CACHED_WORKFLOWS: bad })).toThrow(
+        'TUNEFLOW_MAX_CACHED_WORKFLOWS: must be a whole number, 0 or more',
+      );
   });
 
   test('reads the Temporal connection from the standard variables', () => {

@@ -13,6 +13,8 @@ import { request } from 'undici';
 import { TuneflowClient } from '../../src/client';
 import { IMAGE_MC, startMockService, TUNE_TRAINING_MC, type MockService } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
+import { loadWorkerConfig } from '../../src/config';
+import { createTuneflowWorker } from '../../src/worker';
 import { devServerTest, startDevServer } from './environment';
 import { startWorkerProcess } from './worker-process';
 
@@ -100,4 +102,19 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
   expect(await worker.exited).toBe(0);
   expect(worker.log()).toContain('tuneflow worker stopped');
   expect(worker.log()).not.toContain(API_KEY);
+});
+
+devServerTest("TUNEFLOW_MAX_CACHED_WORKFLOWS bounds the worker's cache of runs; unset, the SDK sizes it", async () => {
+  const settings = { TUNEFLOW_API_KEY: API_KEY, TUNEFLOW_API_URL: mock.url, TEMPORAL_ADDRESS: env!.address };
+  const cacheOf = async (extra: Record<string, string>) => {
+    const { worker, run } = await createTuneflowWorker(
+      loadWorkerConfig({ ...settings, TUNEFLOW_TASK_QUEUE: `cache-${Date.now()}`, ...extra }),
+    );
+    const running = run();
+    worker.shutdown();
+    await running;
+    return worker.options.maxCachedWorkflows;
+  };
+  expect(await cacheOf({ TUNEFLOW_MAX_CACHED_WORKFLOWS: '150' })).toBe(150);
+  expect(await cacheOf({})).toBeGreaterThan(0);
 });
