@@ -68,6 +68,7 @@ export interface SoakReport {
   wallSeconds: number;
   historyEventsPerJob: number;
   historyBytesPerJob: number;
+  workflowTasksPerJob: number;
   /** Histories and log lines that hold the API key. */
   apiKeyLeaks: number;
   forgedSent: number;
@@ -390,6 +391,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     let unmatchedSignals = 0;
     let events = 0;
     let bytes = 0;
+    let workflowTasks = 0;
     let lastClose = t0;
     const reactions: number[] = [];
     const latencies: number[] = [];
@@ -402,6 +404,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       lost += verdict.lost;
       events += outcome.events;
       bytes += outcome.bytes;
+      workflowTasks += outcome.workflowTasks;
       if (outcome.keyInHistory) keyLeaks++;
       unmatchedSignals += outcome.unmatchedSignals;
       reactions.push(...outcome.reactions);
@@ -482,6 +485,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       wallSeconds: round(wall, 1)!,
       historyEventsPerJob: round(events / jobs.length, 1)!,
       historyBytesPerJob: round(bytes / jobs.length)!,
+      workflowTasksPerJob: round(workflowTasks / jobs.length, 1)!,
       apiKeyLeaks: keyLeaks + logLeaks,
       forgedSent: faults.counts.forgedSent,
       forgedAccepted,
@@ -527,7 +531,10 @@ function table(report: SoakReport): string {
       'CPU per job: server / receiver / harness',
       `${report.serverCpuMsPerJob} / ${report.receiverCpuMsPerJob} / ${report.harnessCpuMsPerJob} ms`,
     ],
-    ['history per job', `${report.historyEventsPerJob} events, ${report.historyBytesPerJob} bytes`],
+    [
+      'history per job',
+      `${report.historyEventsPerJob} events, ${report.historyBytesPerJob} bytes, ${report.workflowTasksPerJob} workflow tasks`,
+    ],
     ['API key leaks', report.apiKeyLeaks],
     ['forged callbacks sent / accepted', `${report.forgedSent} / ${report.forgedAccepted}`],
     ['faults', JSON.stringify(report.faults)],

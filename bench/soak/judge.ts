@@ -23,6 +23,8 @@ export interface JobOutcome {
   failureMessage?: string;
   closedAt?: number;
   events: number;
+  /** Workflow tasks completed (a worker's unit of workflow work). */
+  workflowTasks: number;
   bytes: number;
   /** The tune the run reports (result or failure details), when it says. */
   resultPrompts?: number;
@@ -85,6 +87,7 @@ export async function judgeHistory(
     job,
     status: 'open',
     events: events.length,
+    workflowTasks: events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED).length,
     bytes: bytes.size,
     keyInHistory: bytes.raw.includes(apiKey) || bytes.raw.includes(Buffer.from(apiKey).toString('base64')),
     unmatchedSignals: 0,
