@@ -194,6 +194,9 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
       TUNEFLOW_METRICS_ADDRESS: 'off',
       TUNEFLOW_LOG_LEVEL: 'INFO',
+      ...(options.maxCachedWorkflows !== undefined && {
+        TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
+      }),
     };
     const nodeFlags = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(options.cpuProfDir)] : [];
     if (options.workerHeapMiB) nodeFlags.push(`--max-old-space-size=${options.workerHeapMiB}`);

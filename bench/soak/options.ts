@@ -42,6 +42,8 @@ export interface SoakOptions {
    * (about 600 cached runs per GB above 200 MB), so this trades memory for replays.
    */
   workerHeapMiB?: number;
+  /** Runs each worker keeps in its cache (TUNEFLOW_MAX_CACHED_WORKFLOWS); unset, the SDK's default. */
+  maxCachedWorkflows?: number;
   /** Keep the run's directory (logs, the dev server's state file) even when every invariant holds. */
   keep: boolean;
   /** Write a CPU profile of each worker process into this directory (`node --cpu-prof`). */
@@ -71,6 +73,7 @@ ${Object.entries(PROFILES)
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
   --worker-heap MIB     V8 heap limit of each worker (--max-old-space-size); the SDK sizes its workflow cache from it
+  --max-cached N        runs each worker keeps cached (TUNEFLOW_MAX_CACHED_WORKFLOWS): bounds its memory
   --keep                keep the run's directory (logs, the server's state file) even when it passed
   --json                last line: one JSON object with the figures
   --help                this text
@@ -127,6 +130,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         'cpu-prof': { type: 'string' },
         keep: { type: 'boolean' },
         'worker-heap': { type: 'string' },
+        'max-cached': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -171,5 +175,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     keep: v.keep ?? false,
     workerHeapMiB:
       v['worker-heap'] === undefined ? undefined : positiveInteger('--worker-heap', v['worker-heap'], 0, 65_536),
+    maxCachedWorkflows:
+      v['max-cached'] === undefined ? undefined : positiveInteger('--max-cached', v['max-cached'], 0, 1_000_000),
   };
 }
