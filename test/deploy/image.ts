@@ -40,9 +40,10 @@ export function parseDockerfile(text: string): Stage[] {
     let logical = lines[i].trim();
     if (logical === '' || logical.startsWith('#')) continue;
     while (logical.endsWith('\\') && i + 1 < lines.length) {
-      const next = lines[++i].trim();
+      let next = lines[++i].trim();
       // Comment lines inside a continued instruction are dropped, as Docker does.
-      logical = `${logical.slice(0, -1)}${next.startsWith('#') ? '' : ` ${next}`}`;
+      while (next.startsWith('#') && i + 1 < lines.length) next = lines[++i].trim();
+      logical = `${logical.slice(0, -1).trimEnd()} ${next}`;
     }
     const match = /^(\S+)\s*(.*)$/s.exec(logical)!;
     const instruction = { keyword: match[1].toUpperCase(), args: match[2].trim(), line: start + 1 };
