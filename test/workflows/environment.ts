@@ -11,7 +11,7 @@
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import { openTemporal, type DevServerSettings, type TemporalServer } from '../../src/temporal-server';
-import { installQuietRuntime, VERDICT_VARIABLE, type Provisioned, type TemporalVerdict } from './global-setup';
+import { installQuietRuntime, isCI, VERDICT_VARIABLE, type Provisioned, type TemporalVerdict } from './global-setup';
 import { bundleWorkflows, WorkflowHarness } from './harness';
 
 /** The verdict global-setup.ts published; without one (a file run outside the `workflows` project), none. */
@@ -27,9 +27,21 @@ function server(provisioned: Provisioned): TemporalServer {
   return provisioned;
 }
 
-/** `test` where its server is available; `test.skip` otherwise (global-setup.ts printed why, and fails in CI). */
-export const workflowTest: jest.It = currentVerdict().testServer.kind !== 'unavailable' ? test : test.skip;
-export const devServerTest: jest.It = currentVerdict().devServer.kind !== 'unavailable' ? test : test.skip;
+/**
+ * `test` where its server is available; otherwise `test.skip` (global-setup.ts printed why), except in CI, where
+ * each such test fails naming why: nothing a CI run needs is skipped, whatever the environment says.
+ */
+function testWhereAvailable(provisioned: Provisioned): jest.It {
+  if (provisioned.kind !== 'unavailable') return test;
+  if (!isCI()) return test.skip;
+  const failing = (name: string) =>
+    test(name, () => {
+      throw new Error(`CI is set and this test's Temporal server could not be had: ${provisioned.reason}`);
+    });
+  return Object.assign(failing, test);
+}
+export const workflowTest: jest.It = testWhereAvailable(currentVerdict().testServer);
+export const devServerTest: jest.It = testWhereAvailable(currentVerdict().devServer);
 
 // Without the globalSetup nobody printed the reason yet.
 if (!process.env[VERDICT_VARIABLE]) process.stderr.write(`workflow tests SKIPPED: globalSetup did not run\n`);
