@@ -2,19 +2,16 @@
  * The harness's own worker options, checked without a server: the native worker must take them, with and without an
  * identity (the workflow scenarios create every worker with them).
  */
-import { DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import { bundleWorkflows } from './bundle';
+import { installQuietRuntime } from './global-setup';
 import { scenarioWorkerOptions } from './harness';
 import { HistoryBuilder } from './history-builder';
 
 let bundle: WorkflowBundle;
 
 beforeAll(async () => {
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-  } catch {
-    // Installed already in this process.
-  }
+  installQuietRuntime();
   bundle = await bundleWorkflows();
 }, 120_000);
 
