@@ -36,9 +36,27 @@ export default tseslint.config(
               message: 'Workflow code must be deterministic: no node builtins.',
             },
             {
-              group: ['undici', 'zod'],
+              group: [
+                'undici',
+                'zod',
+                'yaml',
+                '@temporalio/client',
+                '@temporalio/worker',
+                '@temporalio/activity',
+                '@temporalio/proto',
+                '@temporalio/testing',
+              ],
               message:
-                'Workflow code does no I/O; validation belongs to the input contract (contract.ts). Import types only.',
+                'Workflow code does no I/O and carries nothing heavy into the sandbox (evaluated per run); validation ' +
+                'belongs to the input contract (contract.ts). Import types only.',
+              allowTypeImports: true,
+            },
+            {
+              // Outside src/workflows only these two; the contract alone brings the schemas (and zod).
+              group: ['../*', '!../duration', '!../api', '../api/*', '!../api/errors'],
+              message:
+                'Workflow code runs in the sandbox: from outside src/workflows it may import ../duration and ' +
+                '../api/errors only (the schemas come through contract.ts). Import types only.',
               allowTypeImports: true,
             },
           ],
