@@ -68,7 +68,7 @@ export class CallbackSender {
   private post(url: string, payload: string, body: unknown): void {
     if (this.closed) return;
     this.stats.sent++;
-    this.journal?.callbackSent(url, body);
+    const entry = this.journal?.callbackSent(url, body);
     request(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'user-agent': 'tuneflow-mock-service' },
@@ -76,6 +76,7 @@ export class CallbackSender {
       dispatcher: this.agent,
     }).then(
       async (res) => {
+        entry?.answered(res.statusCode);
         await res.body.dump();
         if (res.statusCode >= 400) {
           this.stats.failed++;
@@ -85,9 +86,9 @@ export class CallbackSender {
       (error: unknown) => {
         if (this.closed) return;
         this.stats.failed++;
-        this.log(
-          `callback to ${describe(url)} failed: ${error instanceof Error ? error.message : String(error)} (not retried)`,
-        );
+        const reason = error instanceof Error ? error.message : String(error);
+        entry?.failed(reason);
+        this.log(`callback to ${describe(url)} failed: ${reason} (not retried)`);
       },
     );
   }

@@ -60,6 +60,12 @@ export interface Faults {
    */
   neverTrainRate?: number;
   /**
+   * Titles of new tunes that never train, whatever `neverTrainRate` draws: a harness picks exactly which jobs a
+   * tune that never trains hits.
+   * @default none
+   */
+  neverTrainTitles?: string[];
+  /**
    * Route patterns that status faults apply to, e.g. `['POST /tunes', 'GET /tunes/:id']`.
    * @default every API route
    */
@@ -96,6 +102,7 @@ function faultsSchema(known: ReadonlySet<string>) {
       callbackDelayMs: millis.optional(),
       callbackJitterMs: millis.optional(),
       neverTrainRate: rate.optional(),
+      neverTrainTitles: z.array(z.string(), { error: 'must be an array of tune titles' }).optional(),
       faultRoutes: z
         .array(
           z.string().refine((r) => known.has(r), {
@@ -127,11 +134,23 @@ function faultsSchema(known: ReadonlySet<string>) {
 /** A status fault, or `garbled`: processed, then answered with a body that is not JSON. */
 export type StatusFault = 500 | 429 | 504 | 'garbled';
 
+/** Status faults injected, by kind. */
+export interface InjectedByKind {
+  status500: number;
+  status429: number;
+  status504: number;
+  garbled: number;
+}
+
+const KIND_OF = { 500: 'status500', 429: 'status429', 504: 'status504', garbled: 'garbled' } as const;
+const noneInjected = (): InjectedByKind => ({ status500: 0, status429: 0, status504: 0, garbled: 0 });
+
 /** Decides, request by request and callback by callback, whether a fault happens. */
 export class FaultInjector {
   private faults: Faults = {};
   private routes: Set<string> | undefined;
   private injected = 0;
+  private byKind = noneInjected();
   private readonly schema: ReturnType<typeof faultsSchema>;
 
   constructor(
@@ -152,6 +171,7 @@ export class FaultInjector {
     this.faults = parsed;
     this.routes = parsed.faultRoutes ? new Set(parsed.faultRoutes) : undefined;
     this.injected = 0;
+    this.byKind = noneInjected();
     return parsed;
   }
 
@@ -163,6 +183,11 @@ export class FaultInjector {
   /** Status faults injected since the faults were last set. */
   get injectedCount(): number {
     return this.injected;
+  }
+
+  /** The same, by kind. */
+  get injectedByKind(): InjectedByKind {
+    return { ...this.byKind };
   }
 
   /**
@@ -182,8 +207,19 @@ export class FaultInjector {
     else if (r < (f.status500Rate ?? 0) + (f.status429Rate ?? 0)) fault = 429;
     else if (r < (f.status500Rate ?? 0) + (f.status429Rate ?? 0) + (f.status504Rate ?? 0)) fault = 504;
     else if (r < total) fault = 'garbled';
-    if (fault) this.injected++;
+    if (fault) {
+      this.injected++;
+      this.byKind[KIND_OF[fault]]++;
+    }
     return fault;
+  }
+
+  /**
+   * True when a new tune titled `title` must never train: its title is listed, or `neverTrainRate` draws it.
+   * @example if (!injector.neverTrains(spec.title)) startTraining();
+   */
+  neverTrains(title: string): boolean {
+    return (this.faults.neverTrainTitles?.includes(title) ?? false) || this.chance('neverTrainRate');
   }
 
   /**

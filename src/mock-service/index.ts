@@ -27,7 +27,7 @@ import { tuneRoutes } from './tunes';
 
 export { AnswerStyle } from './answer-style';
 export type { CallbackStats } from './callbacks';
-export type { Faults } from './faults';
+export type { Faults, InjectedByKind } from './faults';
 export { IMAGE_MC, TUNE_TRAINING_MC, type Charge } from './pricing';
 export type { JournalCallback, JournalPrompt, JournalTune, MockJournal } from './journal';
 export { FLUX_BASE_TUNE, PACKS } from './fixtures';
@@ -158,7 +158,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
   const stats = (): MockStats => ({
     routes: counter.toJSON(),
     callbacks: { ...callbacks.stats },
-    faults: { injected: faults.injectedCount },
+    faults: { injected: faults.injectedCount, byKind: faults.injectedByKind },
   });
 
   const simulation = new Simulation(store, clock, callbacks, faults, { trainingMs, inferenceMs });

@@ -1,8 +1,9 @@
 /**
  * The mock's own record of what it did, for harnesses that judge a run by the service's side (`GET /__mock/journal`;
  * `mock.ledger(key)` is something else, the account's charges):
- * every tune and prompt created (deleted ones included) and every callback POST with its time. One entry per object
- * or callback, so it grows like the store itself.
+ * every tune and prompt created (deleted ones included) with what became of it (trained, settled, deleted, or told by
+ * a fault never to train), and every callback POST with its time. One entry per object or callback,
+ * so it grows like the store itself.
  */
 
 /** A tune as it was created. */
@@ -13,6 +14,11 @@ export interface JournalTune {
   packId: number | null;
   /** Milliseconds since the epoch. */
   createdAt: number;
+  /** When it got `trained_at`; null while it has not. */
+  trainedAt: number | null;
+  /** A fault (`neverTrainRate`, `neverTrainTitles`) picked it: it will never train. */
+  neverTrains: boolean;
+  deletedAt: number | null;
 }
 
 /** A prompt as it was created. */
@@ -23,6 +29,9 @@ export interface JournalPrompt {
   text: string;
   packId: number | null;
   createdAt: number;
+  /** When it got images or a user_error; null while it has not. */
+  settledAt: number | null;
+  deletedAt: number | null;
 }
 
 /** One callback POST (a duplicated callback is two entries). */
@@ -35,6 +44,10 @@ export interface JournalCallback {
   ids: number[];
   /** When the POST was made, in milliseconds since the epoch. */
   sentAt: number;
+  /** The receiver's answer; null while none came, or when none will (`failure`). */
+  status: number | null;
+  /** Why no answer came (refused connection, timeout); null otherwise. */
+  failure: string | null;
 }
 
 /** What `GET /__mock/journal` answers. */
@@ -46,20 +59,63 @@ export interface MockJournal {
 
 /** Appends to the journal; `toJSON` is the answer of `GET /__mock/journal`. */
 export class Journal {
-  private readonly tunes: JournalTune[] = [];
-  private readonly prompts: JournalPrompt[] = [];
+  private readonly tunes = new Map<number, JournalTune>();
+  private readonly prompts = new Map<number, JournalPrompt>();
   private readonly callbacks: JournalCallback[] = [];
 
-  tuneCreated(tune: { id: number; title: string; pack_id: number | null }): void {
-    this.tunes.push({ id: tune.id, title: tune.title, packId: tune.pack_id, createdAt: Date.now() });
+  tuneCreated(tune: { id: number; title: string; pack_id: number | null; trained_at: string | null }): void {
+    const now = Date.now();
+    this.tunes.set(tune.id, {
+      id: tune.id,
+      title: tune.title,
+      packId: tune.pack_id,
+      createdAt: now,
+      trainedAt: tune.trained_at ? now : null,
+      neverTrains: false,
+      deletedAt: null,
+    });
+  }
+
+  tuneTrained(id: number): void {
+    const tune = this.tunes.get(id);
+    if (tune) tune.trainedAt = Date.now();
+  }
+
+  tuneNeverTrains(id: number): void {
+    const tune = this.tunes.get(id);
+    if (tune) tune.neverTrains = true;
+  }
+
+  tuneDeleted(id: number): void {
+    const tune = this.tunes.get(id);
+    if (tune) tune.deletedAt = Date.now();
   }
 
   promptCreated(prompt: { id: number; tune_id: number; attributes: Record<string, unknown>; pack_id: number | null }) {
     const text = typeof prompt.attributes.text === 'string' ? prompt.attributes.text : '';
-    this.prompts.push({ id: prompt.id, tuneId: prompt.tune_id, text, packId: prompt.pack_id, createdAt: Date.now() });
+    this.prompts.set(prompt.id, {
+      id: prompt.id,
+      tuneId: prompt.tune_id,
+      text,
+      packId: prompt.pack_id,
+      createdAt: Date.now(),
+      settledAt: null,
+      deletedAt: null,
+    });
   }
 
-  callbackSent(url: string, body: unknown): void {
+  promptSettled(id: number): void {
+    const prompt = this.prompts.get(id);
+    if (prompt) prompt.settledAt = Date.now();
+  }
+
+  promptDeleted(id: number): void {
+    const prompt = this.prompts.get(id);
+    if (prompt) prompt.deletedAt = Date.now();
+  }
+
+  /** Records a callback POST; then `answered` records the receiver's status, or `failed` why none came. */
+  callbackSent(url: string, body: unknown): { answered(status: number): void; failed(reason: string): void } {
     let path = url;
     let workflowId: string | null = null;
     try {
@@ -72,10 +128,17 @@ export class Journal {
     const ids = (Array.isArray(body) ? body : [body])
       .map((entity) => (entity as { id?: unknown } | null)?.id)
       .filter((id): id is number => typeof id === 'number');
-    this.callbacks.push({ path, workflowId, ids, sentAt: Date.now() });
+    const entry: JournalCallback = { path, workflowId, ids, sentAt: Date.now(), status: null, failure: null };
+    this.callbacks.push(entry);
+    return { answered: (status) => void (entry.status = status), failed: (reason) => void (entry.failure = reason) };
   }
 
   toJSON(): MockJournal {
-    return { tunes: [...this.tunes], prompts: [...this.prompts], callbacks: [...this.callbacks] };
+    // Copies: the entries change as objects train, settle and go.
+    return {
+      tunes: [...this.tunes.values()].map((t) => ({ ...t })),
+      prompts: [...this.prompts.values()].map((p) => ({ ...p })),
+      callbacks: this.callbacks.map((c) => ({ ...c, ids: [...c.ids] })),
+    };
   }
 }

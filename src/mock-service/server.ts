@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { InvalidInputError } from '../api/errors';
 import { ARRAY_ANSWER_ROUTES, AnswerStyle, railsStyle } from './answer-style';
 import type { CallbackStats } from './callbacks';
-import type { FaultInjector, StatusFault } from './faults';
+import type { FaultInjector, InjectedByKind, StatusFault } from './faults';
 import { ImageMaker } from './images';
 import type { MockJournal } from './journal';
 import { invalidInput, notFound, RequestContext, ServiceError, type Reply, type RouteDefinition } from './requests';
@@ -20,8 +20,8 @@ export interface MockStats {
   /** Requests per route pattern, e.g. `{ 'POST /tunes': 3, 'GET /tunes/:id': 12 }`. */
   routes: Record<string, number>;
   callbacks: CallbackStats;
-  /** Status faults injected since faults were last set. */
-  faults: { injected: number };
+  /** Status faults injected since faults were last set, in all and by kind. */
+  faults: { injected: number; byKind: InjectedByKind };
 }
 
 interface CompiledRoute extends RouteDefinition {

@@ -75,8 +75,10 @@ export class Simulation {
     if (instant) {
       // Trained already; the callback goes after the create answer, as a real service's would.
       if (tune.callback) this.clock.after(0, () => this.tuneCallback(tune));
-    } else if (!this.faults.chance('neverTrainRate')) {
+    } else if (!this.faults.neverTrains(spec.title)) {
       tune.timer = this.clock.after(this.timing.trainingMs, () => this.finishTraining(tune));
+    } else {
+      this.store.journal.tuneNeverTrains(tune.id);
     }
     return tune;
   }
@@ -150,6 +152,7 @@ export class Simulation {
     tune.trained_at = isoTime(now);
     tune.updated_at = tune.trained_at;
     tune.expires_at = isoTime(now + RETENTION_MS);
+    this.store.journal.tuneTrained(tune.id);
     this.tuneCallback(tune);
     for (const id of tune.promptIds) {
       const prompt = this.store.prompts.get(id);
@@ -178,6 +181,7 @@ export class Simulation {
       const count = Number(prompt.attributes.num_images ?? 1);
       prompt.images = Array.from({ length: count }, (_, i) => `${this.store.baseUrl}/images/${prompt.id}-${i}.png`);
     }
+    this.store.journal.promptSettled(prompt.id);
     const callback = prompt.attributes.callback;
     if (typeof callback === 'string') this.callbacks.send(callback, this.store.renderPrompt(prompt));
     if (prompt.group) this.settledInGroup(prompt.group);

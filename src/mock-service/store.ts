@@ -205,6 +205,7 @@ export class Store {
   removeTune(tune: TuneRecord): void {
     this.tunes.delete(tune.id);
     if (tune.account) removeSorted(tune.account.tuneIds, tune.id);
+    this.journal.tuneDeleted(tune.id);
   }
 
   addPrompt(prompt: PromptRecord): void {
@@ -220,6 +221,7 @@ export class Store {
     const tune = this.tunes.get(prompt.tune_id);
     if (tune) removeSorted(tune.promptIds, prompt.id);
     prompt.account.likes.delete(prompt.id);
+    this.journal.promptDeleted(prompt.id);
   }
 
   /**

@@ -91,8 +91,18 @@ describe('status faults', () => {
     const key = newKey();
     mock.setFaults({ status500Rate: 0.5, status429Rate: 0.5 });
     const seen = new Set<number>();
-    for (let i = 0; i < 40; i++) seen.add((await call(mock.url, key, 'GET', '/tunes')).status);
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) statuses.push((await call(mock.url, key, 'GET', '/tunes')).status);
+    for (const status of statuses) seen.add(status);
     expect([...seen].every((s) => s === 500 || s === 429)).toBe(true);
+    // Counted by kind, as answered.
+    const count = (status: number) => statuses.filter((s) => s === status).length;
+    expect(mock.stats().faults.byKind).toEqual({
+      status500: count(500),
+      status429: count(429),
+      status504: 0,
+      garbled: 0,
+    });
   });
 
   test('never on /__mock routes, generated images or uploaded files', async () => {
@@ -193,6 +203,7 @@ describe('/__mock routes and stats', () => {
       [{ faultRoutes: ['GET /nope'] }, 'faults.faultRoutes[0]', expect.stringContaining('API route')],
       [{ faultRoutes: ['GET /__mock/stats'] }, 'faults.faultRoutes[0]', expect.stringContaining('API route')],
       [{ maxFaults: -1 }, 'faults.maxFaults', 'must be an integer of at least 0'],
+      [{ neverTrainTitles: 'job-1' }, 'faults.neverTrainTitles', 'must be an array of tune titles'],
       [{ status504DelayMs: 1.5 }, 'faults.status504DelayMs', expect.stringContaining('milliseconds')],
       [{ status500Rate: 0.6, status504Rate: 0.6 }, 'faults.status500Rate', expect.stringContaining('at most 1')],
     ] as const;
@@ -243,7 +254,7 @@ describe('/__mock routes and stats', () => {
           'GET /images/:name': 1,
         },
         callbacks: { sent: 0, duplicated: 0, dropped: 0, failed: 0 },
-        faults: { injected: 0 },
+        faults: { injected: 0, byKind: { status500: 0, status429: 0, status504: 0, garbled: 0 } },
       });
       expect(fresh.stats()).toEqual(res.body);
     } finally {

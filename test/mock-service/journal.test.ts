@@ -1,10 +1,11 @@
 /**
  * The mock's journal (`GET /__mock/journal`, `mock.journal()`): every tune and prompt created, deleted ones included,
- * and every callback POST with its workflow ID, the ids it reports and when it was sent; and the `callbackJitterMs`
- * fault that delivers callbacks out of order. A soak run is judged by it.
+ * with what became of it (trained, settled, deleted, never to train), and every callback POST with its workflow ID,
+ * the ids it reports, when it was sent and how it was answered; and the `callbackJitterMs` fault that delivers
+ * callbacks out of order. A soak run is judged by it.
  */
 import { startMockService, type MockJournal, type MockService } from '../../src/mock-service';
-import { call, CallbackReceiver, type PromptJson, type TuneJson } from './loopback';
+import { call, CallbackReceiver, until, type PromptJson, type TuneJson } from './loopback';
 
 jest.setTimeout(20_000);
 
@@ -34,11 +35,15 @@ test('records every tune and prompt created, deleted ones too, over HTTP as in p
   expect((await call(mock.url, key, 'DELETE', `/tunes/${tune.id}/prompts/${prompt.id}`)).status).toBeLessThan(300);
 
   const journal = (await call<MockJournal>(mock.url, null, 'GET', '/__mock/journal')).body;
+  // Trained or not yet: training takes 100 ms here.
   expect(journal.tunes).toContainEqual({
     id: tune.id,
     title: 'journal-job-1',
     packId: null,
     createdAt: expect.any(Number),
+    trainedAt: journal.tunes.find((t) => t.id === tune.id)?.trainedAt === null ? null : expect.any(Number),
+    neverTrains: false,
+    deletedAt: null,
   });
   expect(journal.prompts).toContainEqual({
     id: prompt.id,
@@ -46,6 +51,8 @@ test('records every tune and prompt created, deleted ones too, over HTTP as in p
     text: 'sks dog [m #0]',
     packId: null,
     createdAt: expect.any(Number),
+    settledAt: null,
+    deletedAt: expect.any(Number),
   });
   expect(mock.journal().prompts.map((p) => p.id)).toContain(prompt.id);
   // Not an API route: the journal is never counted as a call to the service.
@@ -63,9 +70,10 @@ test('records each callback POST with its workflow ID, the ids it reports and wh
   ).body;
   const arrived = await receiver.waitFor('/journal-tune', 2);
   const sent = mock.journal().callbacks.filter((c) => c.path === '/journal-tune');
+  const entry = { path: '/journal-tune', workflowId: 'job-7', ids: [tune.id], sentAt: expect.any(Number) };
   expect(sent).toEqual([
-    { path: '/journal-tune', workflowId: 'job-7', ids: [tune.id], sentAt: expect.any(Number) },
-    { path: '/journal-tune', workflowId: 'job-7', ids: [tune.id], sentAt: expect.any(Number) },
+    { ...entry, status: 200, failure: null },
+    { ...entry, status: 200, failure: null },
   ]);
   for (const callback of sent) expect(callback.sentAt).toBeLessThanOrEqual(arrived[1].at);
 });
@@ -96,4 +104,47 @@ test('callbackJitterMs must be a whole number of milliseconds', () => {
   expect(() => mock.setFaults({ callbackJitterMs: -1 })).toThrow(
     /callbackJitterMs: must be an integer number of milliseconds, at least 0/,
   );
+});
+
+test('what became of each object: trained, settled, never to train (neverTrainTitles), deleted', async () => {
+  const key = 'journal-fates';
+  mock.setFaults({ neverTrainTitles: ['journal-stuck'] });
+  const tuneBody = (title: string) => ({ tune: { title, name: 'dog', image_urls: ['https://images.test/1.jpg'] } });
+  const stuck = (await call<TuneJson>(mock.url, key, 'POST', '/tunes', tuneBody('journal-stuck'))).body;
+  const tune = (await call<TuneJson>(mock.url, key, 'POST', '/tunes', tuneBody('journal-trains'))).body;
+  const prompt = (
+    await call<PromptJson>(mock.url, key, 'POST', `/tunes/${tune.id}/prompts`, { prompt: { text: 'sks dog' } })
+  ).body;
+  const settled = await until(
+    async () => mock.journal().prompts.find((p) => p.id === prompt.id)!,
+    (p) => p.settledAt !== null,
+  );
+  const journal = mock.journal();
+  const trained = journal.tunes.find((t) => t.id === tune.id)!;
+  expect(trained).toMatchObject({ neverTrains: false, trainedAt: expect.any(Number), deletedAt: null });
+  expect(settled.settledAt!).toBeGreaterThanOrEqual(trained.trainedAt!);
+  expect(journal.tunes.find((t) => t.id === stuck.id)).toMatchObject({ neverTrains: true, trainedAt: null });
+
+  expect((await call(mock.url, key, 'DELETE', `/tunes/${stuck.id}`)).status).toBeLessThan(300);
+  expect(mock.journal().tunes.find((t) => t.id === stuck.id)!.deletedAt).toEqual(expect.any(Number));
+});
+
+test('a callback that got no answer is recorded with why', async () => {
+  const key = 'journal-no-answer';
+  // Port 9 (discard) on loopback: nothing listens there.
+  const tune = (
+    await call<TuneJson>(mock.url, key, 'POST', '/tunes', {
+      tune: {
+        title: 'journal-nobody',
+        name: 'dog',
+        image_urls: ['https://images.test/1.jpg'],
+        callback: 'http://127.0.0.1:9/x',
+      },
+    })
+  ).body;
+  const sent = await until(
+    async () => mock.journal().callbacks.find((c) => c.ids.includes(tune.id)),
+    (c) => c?.failure != null,
+  );
+  expect(sent).toMatchObject({ status: null, failure: expect.stringMatching(/ECONNREFUSED|connect/i) });
 });
