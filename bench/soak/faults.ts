@@ -2,19 +2,36 @@
  * Injects a soak run's fault profiles: the mock's own faults (status answers, callbacks lost, repeated, late, tunes
  * that never train), and the harness's: worker processes SIGKILLed, the dev server stopped and started again, the
  * receiver's Temporal connection cut, forged callbacks sent to the receiver.
+ *
+ * Faults are counted where they land, not when they are meant: a status fault when the mock answered with it, a
+ * tune that never trains when the mock made one, a restart once the server was down and is back with the harness's
+ * client on the new process, a receiver cut when a callback was refused during it, a forgery when the receiver got
+ * it. The process faults are timed by the run's progress (once half the jobs started, while runs wait; a cut while a
+ * callback is due), so a short run sees each of them too.
  */
 import { request } from 'undici';
 import { CallbackSigner } from '../../src/callbacks/signing';
-import type { Faults, MockService } from '../../src/mock-service';
+import type { Faults, InjectedByKind, MockService } from '../../src/mock-service';
 import { CallbackKind } from '../../src/workflows/messages';
+import type { SoakJob } from './jobs';
 import type { ProfileName } from './options';
+
+/** How far the run is. */
+export interface RunProgress {
+  total: number;
+  started: number;
+  closed: number;
+}
 
 /** What the harness lets the faults act on. */
 export interface FaultTargets {
   mock: MockService;
   /** SIGKILLs one worker and starts a new one in its place. */
   killWorker(): Promise<void>;
-  /** Stops the dev server, waits `downMs`, starts it again on its state file; undefined when the server is not ours. */
+  /**
+   * Stops the dev server, waits `downMs`, starts it again on its state file and resolves once the harness's client
+   * is answered by the new process; undefined when the server is not ours.
+   */
   restartServer?: (downMs: number) => Promise<void>;
   /** Cuts the receiver's Temporal connection until `restore`. */
   cutReceiver(): void;
@@ -22,35 +39,60 @@ export interface FaultTargets {
   receiverUrl: string;
   secret: string;
   workflowIds: () => string[];
+  progress: () => RunProgress;
 }
 
-/** Faults injected so far. */
+/** Faults that took effect so far. */
 export interface FaultCounts {
-  status: number;
+  status500: number;
+  status429: number;
+  status504: number;
+  /** Tunes the mock made that will never train. */
+  neverTrain: number;
   workerKills: number;
+  /** Restarts after which the server was back and answering. */
   serverRestarts: number;
+  /** Cuts during which at least one callback was refused. */
   receiverCuts: number;
-  forgedSent: number;
-  /** Forged callbacks the receiver answered 2xx: must stay 0. */
-  forgedAccepted: number;
+}
+
+/** Forged callbacks: those that reached the receiver, those it answered, those it answered 2xx (must stay 0). */
+export interface ForgeryCounts {
+  sent: number;
+  answered: number;
+  accepted: number;
 }
 
 /**
  * 500s and 429s come in bursts: every request in a short window fails, the window taking a share of each period.
  * A retry comes at least 30 s later (the service's backoff) and the period is chosen so that it never lands in the
- * next burst of the same kind: as with a real outage, a burst costs one backoff, not a chain of doubling ones.
+ * next burst of the same kind: as with a real outage, a burst costs one backoff, not a chain of doubling ones. A
+ * burst lasts until it hit at least one request (at most BURST_MAX_MS), so none passes unnoticed.
  */
 const BURST_500 = { everyMs: 13_000, share: 0.2 };
 const STORM_429 = { everyMs: 17_000, share: 0.2 };
-const KILL_EVERY_MS = 30_000;
+const BURST_MAX_MS = 5_000;
+
+/** How long the process faults last and how often they come. */
+export interface FaultTiming {
+  killEveryMs: number;
+  restartDownMs: number;
+  cutMs: number;
+}
+const TIMING: FaultTiming = { killEveryMs: 30_000, restartDownMs: 10_000, cutMs: 20_000 };
+/** How often progress conditions are checked. */
+const TICK_MS = 250;
+/** The mock gives up on a callback after 5 s: by then every callback sent during a cut has its answer. */
+const CALLBACK_SETTLE_MS = 6_000;
 
 /**
- * In `all`, status faults (500 bursts, 429 storms, 504s) come in the first minute only. The service's backoff doubles
- * with every failed attempt of the same call (30 s, 60 s, 120 s, ...), and mixed faults (a 500, then a worker killed
- * under the retry, then a 429) can chain into minutes; a window bounds that chain at 90 s, so a job that is still open
- * at the deadline means a bug, not bad luck.
+ * In `all`, status faults (500 bursts, 429 storms, 504s) come in the first minute only (longer if a kind has not
+ * landed yet, at most two). The service's backoff doubles with every failed attempt of the same call (30 s, 60 s,
+ * 120 s, ...), and mixed faults (a 500, then a worker killed under the retry, then a 429) can chain into minutes; a
+ * window bounds that chain, so a job that is still open at the deadline means a bug, not bad luck.
  */
 const ALL_STATUS_WINDOW_MS = 60_000;
+const ALL_STATUS_WINDOW_MAX_MS = 120_000;
 
 /** Which bursts are on right now. */
 export interface Bursts {
@@ -60,8 +102,25 @@ export interface Bursts {
   statusWindow: boolean;
 }
 
+/**
+ * The jobs whose tune never trains: every fifth job under `never-train` (a trainThenGenerate and a packTune in each
+ * ten), one in ten trainThenGenerate jobs and one in twenty packTune jobs in `all`. Chosen by the harness, so it
+ * knows which jobs may fail TuneNeverTrained; the mock's journal confirms which tunes did not train.
+ *
+ * @example
+ * neverTrainIds(planJobs(runId, 20), ['never-train']); // jobs 3, 8, 13, 18
+ */
+export function neverTrainIds(jobs: readonly SoakJob[], profiles: readonly ProfileName[]): string[] {
+  if (!profiles.includes('never-train')) return [];
+  const all = profiles.length > 1;
+  return jobs
+    .filter((_, i) => (all ? i % 10 === 3 || i % 20 === 8 : i % 5 === 3))
+    .filter((job) => job.kind !== 'generate')
+    .map((job) => job.workflowId);
+}
+
 /** The mock's faults for the profiles in force; `all` takes lighter rates so the mix stays a soak, not an outage. */
-export function mockFaults(profiles: readonly ProfileName[], bursts: Bursts): Faults {
+export function mockFaults(profiles: readonly ProfileName[], bursts: Bursts, neverTrainTitles: string[] = []): Faults {
   const all = profiles.length > 1;
   const has = (p: ProfileName) => profiles.includes(p);
   const faults: Faults = {};
@@ -76,36 +135,39 @@ export function mockFaults(profiles: readonly ProfileName[], bursts: Bursts): Fa
   if (has('callbacks-lost')) faults.callbackDropRate = all ? 0.3 : 1;
   if (has('callbacks-disordered'))
     Object.assign(faults, { callbackDuplicateRate: all ? 0.3 : 0.5, callbackDelayMs: 500, callbackJitterMs: 5_500 });
-  if (has('never-train')) faults.neverTrainRate = all ? 0.1 : 0.2;
+  if (neverTrainTitles.length) faults.neverTrainTitles = neverTrainTitles;
   return faults;
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Runs the profiles until `stop()`.
  *
  * @example
- * const injector = new FaultInjection(['worker-kill'], targets, log); injector.start(); ...; await injector.stop();
+ * const injector = new FaultInjection(['worker-kill'], targets, [], log); injector.start(); ...; await injector.stop();
  */
 export class FaultInjection {
-  readonly counts: FaultCounts = {
-    status: 0,
-    workerKills: 0,
-    serverRestarts: 0,
-    receiverCuts: 0,
-    forgedSent: 0,
-    forgedAccepted: 0,
-  };
+  private readonly taken = { workerKills: 0, serverRestarts: 0, receiverCuts: 0 };
+  /** Status faults the mock counted before its faults were last set (it counts from each set). */
+  private readonly statusBefore: InjectedByKind = { status500: 0, status429: 0, status504: 0, garbled: 0 };
+  readonly forgeries: ForgeryCounts = { sent: 0, answered: 0, accepted: 0 };
+  private forgeriesMade = 0;
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly running = new Set<Promise<unknown>>();
   private stopped = false;
   private readonly bursts: Bursts = { status500: false, status429: false, statusWindow: true };
   private readonly signer: CallbackSigner;
+  private readonly timing: FaultTiming;
 
   constructor(
     private readonly profiles: readonly ProfileName[],
     private readonly targets: FaultTargets,
+    private readonly neverTrainTitles: string[],
     private readonly log: (line: string) => void,
+    timing: Partial<FaultTiming> = {},
   ) {
+    this.timing = { ...TIMING, ...timing };
     this.signer = new CallbackSigner({ baseUrl: targets.receiverUrl, secret: targets.secret });
   }
 
@@ -117,14 +179,31 @@ export class FaultInjection {
     return this.profiles.length > 1;
   }
 
-  /** Status faults injected, including those counted by the mock since its faults were last set. */
-  get statusFaults(): number {
-    return this.counts.status + this.targets.mock.stats().faults.injected;
+  /** Faults that took effect so far. */
+  get counts(): FaultCounts {
+    const status = this.statusInjected();
+    return {
+      status500: status.status500,
+      status429: status.status429,
+      status504: status.status504,
+      neverTrain: this.targets.mock.journal().tunes.filter((t) => t.neverTrains).length,
+      ...this.taken,
+    };
   }
 
-  private setMockFaults(): void {
-    this.counts.status += this.targets.mock.stats().faults.injected;
-    this.targets.mock.setFaults(mockFaults(this.profiles, this.bursts));
+  private statusInjected(): InjectedByKind {
+    const now = this.targets.mock.stats().faults.byKind;
+    return {
+      status500: this.statusBefore.status500 + now.status500,
+      status429: this.statusBefore.status429 + now.status429,
+      status504: this.statusBefore.status504 + now.status504,
+      garbled: this.statusBefore.garbled + now.garbled,
+    };
+  }
+
+  private setMockFaults(faults = mockFaults(this.profiles, this.bursts, this.neverTrainTitles)): void {
+    Object.assign(this.statusBefore, this.statusInjected());
+    this.targets.mock.setFaults(faults);
   }
 
   private at(ms: number, action: () => Promise<void> | void): void {
@@ -138,6 +217,16 @@ export class FaultInjection {
     });
   }
 
+  /** Runs `action` once, at the first tick where `ready()` holds. */
+  private when(ready: () => boolean, action: () => Promise<void> | void): void {
+    const timer = setInterval(() => {
+      if (this.stopped || !ready()) return;
+      clearInterval(timer);
+      this.track(action);
+    }, TICK_MS);
+    this.timers.push(timer);
+  }
+
   private track(action: () => Promise<void> | void): void {
     if (this.stopped) return;
     const done = Promise.resolve()
@@ -147,34 +236,58 @@ export class FaultInjection {
     this.running.add(done);
   }
 
+  /** Half the jobs started and some run is still waiting: a process fault now hits runs in flight. */
+  private runsWaiting(): boolean {
+    const { total, started, closed } = this.targets.progress();
+    return started >= Math.ceil(total / 2) && started > closed;
+  }
+
+  /** The mock is about to send a callback: a tune is training, or a prompt on a trained tune is generating. */
+  private callbackDue(): boolean {
+    const journal = this.targets.mock.journal();
+    const trained = new Set(journal.tunes.filter((t) => t.trainedAt !== null).map((t) => t.id));
+    return (
+      journal.tunes.some((t) => t.trainedAt === null && !t.neverTrains && t.deletedAt === null) ||
+      journal.prompts.some((p) => p.settledAt === null && p.deletedAt === null && trained.has(p.tuneId))
+    );
+  }
+
   start(): void {
     this.setMockFaults();
-    // In `all` the bursts are shorter (5 % of requests each), so the mix stays a soak.
+    // In `all` the bursts are shorter (5 % of the time each), so the mix stays a soak.
     const scale = this.all ? 0.25 : 1;
     if (this.has('status-500')) this.burst('status500', BURST_500.everyMs, BURST_500.everyMs * BURST_500.share * scale);
     if (this.has('status-429')) this.burst('status429', STORM_429.everyMs, STORM_429.everyMs * STORM_429.share * scale);
-    if (this.all)
-      this.at(ALL_STATUS_WINDOW_MS, () => {
-        this.bursts.statusWindow = false;
-        this.setMockFaults();
-      });
+    if (this.all) this.closeStatusWindow();
     if (this.has('worker-kill'))
-      this.every(KILL_EVERY_MS, 15_000, async () => {
-        this.counts.workerKills++;
-        await this.targets.killWorker();
-      });
+      this.when(
+        () => this.runsWaiting(),
+        () => {
+          this.every(this.timing.killEveryMs, this.timing.killEveryMs, () =>
+            this.runsWaiting() ? this.killWorker() : undefined,
+          );
+          return this.killWorker();
+        },
+      );
+    // In `all` the cut comes first and the restart after it, so a refused callback is the cut's, not the outage's.
+    const cutting = this.has('receiver-cut');
+    let cutDone = !cutting;
+    if (cutting)
+      this.when(
+        () => this.runsWaiting() && this.callbackDue(),
+        async () => {
+          try {
+            await this.cutReceiver();
+          } finally {
+            cutDone = true;
+          }
+        },
+      );
     if (this.has('server-restart') && this.targets.restartServer)
-      this.at(this.all ? 40_000 : 20_000, async () => {
-        this.counts.serverRestarts++;
-        await this.targets.restartServer!(10_000);
-      });
-    if (this.has('receiver-cut'))
-      this.at(this.all ? 60_000 : 15_000, async () => {
-        this.counts.receiverCuts++;
-        this.targets.cutReceiver();
-        await new Promise((resolve) => setTimeout(resolve, 20_000));
-        this.targets.restoreReceiver();
-      });
+      this.when(
+        () => (!this.all || cutDone) && this.runsWaiting(),
+        () => this.restartServer(),
+      );
     if (this.has('forged-callbacks')) {
       const perTick = this.all ? 4 : 20;
       this.every(200, 200, () => {
@@ -183,57 +296,98 @@ export class FaultInjection {
     }
   }
 
+  /** Ends `all`'s status window after a minute, or once every status kind landed, at most after two. */
+  private closeStatusWindow(): void {
+    const landed = () => {
+      const s = this.statusInjected();
+      return (
+        (!this.has('status-500') || s.status500 > 0) &&
+        (!this.has('status-429') || s.status429 > 0) &&
+        (!this.has('status-504') || s.status504 > 0)
+      );
+    };
+    const opened = Date.now();
+    this.when(
+      () =>
+        Date.now() - opened >= ALL_STATUS_WINDOW_MAX_MS || (Date.now() - opened >= ALL_STATUS_WINDOW_MS && landed()),
+      () => {
+        this.bursts.statusWindow = false;
+        this.setMockFaults();
+      },
+    );
+  }
+
+  private async killWorker(): Promise<void> {
+    await this.targets.killWorker();
+    this.taken.workerKills++;
+  }
+
+  private async restartServer(): Promise<void> {
+    await this.targets.restartServer!(this.timing.restartDownMs);
+    this.taken.serverRestarts++;
+    this.log('fault: the dev server is back and answering');
+  }
+
+  /**
+   * Cuts the receiver off Temporal: for `cutMs`, or in `all` until a callback failed during the cut. Counted when a
+   * callback sent during the cut was refused (an error status, or no answer before the mock gave up).
+   */
+  private async cutReceiver(): Promise<void> {
+    const { mock } = this.targets;
+    const from = Date.now();
+    this.targets.cutReceiver();
+    const refused = (until: number) =>
+      mock
+        .journal()
+        .callbacks.some(
+          (c) => c.sentAt >= from && c.sentAt <= until && (c.failure !== null || (c.status ?? 200) >= 400),
+        );
+    const { cutMs } = this.timing;
+    while (!this.stopped && Date.now() - from < cutMs && !(this.all && refused(Date.now()))) await sleep(TICK_MS);
+    const to = Date.now();
+    this.targets.restoreReceiver();
+    this.log("fault: the receiver's Temporal connection is back");
+    // Callbacks sent near the end of the cut get their answer (or none) within the mock's timeout.
+    const settled = () =>
+      mock.journal().callbacks.every((c) => c.sentAt > to || c.status !== null || c.failure !== null);
+    for (const start = Date.now(); Date.now() - start < CALLBACK_SETTLE_MS && !settled(); ) await sleep(TICK_MS);
+    if (refused(to)) this.taken.receiverCuts++;
+    else this.log('fault: no callback came during the receiver cut; not counted');
+  }
+
   private burst(kind: 'status500' | 'status429', everyMs: number, forMs: number): void {
     this.every(everyMs, 1_000, async () => {
+      if (!this.bursts.statusWindow) return;
+      const before = this.statusInjected()[kind];
       this.bursts[kind] = true;
       this.setMockFaults();
-      await new Promise((resolve) => setTimeout(resolve, forMs));
+      const start = Date.now();
+      await sleep(forMs);
+      while (!this.stopped && this.statusInjected()[kind] === before && Date.now() - start < BURST_MAX_MS)
+        await sleep(100);
       this.bursts[kind] = false;
       if (!this.stopped) this.setMockFaults();
     });
   }
 
-  /** One forged callback: a made-up signature, none, or a real one of another workflow or kind (a replay). */
+  /** Sends one forgery and counts what the receiver did with it. */
   private async forge(): Promise<void> {
     const ids = this.targets.workflowIds();
     if (ids.length === 0) return;
-    const n = this.counts.forgedSent++;
-    const victim = ids[n % ids.length];
-    // Another workflow's ID: the next job's, or a made-up one while only one job has started (a URL signed for the
-    // victim itself would be a genuine callback, not a forgery).
-    const next = ids[(n + 1) % ids.length];
-    const other = next === victim ? `${victim}-other` : next;
-    const body = JSON.stringify({ id: 1, title: victim, trained_at: new Date().toISOString(), images: [] });
-    let url: string;
-    switch (n % 4) {
-      case 0:
-        url = `${this.targets.receiverUrl}/callbacks/tune?workflowId=${encodeURIComponent(victim)}&sig=${'ab'.repeat(32)}`;
-        break;
-      case 1:
-        url = `${this.targets.receiverUrl}/callbacks/tune?workflowId=${encodeURIComponent(victim)}`;
-        break;
-      case 2: {
-        // Signed for another workflow, sent with the victim's ID.
-        const signed = new URL(this.signer.url(CallbackKind.tune, other));
-        signed.searchParams.set('workflowId', victim);
-        url = signed.toString();
-        break;
-      }
-      default: {
-        // Signed for the victim's prompt callbacks, replayed at the tune route.
-        const signed = new URL(this.signer.url(CallbackKind.prompt, victim));
-        url = `${this.targets.receiverUrl}/callbacks/tune${signed.search}`;
-      }
-    }
+    const { url, body } = forgery(this.forgeriesMade++, ids, this.targets.receiverUrl, this.signer);
     try {
       const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      this.forgeries.sent++;
+      this.forgeries.answered++;
       await res.body.dump();
       if (res.statusCode < 300) {
-        this.counts.forgedAccepted++;
+        this.forgeries.accepted++;
         this.log(`a forged callback was accepted: ${res.statusCode}`);
       }
-    } catch {
-      // The receiver may be busy or restarting: a forgery that got no answer did no harm.
+    } catch (err) {
+      // Refused connections never reached the receiver; anything else reached it and got no answer.
+      const code = (err as { code?: string }).code;
+      if (code !== 'ECONNREFUSED' && code !== 'UND_ERR_CONNECT_TIMEOUT') this.forgeries.sent++;
     }
   }
 
@@ -242,8 +396,45 @@ export class FaultInjection {
     this.stopped = true;
     for (const timer of this.timers) clearTimeout(timer);
     await Promise.all([...this.running]);
-    this.counts.status += this.targets.mock.stats().faults.injected;
-    this.targets.mock.setFaults({});
+    this.setMockFaults({});
     this.targets.restoreReceiver();
+  }
+}
+
+/**
+ * The n-th forged callback against the jobs `ids`: a made-up signature, none, or a real one of another workflow or
+ * kind (a replay). The forgeries' content; FaultInjection counts what they do.
+ */
+export function forgery(
+  n: number,
+  ids: readonly string[],
+  receiverUrl: string,
+  signer: CallbackSigner,
+): { url: string; body: string } {
+  const victim = ids[n % ids.length];
+  // Another workflow's ID: the next job's, or a made-up one while only one job has started (a URL signed for the
+  // victim itself would be a genuine callback, not a forgery).
+  const next = ids[(n + 1) % ids.length];
+  const other = next === victim ? `${victim}-other` : next;
+  const body = JSON.stringify({ id: 1, title: victim, trained_at: new Date().toISOString(), images: [] });
+  switch (n % 4) {
+    case 0:
+      return {
+        url: `${receiverUrl}/callbacks/tune?workflowId=${encodeURIComponent(victim)}&sig=${'ab'.repeat(32)}`,
+        body,
+      };
+    case 1:
+      return { url: `${receiverUrl}/callbacks/tune?workflowId=${encodeURIComponent(victim)}`, body };
+    case 2: {
+      // Signed for another workflow, sent with the victim's ID.
+      const signed = new URL(signer.url(CallbackKind.tune, other));
+      signed.searchParams.set('workflowId', victim);
+      return { url: signed.toString(), body };
+    }
+    default: {
+      // Signed for the victim's prompt callbacks, replayed at the tune route.
+      const signed = new URL(signer.url(CallbackKind.prompt, victim));
+      return { url: `${receiverUrl}/callbacks/tune${signed.search}`, body };
+    }
   }
 }

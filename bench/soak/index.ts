@@ -9,16 +9,14 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { request } from 'undici';
 import { TuneflowClient } from '../../src/client';
 import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
 import { describeServer, provisionTemporal } from '../../src/temporal-server';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
-import { FailureType } from '../../src/workflows/failures';
 import type { TuneflowOptions } from '../../src/workflows/inputs';
-import { FaultInjection } from './faults';
+import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { planJobs, startJob, type SoakJob } from './jobs';
-import { callbackTimes, isDocumentedFailure, judgeHistory, JournalIndex, percentile, type JobOutcome } from './judge';
+import { callbackTimes, judgeRun, percentile, readHistory, type History, type JobOutcome } from './judge';
 import { FlagError, parseSoakOptions, USAGE, type SoakOptions } from './options';
 import { CuttableProxy, startTuneflow, stopProcess, tuneflowCommand, usageOf, type TuneflowProcess } from './processes';
 
@@ -36,9 +34,12 @@ export interface SoakReport {
   jobs: number;
   workers: number;
   completed: number;
+  /** Failed with a type the mock's truth allows: TuneNeverTrained for a tune that never trained, ... */
   failedTyped: number;
-  /** Failed without a documented type, or with TuneNeverTrained although the tune trained. */
+  /** Failed with a type no injected fault explains, untyped, or closed otherwise. */
   failedOther: number;
+  /** Jobs the harness could not start. */
+  notStarted: number;
   duplicates: number;
   lost: number;
   stuck: number;
@@ -71,17 +72,16 @@ export interface SoakReport {
   workflowTasksPerJob: number;
   /** Histories and log lines that hold the API key. */
   apiKeyLeaks: number;
+  /** Forged callbacks that reached the receiver, and those it answered. */
   forgedSent: number;
+  forgedAnswered: number;
   /** Forged callbacks answered 2xx, or signals that match no callback the mock sent. */
   forgedAccepted: number;
-  faults: {
-    status: number;
+  /** Faults that took effect (see faults.ts), and the mock's callback faults. */
+  faults: FaultCounts & {
     callbacksDropped: number;
     callbacksDuplicated: number;
     callbacksFailed: number;
-    workerKills: number;
-    serverRestarts: number;
-    receiverCuts: number;
   };
   failureTypes: Record<string, number>;
   /** The three slowest jobs, for a look at their histories. */
@@ -129,6 +129,8 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     // Temporal: a running server, or a dev server of our own (on a state file where a restart must find its state).
     const server: Server = { address: '' };
     let restartServer: ((downMs: number) => Promise<void>) | undefined;
+    /** Resolves once the harness's client is answered (set once the client exists). */
+    let answering: () => Promise<void> = async () => undefined;
     if (process.env.TEMPORAL_ADDRESS) {
       server.address = process.env.TEMPORAL_ADDRESS;
       if (options.profiles.includes('server-restart'))
@@ -154,7 +156,8 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         await server.process!.stop('SIGTERM');
         await new Promise((resolve) => setTimeout(resolve, downMs));
         server.process = await startDevServerProcess(settings);
-        stderr('fault: the dev server is back');
+        stderr('fault: the dev server is started again');
+        await answering();
       };
     }
     const [host, port] = [server.address.slice(0, server.address.lastIndexOf(':')), server.address.split(':').pop()];
@@ -249,9 +252,23 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     cleanups.push(() => connection.close());
     const client = new Client({ connection });
     const tuneflow = new TuneflowClient({ client, taskQueue });
+    const query = `TaskQueue = "${taskQueue}"`;
+    answering = async () => {
+      for (const since = Date.now(); ; ) {
+        try {
+          await client.workflow.count(query);
+          return;
+        } catch (err) {
+          if (Date.now() - since > 60_000) throw err;
+          await new Promise((resolve) => setTimeout(resolve, 500));
+        }
+      }
+    };
 
     const jobs = planJobs(runId, options.jobs);
     const started: SoakJob[] = [];
+    const notStarted: Array<{ job: SoakJob; error: string }> = [];
+    let closed = 0;
     let nextKill = 0;
     const faults = new FaultInjection(
       options.profiles,
@@ -284,7 +301,9 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         receiverUrl,
         secret,
         workflowIds: () => started.map((j) => j.workflowId),
+        progress: () => ({ total: jobs.length, started: started.length, closed }),
       },
+      neverTrainIds(jobs, options.profiles),
       stderr,
     );
 
@@ -292,25 +311,32 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     const deadline = t0 + options.durationMs;
     faults.start();
     cleanups.push(() => faults.stop());
+    // A start that fails for good is reported, not thrown: the other jobs still run and are judged.
+    const start = async (job: SoakJob) => {
+      try {
+        await startJob(tuneflow, job, mock.url, JOB_OPTIONS);
+        started.push(job);
+      } catch (err) {
+        notStarted.push({ job, error: (err as Error).message.split('\n')[0] });
+      }
+    };
     const starting = (async () => {
       if (options.rate > 0) {
+        const starts: Promise<void>[] = [];
         for (let i = 0; i < jobs.length; i++) {
           const due = t0 + (i * 1000) / options.rate;
           if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
-          void startJob(tuneflow, jobs[i], mock.url, JOB_OPTIONS).then(() => started.push(jobs[i]));
+          starts.push(start(jobs[i]));
         }
+        await Promise.all(starts);
       } else {
-        await eachLimited(jobs, 32, async (job) => {
-          await startJob(tuneflow, job, mock.url, JOB_OPTIONS);
-          started.push(job);
-        });
+        await eachLimited(jobs, 32, start);
       }
     })();
+    const allStarted = () => started.length + notStarted.length === jobs.length;
 
     // Progress until every job is closed (visibility says so) or the deadline.
-    const query = `TaskQueue = "${taskQueue}"`;
     let lastLine = 0;
-    let closed = 0;
     for (;;) {
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       sampleWorkers();
@@ -318,18 +344,20 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         const running = (await client.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count;
         const failed = (await client.workflow.count(`${query} AND ExecutionStatus = "Failed"`)).count;
         closed = started.length - running;
-        if (Date.now() - lastLine > 5_000 || (started.length === jobs.length && running === 0)) {
+        if (Date.now() - lastLine > 5_000 || (allStarted() && running === 0)) {
           lastLine = Date.now();
           const stats = mock.stats();
+          const counts = faults.counts;
           stderr(
             `[${String(Math.round((Date.now() - t0) / 1000)).padStart(4)}s] closed ${closed}/${jobs.length} ` +
-              `(failed ${failed}), in flight ${running} | faults: status ${faults.statusFaults}, callbacks dropped ` +
+              `(failed ${failed}), in flight ${running} | faults: 500 ${counts.status500}, 429 ${counts.status429}, ` +
+              `504 ${counts.status504}, never-train ${counts.neverTrain}, callbacks dropped ` +
               `${stats.callbacks.dropped} duplicated ${stats.callbacks.duplicated} failed ${stats.callbacks.failed}, ` +
-              `kills ${faults.counts.workerKills}, server restarts ${faults.counts.serverRestarts}, receiver cuts ` +
-              `${faults.counts.receiverCuts}, forged ${faults.counts.forgedSent} | worker RSS ${Math.round(peakRss / 2 ** 20)} MiB`,
+              `kills ${counts.workerKills}, server restarts ${counts.serverRestarts}, receiver cuts ` +
+              `${counts.receiverCuts}, forged ${faults.forgeries.sent} | worker RSS ${Math.round(peakRss / 2 ** 20)} MiB`,
           );
         }
-        if (started.length === jobs.length && running === 0) break;
+        if (allStarted() && running === 0) break;
       } catch (err) {
         if (Date.now() - lastLine > 5_000) {
           lastLine = Date.now();
@@ -353,19 +381,17 @@ async function run(options: SoakOptions): Promise<SoakReport> {
 
     // Judge: each job's history, against the journal. A job that visibility reported closed but whose history still
     // ends open (visibility leads) is read again until the deadline.
+    const faultCounts = faults.counts;
     const journal = mock.journal();
-    const index = new JournalIndex(journal);
     const sentTimes = callbackTimes(journal);
     const outcomes = new Map<string, JobOutcome>();
     for (;;) {
-      const pending = jobs.filter((job) => (outcomes.get(job.workflowId)?.status ?? 'open') === 'open');
+      const pending = started.filter((job) => (outcomes.get(job.workflowId)?.status ?? 'open') === 'open');
       await eachLimited(pending, 16, async (job) => {
         for (let attempt = 1; ; attempt++) {
           try {
-            outcomes.set(
-              job.workflowId,
-              await judgeHistory(job, client.workflow.getHandle(job.workflowId), apiKey, sentTimes),
-            );
+            const history = (await client.workflow.getHandle(job.workflowId).fetchHistory()) as History;
+            outcomes.set(job.workflowId, readHistory(job, history, apiKey, sentTimes));
             return;
           } catch (err) {
             if (attempt >= 5) throw err;
@@ -373,25 +399,13 @@ async function run(options: SoakOptions): Promise<SoakReport> {
           }
         }
       });
-      if (!jobs.some((job) => outcomes.get(job.workflowId)?.status === 'open') || Date.now() > deadline) break;
+      if (!started.some((job) => outcomes.get(job.workflowId)?.status === 'open') || Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 2_000));
     }
+    const verdict = judgeRun([...outcomes.values()], journal, JOB_OPTIONS.cleanupOnCancel ?? false);
+    violations.push(...verdict.violations);
+    for (const { job, error } of notStarted) violations.push(`${job.workflowId}: never started: ${error}`);
 
-    // A TuneNeverTrained failure is right only for a tune the service never trained.
-    const trained = async (tuneId: number) => {
-      const res = await request(`${mock.url}/tunes/${tuneId}`, { headers: { authorization: `Bearer ${apiKey}` } });
-      const tune = (await res.body.json()) as { trained_at?: string | null };
-      return !!tune.trained_at;
-    };
-
-    let completed = 0;
-    let failedTyped = 0;
-    let failedOther = 0;
-    let duplicates = 0;
-    let lost = 0;
-    let stuck = 0;
-    let keyLeaks = 0;
-    let unmatchedSignals = 0;
     let events = 0;
     let bytes = 0;
     let workflowTasks = 0;
@@ -399,17 +413,11 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     const reactions: number[] = [];
     const latencies: number[] = [];
     const slowest: Array<{ workflowId: string; ms: number }> = [];
-    const failureTypes: Record<string, number> = {};
-    for (const job of jobs) {
-      const outcome = outcomes.get(job.workflowId)!;
-      const verdict = index.verdict(job, outcome.status);
-      duplicates += verdict.duplicates;
-      lost += verdict.lost;
+    for (const outcome of outcomes.values()) {
+      const { job } = outcome;
       events += outcome.events;
       bytes += outcome.bytes;
       workflowTasks += outcome.workflowTasks;
-      if (outcome.keyInHistory) keyLeaks++;
-      unmatchedSignals += outcome.unmatchedSignals;
       reactions.push(...outcome.reactions);
       if (outcome.closedAt) {
         lastClose = Math.max(lastClose, outcome.closedAt);
@@ -418,42 +426,14 @@ async function run(options: SoakOptions): Promise<SoakReport> {
           slowest.push({ workflowId: job.workflowId, ms: outcome.closedAt - job.startedAt });
         }
       }
-      if (verdict.duplicates) violations.push(`${job.workflowId}: ${verdict.duplicates} duplicate create(s)`);
-      if (verdict.lost)
-        violations.push(`${job.workflowId}: ${verdict.lost} requested object(s) missing on the service`);
-      if (outcome.status === 'completed') {
-        completed++;
-        if (outcome.resultPrompts !== job.prompts) {
-          lost++;
-          violations.push(`${job.workflowId}: result has ${outcome.resultPrompts} prompts, asked ${job.prompts}`);
-        }
-      } else if (outcome.status === 'failed') {
-        const type = outcome.failureType ?? 'untyped';
-        failureTypes[type] = (failureTypes[type] ?? 0) + 1;
-        let right = isDocumentedFailure(outcome.failureType);
-        if (right && type === FailureType.tuneNeverTrained)
-          right = verdict.tuneIds.length === 1 && !(await trained(verdict.tuneIds[0]));
-        if (right) failedTyped++;
-        else {
-          failedOther++;
-          violations.push(`${job.workflowId}: failed ${type}: ${outcome.failureMessage}`);
-        }
-      } else if (outcome.status === 'open') {
-        stuck++;
-        violations.push(`${job.workflowId}: still open at the deadline`);
-      } else {
-        failedOther++;
-        violations.push(`${job.workflowId}: closed without completing or failing`);
-      }
     }
-    if (keyLeaks) violations.push(`the API key is in ${keyLeaks} histories`);
     const logLeaks = fs
       .readdirSync(dir)
       .filter((name) => name.endsWith('.log'))
       .reduce((sum, name) => sum + fs.readFileSync(path.join(dir, name), 'utf8').split(apiKey).length - 1, 0);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
-    const forgedAccepted = faults.counts.forgedAccepted + unmatchedSignals;
-    if (forgedAccepted) violations.push(`${forgedAccepted} forged callbacks got through`);
+    const forgedAccepted = faults.forgeries.accepted + verdict.unmatchedSignals;
+    if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
 
     const wall = Math.max(1, (lastClose - t0) / 1000);
     const serverUsage = server.process ? usageOf(server.process.pid) : undefined;
@@ -463,12 +443,13 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       profile: options.profileName,
       jobs: jobs.length,
       workers: options.workers,
-      completed,
-      failedTyped,
-      failedOther,
-      duplicates,
-      lost,
-      stuck,
+      completed: verdict.completed,
+      failedTyped: verdict.failedTyped,
+      failedOther: verdict.failedOther,
+      notStarted: notStarted.length,
+      duplicates: verdict.duplicates,
+      lost: verdict.lost,
+      stuck: verdict.stuck,
       apiCalls,
       apiCallsPerJob: round(apiCalls / jobs.length, 2)!,
       apiCallsByRoute: routes,
@@ -482,26 +463,24 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       reactionP50Ms: round(percentile(reactions, 50)),
       reactionP99Ms: round(percentile(reactions, 99)),
       reactions: reactions.length,
-      jobsPerSecond: round((completed + failedTyped) / wall, 2)!,
+      jobsPerSecond: round((verdict.completed + verdict.failedTyped) / wall, 2)!,
       jobLatencyP50Ms: round(percentile(latencies, 50)),
       jobLatencyP99Ms: round(percentile(latencies, 99)),
       wallSeconds: round(wall, 1)!,
       historyEventsPerJob: round(events / jobs.length, 1)!,
       historyBytesPerJob: round(bytes / jobs.length)!,
       workflowTasksPerJob: round(workflowTasks / jobs.length, 1)!,
-      apiKeyLeaks: keyLeaks + logLeaks,
-      forgedSent: faults.counts.forgedSent,
+      apiKeyLeaks: verdict.keyLeaks + logLeaks,
+      forgedSent: faults.forgeries.sent,
+      forgedAnswered: faults.forgeries.answered,
       forgedAccepted,
       faults: {
-        status: faults.statusFaults,
+        ...faultCounts,
         callbacksDropped: stats.callbacks.dropped,
         callbacksDuplicated: stats.callbacks.duplicated,
         callbacksFailed: stats.callbacks.failed,
-        workerKills: faults.counts.workerKills,
-        serverRestarts: faults.counts.serverRestarts,
-        receiverCuts: faults.counts.receiverCuts,
       },
-      failureTypes,
+      failureTypes: verdict.failureTypes,
       slowest: slowest.sort((a, b) => b.ms - a.ms).slice(0, 3),
       violations,
     };
@@ -518,8 +497,9 @@ function table(report: SoakReport): string {
     ['profile', report.profile],
     ['jobs / workers', `${report.jobs} / ${report.workers}`],
     ['completed', report.completed],
-    ['failed with a documented type', `${report.failedTyped} ${JSON.stringify(report.failureTypes)}`],
+    ['failed as the faults allow', `${report.failedTyped} ${JSON.stringify(report.failureTypes)}`],
     ['failed otherwise', report.failedOther],
+    ['not started', report.notStarted],
     ['duplicates', report.duplicates],
     ['lost', report.lost],
     ['stuck', report.stuck],
@@ -539,7 +519,10 @@ function table(report: SoakReport): string {
       `${report.historyEventsPerJob} events, ${report.historyBytesPerJob} bytes, ${report.workflowTasksPerJob} workflow tasks`,
     ],
     ['API key leaks', report.apiKeyLeaks],
-    ['forged callbacks sent / accepted', `${report.forgedSent} / ${report.forgedAccepted}`],
+    [
+      'forged callbacks sent / answered / accepted',
+      `${report.forgedSent} / ${report.forgedAnswered} / ${report.forgedAccepted}`,
+    ],
     ['faults', JSON.stringify(report.faults)],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));

@@ -1,15 +1,24 @@
 /**
- * Judges a soak run by the service's side (the mock's journal) and by the histories the server kept: per job exactly
- * one tune and one prompt per requested prompt, every job closed with success or a documented failure type, none open
- * at the deadline, the API key in no history; and the figures (history size, callback-to-reaction latency).
+ * Judges a soak run by the service's side (the mock's journal) and by the histories the server kept. Pure functions
+ * of a journal and histories, so each rule is tested on seeded defects (test/bench/judge.test.ts):
+ *
+ * - per job exactly one tune and one prompt per requested prompt (a pack: its own prompts once); anything more is a
+ *   duplicate, a surplus pack prompt included;
+ * - nothing lost: every object made for a job is in what the run reports (a completed run's result, a failed run's
+ *   failure details, or reachable through the tune it reports) or was cleaned up where the job asked for cleanup,
+ *   and a completed job lacks none of what it asked for;
+ * - each job closed with an outcome the mock's truth allows: completed only when its tune trained and its prompts
+ *   settled; TuneNeverTrained only when the tune had not trained, PromptsNeverSettled only when a prompt had not
+ *   settled, when the run gave up; any other failure, typed or not, is a violation; none open at the deadline;
+ * - the API key in no history; every callback signal matches a callback the mock sent (else a forgery got through);
+ * - and the figures: history size, workflow tasks, callback-to-reaction latency.
  */
-import type { WorkflowHandle } from '@temporalio/client';
 import * as proto from '@temporalio/proto';
-import type { MockJournal } from '../../src/mock-service';
+import type { JournalPrompt, JournalTune, MockJournal } from '../../src/mock-service';
 import { FailureType } from '../../src/workflows/failures';
 import type { SoakJob } from './jobs';
 
-type History = proto.temporal.api.history.v1.IHistory;
+export type History = proto.temporal.api.history.v1.IHistory;
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 const EventType = proto.temporal.api.enums.v1.EventType;
 
@@ -26,16 +35,16 @@ export interface JobOutcome {
   /** Workflow tasks completed (a worker's unit of workflow work). */
   workflowTasks: number;
   bytes: number;
-  /** The tune the run reports (result or failure details), when it says. */
+  /** Prompts in a completed run's result. */
   resultPrompts?: number;
+  /** The objects the run reports: a completed run's result, a failed run's failure details. */
+  reported: { tuneIds: number[]; promptIds: number[] };
   keyInHistory: boolean;
-  /** Signals whose payload matches no callback the mock sent: forged ones that got through. */
+  /** Signals whose ids match no callback the mock sent: forged ones that got through. */
   unmatchedSignals: number;
   /** Milliseconds from the mock's callback to the run's next command, for callbacks that alone moved the run on. */
   reactions: number[];
 }
-
-const DOCUMENTED_FAILURES = new Set<string>(Object.values(FailureType));
 
 function millis(time: HistoryEvent['eventTime']): number {
   if (!time) return 0;
@@ -52,44 +61,73 @@ function payloadJson(payloads: { data?: Uint8Array | null }[] | null | undefined
   }
 }
 
-function idsOf(value: unknown): string {
-  const list = Array.isArray(value) ? value : [value];
-  return list.map((entity) => (entity as { id?: unknown } | null)?.id).join(',');
+/**
+ * The ids a callback signal names, in either form: the old signals carry the object or a list of objects (`id`),
+ * the `callback` signal `{ kind, ids }`.
+ */
+export function signalIds(payload: unknown): number[] {
+  const ids = (payload as { ids?: unknown } | null)?.ids;
+  const list = Array.isArray(ids) ? ids : (Array.isArray(payload) ? payload : [payload]).map((e) => e?.id);
+  return list.filter((id): id is number => typeof id === 'number');
 }
 
-/** The first time the mock sent a callback about each entity (or list of entities), keyed by their ids. */
+/** One key per set of ids, whatever their order. */
+function idsKey(ids: readonly number[]): string {
+  return [...ids].sort((a, b) => a - b).join(',');
+}
+
+/** The first time the mock sent a callback about each object (or list of objects), keyed by their ids. */
 export function callbackTimes(journal: MockJournal): Map<string, number> {
   const times = new Map<string, number>();
   for (const callback of journal.callbacks) {
-    const key = callback.ids.join(',');
+    const key = idsKey(callback.ids);
     const known = times.get(key);
     if (known === undefined || callback.sentAt < known) times.set(key, callback.sentAt);
   }
   return times;
 }
 
+/** The tune and prompt ids a result or failure details object names. */
+function idsIn(value: unknown): { tuneIds: number[]; promptIds: number[] } {
+  const v = (value ?? {}) as {
+    tune?: { id?: unknown };
+    tuneId?: unknown;
+    prompts?: Array<{ id?: unknown }>;
+    promptIds?: unknown[];
+  };
+  const numbers = (list: unknown[]) => list.filter((id): id is number => typeof id === 'number');
+  return {
+    tuneIds: numbers([v.tune?.id, v.tuneId]),
+    promptIds: numbers([
+      ...(Array.isArray(v.prompts) ? v.prompts.map((p) => p?.id) : []),
+      ...(Array.isArray(v.promptIds) ? v.promptIds : []),
+    ]),
+  };
+}
+
 /**
- * Reads one job's history and judges it.
+ * Reads one job's history: how it closed, what it reports, its size, whether it holds the API key, which callback
+ * signals match the mock's callbacks (`callbacks`, from callbackTimes) and how fast the run reacted to them.
  *
  * @example
- * const outcome = await judgeHistory(job, handle, apiKey, callbackTimes(mock.journal()));
+ * const outcome = readHistory(job, await handle.fetchHistory(), apiKey, callbackTimes(mock.journal()));
  */
-export async function judgeHistory(
+export function readHistory(
   job: SoakJob,
-  handle: WorkflowHandle,
+  history: History,
   apiKey: string,
   callbacks: Map<string, number>,
-): Promise<JobOutcome> {
-  const history = (await handle.fetchHistory()) as History;
+): JobOutcome {
   const events = history.events ?? [];
-  const bytes = encodedSize(history);
+  const raw = Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish());
   const outcome: JobOutcome = {
     job,
     status: 'open',
     events: events.length,
     workflowTasks: events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED).length,
-    bytes: bytes.size,
-    keyInHistory: bytes.raw.includes(apiKey) || bytes.raw.includes(Buffer.from(apiKey).toString('base64')),
+    bytes: raw.length,
+    reported: { tuneIds: [], promptIds: [] },
+    keyInHistory: raw.includes(apiKey) || raw.includes(Buffer.from(apiKey).toString('base64')),
     unmatchedSignals: 0,
     reactions: [],
   };
@@ -101,12 +139,14 @@ export async function judgeHistory(
       | { prompts?: unknown[] }
       | undefined;
     outcome.resultPrompts = Array.isArray(result?.prompts) ? result.prompts.length : undefined;
+    outcome.reported = idsIn(result);
   } else if (last?.workflowExecutionFailedEventAttributes) {
     outcome.status = 'failed';
     outcome.closedAt = millis(last.eventTime);
     const failure = last.workflowExecutionFailedEventAttributes.failure;
     outcome.failureType = failure?.applicationFailureInfo?.type ?? undefined;
-    outcome.failureMessage = failure?.message ?? undefined;
+    outcome.failureMessage = [failure?.message, failure?.cause?.message].filter(Boolean).join(': ') || undefined;
+    outcome.reported = idsIn(payloadJson(failure?.applicationFailureInfo?.details?.payloads));
   } else if (last && isClosing(last)) {
     outcome.status = 'other';
     outcome.closedAt = millis(last.eventTime);
@@ -120,7 +160,7 @@ export async function judgeHistory(
     const event = events[i];
     const signaled = event.workflowExecutionSignaledEventAttributes;
     if (signaled) {
-      const sentAt = callbacks.get(idsOf(payloadJson(signaled.input?.payloads)));
+      const sentAt = callbacks.get(idsKey(signalIds(payloadJson(signaled.input?.payloads))));
       if (sentAt === undefined) outcome.unmatchedSignals++;
       else pendingSignals.push({ sentAt });
     } else if (
@@ -161,67 +201,219 @@ function isClosing(event: HistoryEvent): boolean {
   );
 }
 
-/** The history as the server sends it (protobuf), to count its bytes and look for the API key in every payload. */
-function encodedSize(history: History): { size: number; raw: Buffer } {
-  const raw = Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish());
-  return { size: raw.length, raw };
-}
-
-/** What the journal says about one job: tunes made for it and how often each requested prompt was made. */
-export interface JournalVerdict {
-  tunes: number;
-  /** Requested prompts made more than once (extra copies), and extra tunes. */
-  duplicates: number;
-  /** Requested prompts (or the tune) a completed job lacks on the service. */
-  lost: number;
-  tuneIds: number[];
+/** What the mock made for one job, and what became of it. */
+export interface JobTruth {
+  /** Tunes titled with the job's workflow ID (none for generate, which uses a gallery tune). */
+  tunes: JournalTune[];
+  /** Prompts marked with the job's workflow ID; for a pack, the prompts on the job's tunes. */
+  prompts: JournalPrompt[];
 }
 
 /** Indexes the journal once: tunes by title, prompts by the job mark in their text and by tune. */
 export class JournalIndex {
-  private readonly tunesByTitle = new Map<string, number[]>();
-  private readonly promptsByMark = new Map<string, number>();
-  private readonly promptsByTune = new Map<number, number>();
+  private readonly tunesByTitle = new Map<string, JournalTune[]>();
+  private readonly promptsByJob = new Map<string, JournalPrompt[]>();
+  private readonly promptsByTune = new Map<number, JournalPrompt[]>();
 
   constructor(journal: MockJournal) {
-    for (const tune of journal.tunes)
-      this.tunesByTitle.set(tune.title, [...(this.tunesByTitle.get(tune.title) ?? []), tune.id]);
+    const add = <K, V>(map: Map<K, V[]>, key: K, value: V) => map.set(key, [...(map.get(key) ?? []), value]);
+    for (const tune of journal.tunes) add(this.tunesByTitle, tune.title, tune);
     for (const prompt of journal.prompts) {
-      this.promptsByTune.set(prompt.tuneId, (this.promptsByTune.get(prompt.tuneId) ?? 0) + 1);
-      const mark = /\[(soak-[^\]\s]+ #\d+)\]/.exec(prompt.text)?.[1];
-      if (mark) this.promptsByMark.set(mark, (this.promptsByMark.get(mark) ?? 0) + 1);
+      add(this.promptsByTune, prompt.tuneId, prompt);
+      const job = /\[(soak-[^\]\s]+) #\d+\]/.exec(prompt.text)?.[1];
+      if (job) add(this.promptsByJob, job, prompt);
     }
   }
 
   /**
-   * Judges one job against the journal: a job that completed must have its tune and every prompt exactly once; one
-   * that failed may lack what it never got to make, but never has anything twice.
+   * What the mock made for `job`.
+   *
+   * @example
+   * const truth = index.truth(job); // { tunes: [...], prompts: [...] }
    */
-  verdict(job: SoakJob, status: JobStatus): JournalVerdict {
-    const tuneIds = job.kind === 'generate' ? [] : (this.tunesByTitle.get(job.workflowId) ?? []);
-    let duplicates = Math.max(0, tuneIds.length - 1);
-    let lost = 0;
-    const completed = status === 'completed';
-    if (job.kind !== 'generate' && completed && tuneIds.length === 0) lost++;
-    if (job.kind === 'packTune') {
-      // The service makes a pack's prompts with the tune: one set per tune made.
-      const made = tuneIds.reduce((sum, id) => sum + (this.promptsByTune.get(id) ?? 0), 0);
-      if (tuneIds.length === 1 && made !== job.prompts && completed) lost += Math.max(0, job.prompts - made);
-    } else {
-      // A failed job may have stopped before a create; a completed one lacks nothing.
-      for (let i = 0; i < job.prompts; i++) {
-        const made = this.promptsByMark.get(`${job.workflowId} #${i}`) ?? 0;
-        duplicates += Math.max(0, made - 1);
-        if (made === 0 && completed) lost++;
-      }
-    }
-    return { tunes: tuneIds.length, duplicates, lost, tuneIds };
+  truth(job: SoakJob): JobTruth {
+    const tunes = job.kind === 'generate' ? [] : (this.tunesByTitle.get(job.workflowId) ?? []);
+    const prompts =
+      job.kind === 'packTune'
+        ? tunes.flatMap((t) => this.promptsByTune.get(t.id) ?? [])
+        : (this.promptsByJob.get(job.workflowId) ?? []);
+    return { tunes, prompts };
   }
 }
 
-/** True for a failure type the workflows document (FailureType). */
-export function isDocumentedFailure(type: string | undefined): boolean {
-  return type !== undefined && DOCUMENTED_FAILURES.has(type);
+/** The position a prompt's mark gives it in its job's input, or undefined for a pack's own prompts. */
+function markIndex(prompt: JournalPrompt): number | undefined {
+  const index = /\[soak-[^\]\s]+ #(\d+)\]/.exec(prompt.text)?.[1];
+  return index === undefined ? undefined : Number(index);
+}
+
+/** One job's verdict: counts for the report, and every broken invariant in words. */
+export interface JobVerdict {
+  duplicates: number;
+  lost: number;
+  /** The job closed with an outcome the mock's truth allows. */
+  justified: boolean;
+  violations: string[];
+}
+
+/**
+ * Why a job may have failed with `type`, by the mock's truth when the run gave up at `closedAt`; undefined when
+ * nothing the harness injected allows it.
+ */
+export function justification(type: string | undefined, truth: JobTruth, closedAt: number): string | undefined {
+  if (type === FailureType.tuneNeverTrained) {
+    const untrained = truth.tunes.find((t) => t.neverTrains || t.trainedAt === null || t.trainedAt > closedAt);
+    return untrained && `tune ${untrained.id} never trained${untrained.neverTrains ? ' (never-train fault)' : ''}`;
+  }
+  if (type === FailureType.promptsNeverSettled) {
+    const unsettled = truth.prompts.find((p) => p.settledAt === null || p.settledAt > closedAt);
+    return unsettled && `prompt ${unsettled.id} never settled`;
+  }
+  // InvalidInput, InvalidOptions, MissingBaseTune, OverBudget, and every untyped failure: the soak injects none.
+  return undefined;
+}
+
+/**
+ * Judges one job against what the mock made for it. `cleanupAsked`: the job's options ask for cleanup, so objects the
+ * run deleted count as accounted for.
+ *
+ * @example
+ * const verdict = judgeJob(outcome, index.truth(outcome.job), false);
+ */
+export function judgeJob(outcome: JobOutcome, truth: JobTruth, cleanupAsked: boolean): JobVerdict {
+  const { job, status } = outcome;
+  const id = job.workflowId;
+  const violations: string[] = [];
+  const completed = status === 'completed';
+
+  // Duplicates: a second tune, a second copy of a requested prompt, a prompt beyond those asked, pack prompts beyond
+  // the pack's own.
+  let duplicates = Math.max(0, truth.tunes.length - 1);
+  let missing = 0;
+  if (completed && job.kind !== 'generate' && truth.tunes.length === 0) missing++;
+  if (job.kind === 'packTune') {
+    duplicates += Math.max(0, truth.prompts.length - job.prompts);
+    if (completed) missing += Math.max(0, job.prompts - truth.prompts.length);
+  } else {
+    const made = new Map<number, number>();
+    for (const prompt of truth.prompts) {
+      const index = markIndex(prompt) ?? -1;
+      made.set(index, (made.get(index) ?? 0) + 1);
+    }
+    for (const [index, count] of made) duplicates += index >= 0 && index < job.prompts ? count - 1 : count;
+    if (completed) for (let i = 0; i < job.prompts; i++) if (!made.has(i)) missing++;
+  }
+  if (duplicates) violations.push(`${id}: ${duplicates} duplicate create(s)`);
+
+  // Lost: made and not accounted for. A completed run's result must name every object; a failed run's failure
+  // details name the tune, whose prompts it leads to.
+  const tuneIds = new Set(outcome.reported.tuneIds);
+  const promptIds = new Set(outcome.reported.promptIds);
+  const ownTunes = new Set(truth.tunes.map((t) => t.id));
+  const accounted = (object: { id: number; deletedAt: number | null }, reported: Set<number>) =>
+    reported.has(object.id) || (cleanupAsked && object.deletedAt !== null);
+  const unaccounted = [
+    ...truth.tunes.filter((t) => !accounted(t, tuneIds)),
+    ...truth.prompts.filter(
+      (p) => !accounted(p, promptIds) && !(!completed && ownTunes.has(p.tuneId) && tuneIds.has(p.tuneId)),
+    ),
+  ];
+  // A duplicate is an unreported copy already: counted once, as a duplicate. A run still open reports nothing yet
+  // (it is stuck, not losing).
+  const lost = missing + (status === 'open' ? 0 : Math.max(0, unaccounted.length - duplicates));
+  if (missing) violations.push(`${id}: ${missing} requested object(s) missing on the service`);
+  if (lost - missing > 0)
+    violations.push(`${id}: ${lost - missing} object(s) made and neither reported by the run nor cleaned up`);
+  if (completed && outcome.resultPrompts !== job.prompts)
+    violations.push(`${id}: result has ${outcome.resultPrompts} prompts, asked ${job.prompts}`);
+
+  // The outcome the mock's truth allows.
+  let justified = true;
+  if (completed) {
+    // What the result names must have trained and settled on the service before the run said so.
+    const closedAt = outcome.closedAt ?? Infinity;
+    const untrained = truth.tunes.find(
+      (t) => tuneIds.has(t.id) && (t.neverTrains || t.trainedAt === null || t.trainedAt > closedAt),
+    );
+    const unsettled = truth.prompts.find(
+      (p) => promptIds.has(p.id) && (p.settledAt === null || p.settledAt > closedAt),
+    );
+    if (untrained) violations.push(`${id}: completed although tune ${untrained.id} never trained`);
+    if (unsettled) violations.push(`${id}: completed although prompt ${unsettled.id} never settled`);
+    justified = !untrained && !unsettled;
+  } else if (status === 'failed') {
+    justified = justification(outcome.failureType, truth, outcome.closedAt ?? Infinity) !== undefined;
+    if (!justified)
+      violations.push(
+        `${id}: failed ${outcome.failureType ?? 'untyped'}, which no injected fault explains: ${outcome.failureMessage}`,
+      );
+  } else if (status === 'open') {
+    justified = false;
+    violations.push(`${id}: still open at the deadline`);
+  } else {
+    justified = false;
+    violations.push(`${id}: closed without completing or failing`);
+  }
+  if (outcome.keyInHistory) violations.push(`${id}: the API key is in its history`);
+  if (outcome.unmatchedSignals)
+    violations.push(`${id}: ${outcome.unmatchedSignals} signal(s) match no callback the mock sent`);
+  return { duplicates, lost, justified, violations };
+}
+
+/** The run's verdict: what the report shows and every broken invariant. */
+export interface RunVerdict {
+  completed: number;
+  /** Failed with a type the mock's truth allows. */
+  failedTyped: number;
+  /** Failed with a type nothing injected allows, untyped, or closed otherwise. */
+  failedOther: number;
+  duplicates: number;
+  lost: number;
+  stuck: number;
+  keyLeaks: number;
+  /** Signals that match no callback the mock sent. */
+  unmatchedSignals: number;
+  failureTypes: Record<string, number>;
+  violations: string[];
+}
+
+/**
+ * Judges every job of a run against the journal.
+ *
+ * @example
+ * const verdict = judgeRun(outcomes, mock.journal(), false);
+ */
+export function judgeRun(outcomes: readonly JobOutcome[], journal: MockJournal, cleanupAsked: boolean): RunVerdict {
+  const index = new JournalIndex(journal);
+  const verdict: RunVerdict = {
+    completed: 0,
+    failedTyped: 0,
+    failedOther: 0,
+    duplicates: 0,
+    lost: 0,
+    stuck: 0,
+    keyLeaks: 0,
+    unmatchedSignals: 0,
+    failureTypes: {},
+    violations: [],
+  };
+  for (const outcome of outcomes) {
+    const job = judgeJob(outcome, index.truth(outcome.job), cleanupAsked);
+    verdict.duplicates += job.duplicates;
+    verdict.lost += job.lost;
+    verdict.violations.push(...job.violations);
+    if (outcome.keyInHistory) verdict.keyLeaks++;
+    verdict.unmatchedSignals += outcome.unmatchedSignals;
+    if (outcome.status === 'completed') verdict.completed++;
+    else if (outcome.status === 'open') verdict.stuck++;
+    else if (outcome.status === 'failed') {
+      const type = outcome.failureType ?? 'untyped';
+      verdict.failureTypes[type] = (verdict.failureTypes[type] ?? 0) + 1;
+      if (job.justified) verdict.failedTyped++;
+      else verdict.failedOther++;
+    } else verdict.failedOther++;
+  }
+  return verdict;
 }
 
 /** The p-th percentile (0 to 100) of `values`, nearest rank; undefined when empty. */

@@ -52,6 +52,7 @@ devServerTest(
         lost: 0,
         stuck: 0,
         failedOther: 0,
+        notStarted: 0,
         apiKeyLeaks: 0,
         forgedAccepted: 0,
         violations: [],
@@ -62,14 +63,25 @@ devServerTest(
     expect((report.completed as number) + (report.failedTyped as number)).toBe(20);
     expect(report.apiCalls as number).toBeGreaterThanOrEqual(20);
 
+    // Every kind of fault took effect at least once, counted where it landed (bench/soak/faults.ts).
     const faults = report.faults as Record<string, number>;
-    expect(faults.status).toBeGreaterThan(0);
-    expect(faults.callbacksDropped).toBeGreaterThan(0);
-    expect(faults.callbacksDuplicated).toBeGreaterThan(0);
-    expect(faults.workerKills).toBeGreaterThan(0);
-    expect(faults.serverRestarts).toBe(1);
-    expect(faults.receiverCuts).toBe(1);
+    for (const kind of [
+      'status500',
+      'status429',
+      'status504',
+      'neverTrain',
+      'callbacksDropped',
+      'callbacksDuplicated',
+      'workerKills',
+      'serverRestarts',
+      'receiverCuts',
+    ])
+      expect({ kind, times: faults[kind] }).toEqual({ kind, times: expect.any(Number) });
+    expect(Object.entries(faults).filter(([, times]) => times === 0)).toEqual([]);
     expect(report.forgedSent as number).toBeGreaterThan(0);
+    expect(report.forgedAnswered as number).toBeGreaterThan(0);
+    // Jobs whose tune never trained failed as they should, and only those.
+    expect(report.failureTypes).toEqual({ TuneNeverTrained: faults.neverTrain });
     expect(run.code).toBe(0);
   },
 );
