@@ -5,8 +5,9 @@
  * - a worker SIGKILLed while its run waits for training: the run's sticky workflow task goes back to the normal task
  *   queue after the sticky schedule-to-start timeout, a new worker finishes the run, and exactly one tune is made
  *   (the Java test server never hands the task back);
- * - the server itself stopped and started again on its SQLite file: the waiting runs finish, nothing lost, no
- *   duplicate create.
+ * - the server itself stopped and started again on its SQLite file, left down until the tunes' callbacks were lost
+ *   (the service got no answer, the receiver answered 503): the waiting runs finish on a poll after the restart,
+ *   as their histories show, nothing lost, no duplicate create.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -109,27 +110,87 @@ devServerTest('a worker SIGKILLed while its run waits for training: a new worker
   expect(summarize(history).activities.filter((a) => a === 'createTune')).toEqual(['createTune']);
 });
 
-devServerTest('the dev server stopped and started again on its state file: every waiting run finishes', async () => {
-  const dbFilename = path.join(dir, 'temporal.db');
-  const port = await freePort();
-  server = await startDevServerProcess({ executable: devServerExecutable(), port, dbFilename });
-  const taskQueue = 'tuneflow-server-restart';
-  await worker(taskQueue, await freePort());
-  const tuneflow = await tuneflowOn(server.address, taskQueue);
-  const runs = await Promise.all(
-    [1, 2, 3].map((i) => tuneflow.trainThenGenerate(`server-restart-${i}-${Date.now()}`, job(mock))),
+devServerTest(
+  'the dev server stopped and started again on its state file: polls make up for the lost callbacks',
+  async () => {
+    const dbFilename = path.join(dir, 'temporal.db');
+    const port = await freePort();
+    server = await startDevServerProcess({ executable: devServerExecutable(), port, dbFilename });
+    const taskQueue = 'tuneflow-server-restart';
+    const receiving = await worker(taskQueue, await freePort());
+    const tuneflow = await tuneflowOn(server.address, taskQueue);
+    const runs = await Promise.all(
+      [1, 2, 3].map((i) => tuneflow.trainThenGenerate(`server-restart-${i}-${Date.now()}`, job(mock))),
+    );
+    for (const run of runs) await untilTraining(run);
+    const tuneIds = await Promise.all(runs.map(async (run) => (await run.progress()).tuneId as number));
+
+    await server.stop('SIGTERM');
+    const downAt = Date.now();
+    // Down until every tune's callback was lost: the service got no answer (it never retries) and the receiver gave up
+    // signalling (503). Waited for as events, not for a time.
+    const failedDuringOutage = (tuneId: number) =>
+      mock
+        .journal()
+        .callbacks.some(
+          (c) => c.ids.includes(tuneId) && c.sentAt >= downAt && (c.failure !== null || (c.status ?? 0) >= 400),
+        );
+    await waitFor(
+      async () => tuneIds.every(failedDuringOutage),
+      () => `the tunes' callbacks to fail while the server is down: ${JSON.stringify(mock.journal().callbacks)}`,
+      60_000,
+    );
+    const refusedBy = (workflowId: string) =>
+      receiving
+        .log()
+        .split('\n')
+        .some((line) => line.includes(workflowId) && line.includes('"status":503'));
+    await waitFor(
+      async () => runs.every((run) => refusedBy(run.workflowId)),
+      () => `the receiver to answer 503 for every run:\n${receiving.log().slice(-3000)}`,
+      60_000,
+    );
+    // Nothing can be scheduled before the new process exists.
+    const restartedAt = Date.now();
+    server = await startDevServerProcess({ executable: devServerExecutable(), port, dbFilename });
+
+    const results = await Promise.all(runs.map((run) => run.result()));
+    for (const result of results) expect(result.prompts.map((p) => p.images?.length)).toEqual([1, 2]);
+    expect(results.map((r) => r.tune.id)).toEqual(tuneIds);
+    expect(mock.stats().routes['POST /tunes']).toBe(3);
+    expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(6);
+
+    // Each history: the tune's callback never reached the run; a poll after the restart found the tune trained and the
+    // prompts were created after it.
+    for (const [i, run] of runs.entries()) {
+      const events = (await run.handle.fetchHistory()).events ?? [];
+      const signalled = events.flatMap((e) => {
+        const data = e.workflowExecutionSignaledEventAttributes?.input?.payloads?.[0]?.data;
+        return data ? [JSON.parse(Buffer.from(data).toString('utf8')) as unknown] : [];
+      });
+      const namesTune = (payload: unknown) => {
+        const p = payload as { id?: unknown; ids?: unknown[] } | null;
+        return p?.id === tuneIds[i] || (Array.isArray(p?.ids) && p.ids.includes(tuneIds[i]));
+      };
+      expect(signalled.filter(namesTune)).toEqual([]);
+      const scheduled = events.flatMap((e) => {
+        const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
+        return name ? [{ name, at: eventMs(e.eventTime) }] : [];
+      });
+      const firstPrompt = scheduled.findIndex((a) => a.name === 'createPrompt');
+      expect(scheduled[0].name).toBe('createTune');
+      const recovering = scheduled[firstPrompt - 1];
+      expect(recovering.name).toBe('retrieveTune');
+      expect(recovering.at).toBeGreaterThanOrEqual(restartedAt);
+      expect(scheduled.slice(firstPrompt).map((a) => a.name)).toEqual(['createPrompt', 'createPrompt']);
+    }
+  },
+);
+
+/** Milliseconds of a history event's time. */
+function eventMs(time: { seconds?: unknown; nanos?: number | null } | null | undefined): number {
+  const seconds = time?.seconds as number | { toNumber(): number } | null | undefined;
+  return (
+    (typeof seconds === 'number' ? seconds : (seconds?.toNumber() ?? 0)) * 1000 + Math.floor((time?.nanos ?? 0) / 1e6)
   );
-  for (const run of runs) await untilTraining(run);
-
-  await server.stop('SIGTERM');
-  // Down long enough for the tunes' callbacks to find no server (the receiver answers 503; the service never
-  // retries): polling must make up for them.
-  await new Promise((resolve) => setTimeout(resolve, 9_000));
-  server = await startDevServerProcess({ executable: devServerExecutable(), port, dbFilename });
-
-  const results = await Promise.all(runs.map((run) => run.result()));
-  for (const result of results) expect(result.prompts.map((p) => p.images?.length)).toEqual([1, 2]);
-  expect(new Set(results.map((r) => r.tune.id)).size).toBe(3);
-  expect(mock.stats().routes['POST /tunes']).toBe(3);
-  expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(6);
-});
+}
