@@ -11,6 +11,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
+import { Client, Connection } from '@temporalio/client';
 import { request } from 'undici';
 import { devServerTest } from './environment';
 
@@ -151,8 +152,19 @@ devServerTest('Ctrl-C stops the demo and the dev server and Web UI it started', 
   const demo = startDemo(out);
   const [, port] = await demo.line(/^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/);
   const [, uiPort] = await demo.line(/^Web UI: {4}http:\/\/127\.0\.0\.1:(\d+)$/);
-  await demo.line(/^started: {3}trainThenGenerate /);
+  const [, workflowId] = await demo.line(/^started: {3}trainThenGenerate (demo-\S+)$/);
   expect(await portAnswers(Number(port))).toBe(true);
+  // Stopped mid-run: the run's history, read from the demo's server, shows it started and not yet closed.
+  const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
+  try {
+    const events = (await new Client({ connection }).workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+    expect(events[0].workflowExecutionStartedEventAttributes?.workflowType?.name).toBe('trainThenGenerate');
+    expect(
+      events.some((e) => e.workflowExecutionCompletedEventAttributes || e.workflowExecutionFailedEventAttributes),
+    ).toBe(false);
+  } finally {
+    await connection.close();
+  }
   demo.child.kill('SIGINT');
   expect(await demo.exited).toBe(1);
   expect(demo.stdout()).toMatch(/^stopped by SIGINT: stopping what the demo started$/m);

@@ -147,4 +147,21 @@ workflowTest('generate on a paid tune: its cost is its prompts, not the tune it 
   expect(promptsMc).toBe(3 * IMAGE_MC);
   expect(cost).toEqual({ mc: promptsMc, usd: promptsMc / 100_000 });
   expect(outcome.progress.cost).toEqual(cost);
+  // The history: one read of the trained tune, the two prompts created on it (nothing created or deleted besides),
+  // and the run's recorded result is the one returned.
+  const { activities, calls } = summarize(outcome.history);
+  const tuneId = prompts[0].tune_id;
+  expect(activities[0]).toBe('retrieveTune');
+  expect(calls[0].input).toEqual({ tuneId });
+  expect(activities.filter((a) => /^(create|delete)/.test(a))).toEqual(['createPrompt', 'createPrompt']);
+  const created = calls.filter((c) => c.activity === 'createPrompt');
+  expect(created.map((c) => (c.input as { tuneId: number }).tuneId)).toEqual([tuneId, tuneId]);
+  expect(created.map((c) => (c.input as { prompt: { num_images?: number } }).prompt.num_images).sort()).toEqual([
+    2,
+    undefined,
+  ]);
+  const completed = outcome.history.events?.at(-1)?.workflowExecutionCompletedEventAttributes;
+  expect(completed).toBeTruthy();
+  const recorded = JSON.parse(Buffer.from(completed!.result!.payloads![0].data!).toString('utf8'));
+  expect(recorded).toEqual(JSON.parse(JSON.stringify(resultOf<GenerateResult>(outcome))));
 });

@@ -36,6 +36,10 @@ devServerTest('first start: started; second start of the running job: the same r
   const [a, b] = await Promise.all([first.handle.describe(), second.handle.describe()]);
   expect(b.runId).toBe(a.runId);
   expect(b.status.name).toBe('RUNNING');
+  // One start in the history, and no work: the second start added nothing.
+  const events = (await first.handle.fetchHistory()).events ?? [];
+  expect(events.filter((e) => e.workflowExecutionStartedEventAttributes)).toHaveLength(1);
+  expect(events.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
   await first.handle.terminate('test done');
 });
 
@@ -48,4 +52,8 @@ devServerTest('a closed job stays closed: a start after it ended is refused, no 
   const described = await again.handle.describe();
   expect(described.runId).toBe((await first.handle.describe()).runId);
   expect(described.status.name).toBe('TERMINATED');
+  // The run's history ends with the termination: the refused start left no trace in it.
+  const events = (await again.handle.fetchHistory()).events ?? [];
+  expect(events.filter((e) => e.workflowExecutionStartedEventAttributes)).toHaveLength(1);
+  expect(events.at(-1)?.workflowExecutionTerminatedEventAttributes?.reason).toBe('closed by the test');
 });

@@ -16,6 +16,7 @@ import { freePort } from '../../src/temporal-server/dev-server';
 import { loadWorkerConfig } from '../../src/config';
 import { createTuneflowWorker } from '../../src/worker';
 import { devServerTest, startDevServer } from './environment';
+import { summarize } from './history-summary';
 import { startWorkerProcess } from './worker-process';
 
 jest.setTimeout(180_000);
@@ -88,6 +89,17 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
     expect(progress.phase).toBe('completed');
     expect(progress.counts.callbacks).toBeGreaterThanOrEqual(3); // the tune and both prompts, through the receiver
     expect(progress.counts.polls).toBe(0);
+    // The history: one tune and two prompts created, nothing else created or deleted; the callbacks came in as
+    // signals (the tune's and both prompts', at least), and only as callback signals.
+    const { activities, signals } = summarize(await run.handle.fetchHistory());
+    expect(activities.filter((a) => /^(create|delete)/.test(a))).toEqual([
+      'createTune',
+      'createPrompt',
+      'createPrompt',
+    ]);
+    expect(signals.length).toBeGreaterThanOrEqual(3);
+    const callbackSignals = ['tuneTrained', 'promptSettled', 'packPromptsSettled', 'callback'];
+    expect(signals.filter((name) => !callbackSignals.includes(name))).toEqual([]);
 
     const metrics = await request(`http://127.0.0.1:${metricsPort}/metrics`);
     expect(metrics.statusCode).toBe(200);
