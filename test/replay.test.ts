@@ -18,7 +18,7 @@ import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
 
-/** Copies histories handed over in ../shared/histories/ that are new or changed; returns their names. */
+/** Copies histories handed over in ../shared/histories/ that are new; a tracked one is never overwritten. */
 function copySharedHistories(): string[] {
   if (!fs.existsSync(SHARED_HISTORIES)) return [];
   fs.mkdirSync(HISTORIES, { recursive: true });
@@ -26,9 +26,8 @@ function copySharedHistories(): string[] {
   for (const name of fs.readdirSync(SHARED_HISTORIES).filter((n) => n.endsWith('.json'))) {
     const from = path.join(SHARED_HISTORIES, name);
     const to = path.join(HISTORIES, name);
-    const text = fs.readFileSync(from, 'utf8');
-    if (fs.existsSync(to) && fs.readFileSync(to, 'utf8') === text) continue;
-    fs.writeFileSync(to, text);
+    if (fs.existsSync(to)) continue;
+    fs.writeFileSync(to, fs.readFileSync(from, 'utf8'));
     copied.push(name);
   }
   return copied;
