@@ -12,6 +12,7 @@ import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient } from '../../src/client';
 import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
 import { describeServer, provisionTemporal } from '../../src/temporal-server';
+import { soakCluster } from '../cluster/soak';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/workflows/inputs';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
@@ -131,7 +132,16 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     let restartServer: ((downMs: number) => Promise<void>) | undefined;
     /** Resolves once the harness's client is answered (set once the client exists). */
     let answering: () => Promise<void> = async () => undefined;
-    if (process.env.TEMPORAL_ADDRESS) {
+    if (options.cluster) {
+      // The cluster tier (bench/cluster): the full Temporal server on PostgreSQL, restarted by the server-restart fault.
+      const cluster = await soakCluster(dir, options.jobs, stderr, cleanups);
+      server.process = cluster.process;
+      server.address = cluster.process.address;
+      restartServer = async (downMs) => {
+        await cluster.restartServer(downMs);
+        await answering();
+      };
+    } else if (process.env.TEMPORAL_ADDRESS) {
       server.address = process.env.TEMPORAL_ADDRESS;
       if (options.profiles.includes('server-restart'))
         stderr('TEMPORAL_ADDRESS is set: the server is not ours to restart, the server-restart fault is left out');

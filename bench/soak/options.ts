@@ -35,6 +35,8 @@ export interface SoakOptions {
   inferenceTime: string;
   /** Keep the dev server's state in a file even when no fault needs it. */
   dbFile: boolean;
+  /** Run on the cluster tier (bench/cluster): the full Temporal server on PostgreSQL instead of a dev server. */
+  cluster: boolean;
   /** More flags for `temporal server start-dev`, e.g. `--dynamic-config-value frontend.rps=10000`. */
   serverArgs: string[];
   /**
@@ -50,7 +52,7 @@ export interface SoakOptions {
   cpuProfDir?: string;
 }
 
-export const USAGE = `Usage: npm run soak -- [--jobs N] [--workers K] [--profile NAME|all] [--duration D] [--json]
+export const USAGE = `Usage: npm run soak -- [--jobs N] [--workers K] [--profile NAME[,NAME...]|all] [--duration D] [--json]
 
 Runs N tuneflow jobs (trainThenGenerate, generate and packTune, 1 to 8 prompts each) on a real Temporal dev server
 with K \`tuneflow worker\` processes, the mock service and the callback receiver, injects a fault profile, and checks
@@ -59,7 +61,7 @@ the invariants against the mock's own journal. Exit 0 when they hold, 1 when one
 Options:
   --jobs N              jobs to run (default 100)
   --workers K           worker processes (default 1)
-  --profile NAME|all    fault profile (default none):
+  --profile NAME|all    fault profile (default none; several joined by commas mix as in all):
 ${Object.entries(PROFILES)
   .map(([name, what]) => `                          ${name.padEnd(21)} ${what}`)
   .join('\n')}
@@ -70,6 +72,8 @@ ${Object.entries(PROFILES)
   --training-time D     how long the mock trains a tune (default 10s)
   --inference-time D    how long the mock takes for a prompt (default 3s)
   --db-file             keep the dev server's state in a SQLite file even when no fault needs it
+  --cluster             on a Temporal cluster instead (bench/cluster: the server built from its Go module, on a
+                        throwaway PostgreSQL); needs Go the first time and PostgreSQL's binaries
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
   --worker-heap MIB     V8 heap limit of each worker (--max-old-space-size); the SDK sizes its workflow cache from it
@@ -126,6 +130,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         'training-time': { type: 'string' },
         'inference-time': { type: 'string' },
         'db-file': { type: 'boolean' },
+        cluster: { type: 'boolean' },
         'server-arg': { type: 'string', multiple: true },
         'cpu-prof': { type: 'string' },
         keep: { type: 'boolean' },
@@ -141,16 +146,13 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   const v = parsed.values;
   if (v.help) return undefined;
   const profileName = v.profile ?? 'none';
-  const profiles =
-    profileName === 'all'
-      ? (Object.keys(PROFILES).filter((p) => p !== 'none') as ProfileName[])
-      : profileName in PROFILES
-        ? [profileName as ProfileName]
-        : undefined;
-  if (!profiles)
+  // One profile, several joined by commas (they mix as in `all`), or all of them.
+  const names = profileName === 'all' ? Object.keys(PROFILES).filter((p) => p !== 'none') : profileName.split(',');
+  if (!names.every((name) => name in PROFILES))
     throw new FlagError(
-      `--profile: must be one of ${[...Object.keys(PROFILES), 'all'].join(', ')}, got '${profileName}'`,
+      `--profile: must be one of ${[...Object.keys(PROFILES), 'all'].join(', ')} (or several joined by commas), got '${profileName}'`,
     );
+  const profiles = names as ProfileName[];
   let rate = 0;
   if (v.rate !== undefined) {
     rate = Number(v.rate);
@@ -170,6 +172,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),
     dbFile: v['db-file'] ?? false,
+    cluster: v.cluster ?? false,
     serverArgs: v['server-arg'] ?? [],
     cpuProfDir: v['cpu-prof'],
     keep: v.keep ?? false,
