@@ -360,7 +360,11 @@ export async function replayImage(options: ReplayOptions = {}): Promise<Image> {
     const image = JSON.parse(fs.readFileSync(path.join(folder, 'image.json'), 'utf8')) as Image;
     return { ...image, root: path.join(folder, image.root) };
   };
-  if (fs.existsSync(path.join(destination, 'image.json'))) return read(destination);
+  if (fs.existsSync(path.join(destination, 'image.json'))) {
+    // Marked as used, so another replay's clean-up leaves it.
+    fs.utimesSync(destination, new Date(), new Date());
+    return read(destination);
+  }
 
   fs.mkdirSync(cache, { recursive: true, mode: 0o755 });
   const folder = `${destination}.building-${randomBytes(4).toString('hex')}`;
@@ -374,10 +378,11 @@ export async function replayImage(options: ReplayOptions = {}): Promise<Image> {
     // Another replay of the same inputs finished first: use it.
     if (!fs.existsSync(path.join(destination, 'image.json'))) throw err;
   }
-  // Replays of other inputs a day old go: each holds a production node_modules.
+  // Replays of other inputs unused for half an hour go: each holds a production node_modules (~280 MB), and every
+  // change to src/ makes a new one.
   for (const entry of fs.readdirSync(cache)) {
     const full = path.join(cache, entry);
-    if (full !== destination && Date.now() - fs.statSync(full).mtimeMs > 24 * 3600_000)
+    if (full !== destination && Date.now() - fs.statSync(full).mtimeMs > 30 * 60_000)
       fs.rmSync(full, { recursive: true, force: true });
   }
   return read(destination);
