@@ -232,6 +232,16 @@ function replayRun(instruction: Instruction, stage: StageState, label: string): 
   });
 }
 
+/** A hard link, or a copy where the cache is on another file system than the scratch folders. */
+function linkOrCopy(from: string, to: string): void {
+  try {
+    fs.linkSync(from, to);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+    fs.copyFileSync(from, to);
+  }
+}
+
 /** A hard-linked copy of this machine's npm cache (cacache never rewrites a file in place, so links are safe). */
 function seedNpmCache(home: string): void {
   const cache = path.join(process.env.HOME || os.homedir(), '.npm', '_cacache');
@@ -242,7 +252,7 @@ function seedNpmCache(home: string): void {
     for (const entry of fs.readdirSync(from, { withFileTypes: true })) {
       const [a, b] = [path.join(from, entry.name), path.join(to, entry.name)];
       if (entry.isDirectory()) link(a, b);
-      else if (entry.isFile()) fs.linkSync(a, b);
+      else if (entry.isFile()) linkOrCopy(a, b);
     }
   };
   link(cache, target);
