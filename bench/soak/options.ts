@@ -13,10 +13,12 @@ export const PROFILES = {
   'callbacks-lost': 'every callback lost: polling alone finishes the jobs',
   'callbacks-disordered': 'callbacks duplicated (50 %), reordered and late (0.5 to 6 s)',
   'forged-callbacks': 'a flood of forged callbacks at the receiver (bad, missing and replayed signatures)',
-  'never-train': '20 % of tunes never train: those jobs fail with TuneNeverTrained at their deadline',
-  'worker-kill': 'one worker SIGKILLed every 30 s and started again',
-  'server-restart': 'the Temporal dev server stopped and started again on its state file (down 10 s)',
-  'receiver-cut': "the callback receiver's Temporal connection cut for 20 s (callbacks meanwhile answered 503)",
+  'never-train': "every fifth job's tune never trains: those jobs must fail TuneNeverTrained at their deadline",
+  'worker-kill': 'once half the jobs started, a worker SIGKILLed and started again, then every 30 s while runs wait',
+  'server-restart':
+    'once half the jobs started, the dev server stopped and started again on its state file (down 10 s)',
+  'receiver-cut':
+    "the receiver's Temporal connection cut for 20 s while a callback is due (callbacks refused meanwhile)",
 } as const;
 export type ProfileName = keyof typeof PROFILES;
 
@@ -66,7 +68,8 @@ ${Object.entries(PROFILES)
   .map(([name, what]) => `                          ${name.padEnd(21)} ${what}`)
   .join('\n')}
                           all                   every one of them at once (lighter rates; status faults
-                                                in the first minute)
+                                                in the first minute; the cut ends once a callback was
+                                                refused, and the restart follows it)
   --duration D          deadline from the first start; runs open then are stuck (default 4 minutes)
   --rate R              jobs started per second (default 0: all at once)
   --training-time D     how long the mock trains a tune (default 10s)
