@@ -182,7 +182,9 @@ devServerTest(
       const recovering = scheduled[firstPrompt - 1];
       expect(recovering.name).toBe('retrieveTune');
       expect(recovering.at).toBeGreaterThanOrEqual(restartedAt);
-      expect(scheduled.slice(firstPrompt).map((a) => a.name)).toEqual(['createPrompt', 'createPrompt']);
+      // Then its two prompts (and, where a prompt's callback came after the next poll was due, that poll).
+      const after = scheduled.slice(firstPrompt).map((a) => a.name);
+      expect(after.filter((name) => name !== 'listPrompts')).toEqual(['createPrompt', 'createPrompt']);
     }
   },
 );
