@@ -102,9 +102,13 @@ devServerTest(
     expect(JSON.parse(fs.readFileSync(path.join(installed, 'tuneflow', 'package.json'), 'utf8')).version).toBe(
       manifest.version,
     );
-    // None of the repository's dev dependencies came along (the user's own TypeScript and node types aside).
+    // None of the repository's dev dependencies came along (the user's own TypeScript and node types aside), unless
+    // a dependency of the package needs it too (@temporalio/proto comes with @temporalio/client).
     const userOwn = ['typescript', '@types/node'];
-    const devOnly = Object.keys(manifest.devDependencies).filter((name) => !userOwn.includes(name));
+    const needed = dependencyClosure(installed, path.join(installed, 'tuneflow'));
+    const devOnly = Object.keys(manifest.devDependencies).filter(
+      (name) => !userOwn.includes(name) && !needed.has(name),
+    );
     expect(devOnly.filter((name) => fs.existsSync(path.join(installed, name)))).toEqual([]);
     // Only the built package: no sources, tests or histories.
     expect(fs.readdirSync(path.join(installed, 'tuneflow')).sort()).toEqual([
@@ -200,3 +204,28 @@ devServerTest(
   },
   300_000,
 );
+
+/** The names of every package `from` needs, as installed under `root` (Node's lookup: nearest node_modules first). */
+function dependencyClosure(root: string, from: string): Set<string> {
+  const names = new Set<string>();
+  const visit = (dir: string) => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+      optionalDependencies?: Record<string, string>;
+    };
+    for (const name of Object.keys({ ...manifest.dependencies, ...manifest.optionalDependencies })) {
+      let found: string | undefined;
+      for (let at = dir; !found && at.startsWith(root); at = path.dirname(at)) {
+        const candidate = path.join(at, 'node_modules', name);
+        if (fs.existsSync(path.join(candidate, 'package.json'))) found = candidate;
+      }
+      found ??= fs.existsSync(path.join(root, name, 'package.json')) ? path.join(root, name) : undefined;
+      if (!found || names.has(`${name}@${found}`)) continue;
+      names.add(`${name}@${found}`);
+      names.add(name);
+      visit(found);
+    }
+  };
+  visit(from);
+  return names;
+}
