@@ -24,7 +24,6 @@ import { PerformanceObserver } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { Pool } from 'undici';
-import type { Prompt } from '../src/api/schemas';
 import { startCallbackReceiver, type Signaler } from '../src/callbacks/receiver';
 import { CallbackSigner } from '../src/callbacks/signing';
 import { createJsonLogger } from '../src/logging';
@@ -32,6 +31,7 @@ import { CallbackKind } from '../src/workflows/messages';
 import { machineCpu, othersSince } from './client';
 
 const SECRET = 'bench-callback-secret-0123456789';
+const BENCH_RUN_ID = '0190b7c1-2f7e-7c1a-9d52-5a4f3c2b1a00';
 const WARM_UP = 2_000;
 /** The goal's bound on request-to-signal latency, in milliseconds. */
 const SLOW_MS = 5;
@@ -117,8 +117,8 @@ function recordThread(): () => ThreadSample {
 /** The receiver, whose signaler records when it is called (by prompt id), and the bare baseline next to it. */
 async function startServers(signalAt: Float64Array): Promise<{ urls: Record<Target, string>; stop(): Promise<void> }> {
   const signaler: Signaler = {
-    async signal(_workflowId, _kind, payload) {
-      signalAt[(payload as { id: number }).id] = now();
+    async signal(_run, wakeUp) {
+      signalAt[wakeUp.ids[0]] = now();
       return 'delivered';
     },
   };
@@ -137,7 +137,8 @@ async function startServers(signalAt: Float64Array): Promise<{ urls: Record<Targ
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const payload = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: number };
-      void signaler.signal('', CallbackKind.prompt, payload as Prompt).then(() => {
+      const run = { workflowId: '', runId: '' };
+      void signaler.signal(run, { kind: CallbackKind.prompt, ids: [payload.id] }).then(() => {
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': delivered.length });
         res.end(delivered);
       });
@@ -197,7 +198,8 @@ async function send(
   const { first, count } = range;
   // URLs and bodies are made before the clock starts: the client's work is not what is measured.
   const requests = Array.from({ length: count }, (_, i) => {
-    const url = new URL(signer.url('prompt', `bench-${first + i}`, { key: `p${(first + i) % 8}` }));
+    const run = { workflowId: `bench-${first + i}`, runId: BENCH_RUN_ID };
+    const url = new URL(signer.url('prompt', run, { key: `p${(first + i) % 8}` }));
     return { path: url.pathname + url.search, body: promptBody(first + i) };
   });
   const interval = load.rate ? 1000 / load.rate : 0;

@@ -1,7 +1,9 @@
 /**
- * Replays every recorded history under test/histories/ with the current workflow code (DESIGN.md, testing tier 5):
- * a change that would break a running workflow fails here. Needs no server. Histories recorded on a real server
- * may be handed over in ../shared/histories/; they are copied in first. With no history at all, the bundle alone
+ * Replays every recorded history under test/histories/ with the current workflow code (DESIGN.md, testing tier 6):
+ * a change that would break a running workflow fails here. Needs no server. The corpus keeps what earlier releases
+ * recorded (test/histories/before-wake-ups/: runs started before callbacks became wake-ups) beside the current
+ * recordings: a user upgrading tuneflow under live runs has both. Histories handed over in ../shared/histories/ are
+ * replayed too, read where they are (never copied over the tracked ones). With no history at all, the bundle alone
  * still proves the workflow code bundles with deterministic imports only.
  *
  * A history file is Temporal's JSON form of a history (`historyToJSON`, `temporal workflow show --output json`);
@@ -17,33 +19,26 @@ import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
+/** The corpus recorded before callbacks became wake-ups. */
+const BEFORE_WAKE_UPS = path.join(HISTORIES, 'before-wake-ups');
 
-/** Copies histories handed over in ../shared/histories/ that are new; a tracked one is never overwritten. */
-function copySharedHistories(): string[] {
-  if (!fs.existsSync(SHARED_HISTORIES)) return [];
-  fs.mkdirSync(HISTORIES, { recursive: true });
-  const copied: string[] = [];
-  for (const name of fs.readdirSync(SHARED_HISTORIES).filter((n) => n.endsWith('.json'))) {
-    const from = path.join(SHARED_HISTORIES, name);
-    const to = path.join(HISTORIES, name);
-    if (fs.existsSync(to)) continue;
-    fs.writeFileSync(to, fs.readFileSync(from, 'utf8'));
-    copied.push(name);
-  }
-  return copied;
+/** Every history file under `dir`, at any depth, as paths; none when it does not exist. */
+function historiesUnder(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith('.json'))
+    .sort()
+    .map((name) => path.join(dir, name));
 }
 
-// Jest decides the tests when the file loads: the copy and the listing happen now.
-const copied = copySharedHistories();
-const files = fs.existsSync(HISTORIES)
-  ? fs
-      .readdirSync(HISTORIES)
-      .filter((name) => name.endsWith('.json'))
-      .sort()
-  : [];
+// Jest decides the tests when the file loads: the listing happens now.
+const files = [...historiesUnder(HISTORIES), ...historiesUnder(SHARED_HISTORIES)];
+const label = (file: string) => path.relative(path.resolve(__dirname, '..'), file);
+const named = (name: string) => files.find((file) => file === path.join(HISTORIES, name)) as string;
 
 let bundle: WorkflowBundle;
-const readHistory = (name: string) => historyFromJson(JSON.parse(fs.readFileSync(path.join(HISTORIES, name), 'utf8')));
+const readHistory = (file: string) => historyFromJson(JSON.parse(fs.readFileSync(file, 'utf8')));
 
 beforeAll(async () => {
   try {
@@ -61,38 +56,52 @@ test('the workflows bundle with deterministic imports only', () => {
   for (const forbidden of ['node_modules/undici/', 'src/api/http', 'src/activities/', 'src/callbacks/'])
     expect(bundle.code).not.toContain(forbidden);
   expect(bundle.code).toContain('src/workflows/contract.ts');
-  if (copied.length) console.info(`replay: copied ${copied.join(', ')} from ${SHARED_HISTORIES}`);
   if (!files.length)
     console.info(
       'replay: no histories under test/histories/ yet (npm run record-histories records them): nothing to replay',
     );
 });
 
-test('no recorded history carries the API key or the callback secret', () => {
-  for (const name of files) {
-    const text = fs.readFileSync(path.join(HISTORIES, name), 'utf8');
-    expect(text).not.toContain(API_KEY);
-    expect(text).not.toContain(CALLBACK_SECRET);
+test('no recorded history carries the API key, the callback secret or a signed callback URL', () => {
+  const signature = /sig(=|%3D)[0-9a-fA-F]{16,}/;
+  for (const file of historiesUnder(HISTORIES)) {
+    const text = fs.readFileSync(file, 'utf8');
+    // Payloads are base64 in the JSON form: each is read as its text too.
+    const payloads = [...text.matchAll(/"data":\s*"([A-Za-z0-9+/=]+)"/g)].map((m) =>
+      Buffer.from(m[1], 'base64').toString(),
+    );
+    for (const form of [text, ...payloads]) {
+      expect(form).not.toContain(API_KEY);
+      expect(form).not.toContain(CALLBACK_SECRET);
+      expect(form).not.toMatch(signature);
+    }
   }
 });
 
-for (const name of files) {
-  test(`${name} replays with the current workflow code: same commands, activity types and timer durations`, async () => {
-    await replayStrictly(bundle, readHistory(name), path.basename(name, '.json'));
+test('both corpora are here: histories recorded before callbacks became wake-ups, and after', () => {
+  const before = historiesUnder(BEFORE_WAKE_UPS);
+  expect(before.length).toBeGreaterThanOrEqual(21);
+  expect(files.length - before.length).toBeGreaterThanOrEqual(21);
+});
+
+for (const file of files) {
+  test(`${label(file)} replays with the current workflow code: same commands, activity types and timer durations`, async () => {
+    await replayStrictly(bundle, readHistory(file), path.basename(file, '.json'));
   });
 }
 
 test('a deliberately broken workflow change fails the replay of the recorded histories', async () => {
-  expect(files).toContain('callbacks-happy-path.json');
+  const happyPath = named('callbacks-happy-path.json');
+  expect(happyPath).toBeDefined();
   const broken = await bundleForStrictReplay(require.resolve('./replay-fixtures/broken-workflows'));
-  await expect(
-    replayStrictly(broken, readHistory('callbacks-happy-path.json'), 'callbacks-happy-path'),
-  ).rejects.toThrow(/nondeterminism/i);
+  await expect(replayStrictly(broken, readHistory(happyPath), 'callbacks-happy-path')).rejects.toThrow(
+    /nondeterminism/i,
+  );
 }, 120_000);
 
 test('a replay worker given only TuneflowPlugin gets its workflows; one with workflows of its own keeps them', async () => {
   const plugin = new TuneflowPlugin({ api: { apiKey: API_KEY } });
-  const history = readHistory('callbacks-happy-path.json');
+  const history = readHistory(named('callbacks-happy-path.json'));
   await Worker.runReplayHistory({ plugins: [plugin] }, history, 'callbacks-happy-path');
   const own = require.resolve('./replay-fixtures/broken-workflows');
   await expect(

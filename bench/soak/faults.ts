@@ -401,6 +401,9 @@ export class FaultInjection {
   }
 }
 
+/** A run ID no job has: forgeries signed for it are refused by the signature, whatever the run. */
+const MADE_UP_RUN_ID = '00000000-0000-4000-8000-000000000000';
+
 /**
  * The n-th forged callback against the jobs `ids`: a made-up signature, none, or a real one of another workflow or
  * kind (a replay). The forgeries' content; FaultInjection counts what they do.
@@ -427,13 +430,13 @@ export function forgery(
       return { url: `${receiverUrl}/callbacks/tune?workflowId=${encodeURIComponent(victim)}`, body };
     case 2: {
       // Signed for another workflow, sent with the victim's ID.
-      const signed = new URL(signer.url(CallbackKind.tune, other));
+      const signed = new URL(signer.url(CallbackKind.tune, { workflowId: other, runId: MADE_UP_RUN_ID }));
       signed.searchParams.set('workflowId', victim);
       return { url: signed.toString(), body };
     }
     default: {
       // Signed for the victim's prompt callbacks, replayed at the tune route.
-      const signed = new URL(signer.url(CallbackKind.prompt, victim));
+      const signed = new URL(signer.url(CallbackKind.prompt, { workflowId: victim, runId: MADE_UP_RUN_ID }));
       return { url: `${receiverUrl}/callbacks/tune${signed.search}`, body };
     }
   }

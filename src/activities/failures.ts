@@ -4,6 +4,7 @@
  * delays: 504 waits 60 s (the request most likely went through), 429 waits for Retry-After (60 s when absent).
  */
 import { ApplicationFailure, type Duration, type RetryPolicy } from '@temporalio/common';
+import { redactCallbackSignatures } from '../callbacks/signing';
 import { durationToMs } from '../duration';
 import { APIError, ErrorKind, InvalidInputError, RateLimitError, TunesError, ValidationError } from '../api/errors';
 
@@ -32,11 +33,15 @@ export function toApplicationFailure(err: unknown, attempt?: AttemptInfo): unkno
   if (err instanceof ApplicationFailure) return err;
   if (err instanceof TunesError) {
     const nonRetryable = NON_RETRYABLE.has(err.kind);
+    // The error itself goes into history as the cause, its message and stack with it.
+    err.message = redactCallbackSignatures(err.message);
+    if (err.stack) err.stack = redactCallbackSignatures(err.stack);
     return ApplicationFailure.create({
       message: err.message,
       type: err.kind,
       nonRetryable,
-      details: [detailsOf(err)],
+      // An answer's body may echo the request, callback URL included.
+      details: [redactCallbackSignatures(detailsOf(err))],
       nextRetryDelay: nonRetryable ? undefined : retryDelayOf(err, attempt),
       cause: err,
     });

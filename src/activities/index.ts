@@ -8,7 +8,7 @@
 import { activityInfo, cancellationSignal, heartbeat } from '@temporalio/activity';
 import type { TunesApi } from '../api';
 import type { Prompt, Tune } from '../api/schemas';
-import type { CallbackSigner } from '../callbacks/signing';
+import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from '../callbacks/signing';
 import { CallbackKind } from '../workflows/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../workflows/inputs';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
@@ -17,7 +17,10 @@ import { toApplicationFailure } from './failures';
 
 export { toApplicationFailure } from './failures';
 
-/** What the workflows call. Every argument and result is JSON that may enter history. */
+/**
+ * What the workflows call. Every argument and result is JSON that enters history: results carry no callback
+ * signature (the service echoes callback URLs in its objects; a signed URL is a capability).
+ */
 export interface TuneflowActivities {
   /**
    * POST /tunes with the signed tune callback (and `title` as given; the workflow defaults it to its ID).
@@ -77,9 +80,8 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
   const { api, callbacks } = deps;
   const lookupPages = deps.lookupPages ?? 5;
 
-  /** The URL the service should POST to, signed for this workflow; undefined when callbacks are off. */
-  const callbackUrl = (kind: CallbackKind, params?: Record<string, string>) =>
-    callbacks?.url(kind, workflowIdOf(), params);
+  /** The URL the service should POST to, signed for this run; undefined when callbacks are off. */
+  const callbackUrl = (kind: CallbackKind, params?: Record<string, string>) => callbacks?.url(kind, runOf(), params);
 
   /** A lost answer (504, crash, timeout) may hide a create that happened: only later attempts look first. */
   const earlierAttempt = () => {
@@ -179,10 +181,10 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
   };
 }
 
-function workflowIdOf(): string {
+function runOf(): CallbackRun {
   const execution = activityInfo().workflowExecution;
-  if (!execution) throw new Error('tuneflow activities sign callbacks for a workflow: run them from one');
-  return execution.workflowId;
+  if (!execution) throw new Error('tuneflow activities sign callbacks for a workflow run: run them from one');
+  return { workflowId: execution.workflowId, runId: execution.runId };
 }
 
 /** Cancellation of the activity aborts its request. */
@@ -199,7 +201,7 @@ const HEARTBEAT_EVERY_MS = 2_000;
 async function mapped<T>(call: () => Promise<T>): Promise<T> {
   const beating = setInterval(() => heartbeat(), HEARTBEAT_EVERY_MS);
   try {
-    return await call();
+    return redactCallbackSignatures(await call());
   } catch (err) {
     const { attempt, retryPolicy } = activityInfo();
     throw toApplicationFailure(err, { attempt, retryPolicy });

@@ -1,19 +1,25 @@
 /**
- * The HTTP receiver for the service's callbacks: checks the URL's signature, reads and validates the body, and turns
- * the callback into the matching workflow signal. The service never retries a callback, so every answer after the
- * signature check is final: a callback for a closed workflow is answered 200 and logged, never an error.
+ * The HTTP receiver for the service's callbacks: a thin server around `unwrap.ts`. It checks the URL's signature
+ * before reading the body, reads only the ids of the objects the callback is about, and wakes the run the URL was
+ * signed for with the `callback` signal; the run reads the objects from the service itself. The service never
+ * retries a callback, so every answer after the signature check is final: a callback for a closed run is answered
+ * 200, never an error.
+ *
+ * No request costs more than a real callback: bodies are bounded per kind and refused early (413, with no
+ * `100 Continue`), a flood of validly signed callbacks is coalesced per run and object and bounded per run (so it
+ * cannot grow a run's history), and refusals are logged as counts, not a line each.
  */
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
-import { z } from 'zod';
-import { acceptsAsIs } from '../api/answer-check';
-import { answerIssues, created, Prompt, Tune } from '../api/schemas';
 import { type Duration, durationToMs } from '../duration';
 import { createJsonLogger } from '../logging';
-import { CallbackKind, packPromptsSettledSignal, promptSettledSignal, tuneTrainedSignal } from '../workflows/messages';
-import type { CallbackSigner } from './signing';
+import { callbackSignal, type CallbackWakeUp } from '../workflows/messages';
+import type { CallbackRun, CallbackSigner } from './signing';
+import { type CallbackRefusal, type CallbackRoute, readCallbackBody, verifyCallbackUrl } from './unwrap';
+import { WakeUpGate } from './wake-up-gate';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Signalers
@@ -21,9 +27,9 @@ import type { CallbackSigner } from './signing';
 /** What became of a signal: sent, or its workflow is closed or unknown. */
 export type SignalOutcome = 'delivered' | 'workflow-not-found';
 
-/** Sends a callback's payload to its workflow as a signal. */
+/** Wakes a run with a callback's wake-up, as a signal. */
 export interface Signaler {
-  signal(workflowId: string, kind: CallbackKind, payload: Tune | Prompt | Prompt[]): Promise<SignalOutcome>;
+  signal(run: CallbackRun, wakeUp: CallbackWakeUp): Promise<SignalOutcome>;
 }
 
 /** Temporal could not be reached (or did not answer in time): the receiver answers 503. */
@@ -69,7 +75,8 @@ function isTemporalUnavailable(err: unknown): boolean {
 }
 
 /**
- * A Signaler that signals workflows through a Temporal client, with the signal definitions of messages.ts.
+ * A Signaler that signals runs through a Temporal client: the `callback` signal, to the run the URL was signed for
+ * (a closed run, or a later run with the same workflow ID, takes nothing).
  *
  * @example
  * const client = new Client({ connection: await Connection.connect({ address: 'localhost:7233' }) });
@@ -77,25 +84,14 @@ function isTemporalUnavailable(err: unknown): boolean {
  */
 export function temporalSignaler(client: Client, options: TemporalSignalerOptions = {}): Signaler {
   const timeoutMs = durationToMs(options.timeout ?? '10 seconds', 'timeout');
-  const send = (workflowId: string, kind: CallbackKind, payload: Tune | Prompt | Prompt[]): Promise<void> => {
-    const handle = client.workflow.getHandle(workflowId);
-    switch (kind) {
-      case CallbackKind.tune:
-        return handle.signal(tuneTrainedSignal, payload as Tune);
-      case CallbackKind.prompt:
-        return handle.signal(promptSettledSignal, payload as Prompt);
-      case CallbackKind.packPrompts:
-        return handle.signal(packPromptsSettledSignal, payload as Prompt[]);
-      default:
-        throw new TypeError(`kind: must be one of ${Object.values(CallbackKind).join(', ')}`);
-    }
-  };
   return {
-    async signal(workflowId, kind, payload) {
+    async signal({ workflowId, runId }, wakeUp) {
       // A deadline, not a timer raced against the call: it ends the client's retries too, so no retry is left
       // pending (and firing on a closed connection) once this returns.
       try {
-        await client.withDeadline(Date.now() + timeoutMs, () => send(workflowId, kind, payload));
+        await client.withDeadline(Date.now() + timeoutMs, () =>
+          client.workflow.getHandle(workflowId, runId).signal(callbackSignal, wakeUp),
+        );
         return 'delivered';
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) return 'workflow-not-found';
@@ -127,13 +123,29 @@ export interface CallbackReceiverOptions {
   host?: string;
   /** Checks the signature of every callback URL. */
   signer: CallbackSigner;
-  /** Receives every callback that passes the checks. */
+  /** Wakes the runs. */
   signaler: Signaler;
   /**
-   * Largest body accepted; larger ones are answered 413 without being read into memory.
-   * @default 1048576 (1 MiB)
+   * Largest body accepted, for every kind; larger ones are answered 413 without being read into memory.
+   * @default 64 KiB for a tune or a prompt, 512 KiB for a pack's prompts (a real callback is a few KB)
    */
   maxBodyBytes?: number;
+  /**
+   * A callback that repeats one (same objects, same body) that woke its run within this time is answered 200 without
+   * a signal.
+   * @default '10 seconds'
+   */
+  coalesceWindow?: Duration;
+  /**
+   * Signals one run may be sent: `burst` at once, then `perMinute` more each minute; past it, 429 and no signal.
+   * @default { burst: 256, perMinute: 2 }
+   */
+  runBudget?: { burst: number; perMinute: number };
+  /**
+   * Refused requests are logged as counts, one line per interval, never a line each (nor their URLs).
+   * @default '1 minute'
+   */
+  refusalLogInterval?: Duration;
   /**
    * Where the structured log lines go (never signatures or the secret).
    * @default createJsonLogger(process.stderr, 'INFO')
@@ -149,73 +161,43 @@ export interface CallbackReceiver {
   close(): Promise<void>;
 }
 
-interface Route {
-  kind: CallbackKind;
-  /** What the 422 answer and the logs call the payload. */
-  subject: string;
-  schema: z.ZodType<Tune | Prompt | Prompt[]>;
-  unwrap(body: unknown): unknown;
-}
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-/** `{"tune": {...}}` is a wrapped tune; a tune object itself has an `id` and no `tune` field. */
-const unwrapObject =
-  (key: string) =>
-  (body: unknown): unknown =>
-    isRecord(body) && body.id === undefined && isRecord(body[key]) ? body[key] : body;
-
-const PromptList = z.array(Prompt);
-
-/** Keyed by the whole path, so routing is one Map look-up. */
-const ROUTES: ReadonlyMap<string, Route> = new Map<string, Route>([
-  // The client's answer schemas: numeric strings read as numbers, one object in an array taken as that object.
-  [
-    '/callbacks/tune',
-    { kind: CallbackKind.tune, subject: 'tune', schema: created(Tune), unwrap: unwrapObject('tune') },
-  ],
-  [
-    '/callbacks/prompt',
-    { kind: CallbackKind.prompt, subject: 'prompt', schema: created(Prompt), unwrap: unwrapObject('prompt') },
-  ],
-  [
-    '/callbacks/pack-prompts',
-    {
-      kind: CallbackKind.packPrompts,
-      subject: 'prompts',
-      schema: PromptList,
-      unwrap: (body) => (isRecord(body) && Array.isArray(body.prompts) ? body.prompts : body),
-    },
-  ],
-]);
-
-const MAX_ISSUES_SHOWN = 5;
-const MAX_LOGGED_CHARS = 200;
 /** How much of a refused body is read and thrown away so the client sees the answer instead of a reset. */
-const DRAIN_LIMIT_BYTES = 8 * 1024 * 1024;
+const DRAIN_LIMIT_BYTES = 1024 * 1024;
 const DRAIN_LIMIT_MS = 2_000;
 
 const JSON_TYPE = 'application/json';
 const answers = {
   delivered: JSON.stringify({ outcome: 'delivered' }),
+  coalesced: JSON.stringify({ outcome: 'coalesced' }),
   workflowNotFound: JSON.stringify({ outcome: 'workflow-not-found' }),
-  notFound: JSON.stringify({ error: 'not found' }),
-  methodNotAllowed: JSON.stringify({ error: 'method not allowed' }),
-  forbidden: JSON.stringify({ error: 'invalid or missing signature' }),
-  tooLarge: JSON.stringify({ error: 'body too large' }),
-  notJson: JSON.stringify({ error: 'body is not JSON' }),
+  overBudget: JSON.stringify({ error: 'too many callbacks for this run' }),
   unavailable: JSON.stringify({ error: 'temporal unavailable' }),
   internal: JSON.stringify({ error: 'internal error' }),
 } as const;
 
+/** Statuses of HTTP-level errors (the client's request could not be read). */
+const CLIENT_ERROR_STATUS: Readonly<Record<string, number>> = {
+  HPE_HEADER_OVERFLOW: 431,
+  ERR_HTTP_REQUEST_TIMEOUT: 408,
+  ERR_HTTP_HEADERS_TIMEOUT: 408,
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 413,
+};
+const STATUS_TEXT: Readonly<Record<number, string>> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  413: 'Payload Too Large',
+  431: 'Request Header Fields Too Large',
+};
+
 /**
- * Starts the callback receiver: `POST /callbacks/<kind>?workflowId=...&sig=...` and `GET /healthz`.
+ * Starts the callback receiver: `POST /callbacks/<kind>?workflowId=...&runId=...&sig=...` and `GET /healthz`.
  *
- * Answers: 200 once signalled (or when the workflow is closed or unknown: the service never retries), 403 for a
- * missing or wrong signature, 404 for an unknown path, 405 for another method, 413 for a body over
- * `maxBodyBytes`, 400 for a body that is not JSON, 422 for JSON that is not the kind's object, 503 when Temporal is
- * unavailable, 500 for anything else. Only a 200 "delivered" has signalled.
+ * Answers: 200 once the run is woken (`delivered`), when the same callback woke it moments ago (`coalesced`), or
+ * when the run is closed (`workflow-not-found`: the service never retries); 403 for a missing or wrong signature, 404
+ * for an unknown path, 405 for another method, 413 for a body over the kind's limit (before it is read), 415 for a
+ * body that is neither JSON nor a form in UTF-8, 400 for a body that is not JSON, 422 for one without the objects' ids,
+ * 429 when the run's budget of signals is spent, 503 when Temporal is unavailable, 500 for anything else; 408 and 431
+ * for requests that could not be read. Only `delivered` has signalled.
  *
  * @example
  * const receiver = await startCallbackReceiver({ port: 3001, signer, signaler: temporalSignaler(client) });
@@ -226,14 +208,26 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const { signer, signaler } = options;
   const port = options.port ?? 0;
   const host = options.host ?? '0.0.0.0';
-  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const maxBodyBytes = options.maxBodyBytes;
   const logger = options.logger ?? createJsonLogger();
   if (!signer || typeof signer.verify !== 'function') throw new TypeError('signer: must be a CallbackSigner');
   if (!signaler || typeof signaler.signal !== 'function') throw new TypeError('signaler: must be a Signaler');
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new TypeError('port: must be an integer from 0 to 65535');
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1)
+  if (maxBodyBytes !== undefined && !(Number.isInteger(maxBodyBytes) && maxBodyBytes >= 1))
     throw new TypeError('maxBodyBytes: must be a positive integer');
+  const budget = options.runBudget;
+  if (budget !== undefined && !(Number.isInteger(budget.burst) && budget.burst >= 1 && budget.perMinute >= 0))
+    throw new TypeError('runBudget: burst must be a positive integer and perMinute a number of 0 or more');
+  const gate = new WakeUpGate({
+    coalesceMs: durationToMs(options.coalesceWindow ?? '10 seconds', 'coalesceWindow'),
+    ...budget,
+  });
+  const refusals = new RefusalTally(
+    logger,
+    durationToMs(options.refusalLogInterval ?? '1 minute', 'refusalLogInterval'),
+  );
+  const limitOf = (route: CallbackRoute): number => maxBodyBytes ?? route.maxBodyBytes;
 
   // Signals under way: close() waits for them even when their client hung up, so nothing still runs on a
   // Temporal connection its owner closes next.
@@ -248,46 +242,42 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const allDelivered = (): Promise<void> =>
     delivering === 0 ? Promise.resolve() : new Promise<void>((resolve) => idle.push(resolve));
 
-  const handle = (req: IncomingMessage, res: ServerResponse): void => {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
-    const route = ROUTES.get(path);
-    if (route === undefined) {
-      if (path === '/healthz') return health(req, res);
-      logger.debug('callback refused', { path: clip(path), method: req.method, status: 404 });
-      return refuse(req, res, 404, answers.notFound);
-    }
-    if (req.method !== 'POST') {
-      logger.debug('callback refused', { kind: route.kind, method: req.method, status: 405 });
-      res.setHeader('allow', 'POST');
-      return refuse(req, res, 405, answers.methodNotAllowed);
-    }
-    const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
-    const workflowId = query.get('workflowId');
-    const signature = query.get('sig');
-    // Checked before the body is read: a stranger's body is never parsed.
-    if (!workflowId || !signature || !signer.verify(route.kind, workflowId, signature)) {
-      logger.warn('callback refused', {
-        kind: route.kind,
-        workflowId: clip(workflowId),
-        status: 403,
-        reason: 'signature',
-      });
-      return refuse(req, res, 403, answers.forbidden);
-    }
-    const declared = Number(req.headers['content-length']);
-    if (declared > maxBodyBytes) return tooLarge(req, res, route, workflowId);
+  const refuse = (req: IncomingMessage, res: ServerResponse, refusal: CallbackRefusal): void => {
+    refusals.count(refusal.status, refusal.reason);
+    if (refusal.status === 405) res.setHeader('allow', 'POST');
+    const body = JSON.stringify(
+      refusal.issues ? { error: refusal.error, issues: refusal.issues } : { error: refusal.error },
+    );
+    // A body still on its way is read and thrown away, within limits, so the client gets the answer, not a reset;
+    // one that waits for `100 Continue` is never sent, and the connection ends with the answer.
+    if (req.headers.expect !== undefined) res.setHeader('connection', 'close');
+    else if (!req.complete) drain(req);
+    send(res, refusal.status, body);
+  };
 
+  /** Everything that can be decided before the body: path, method, signature, declared length. */
+  const check = (req: IncomingMessage, res: ServerResponse) => {
+    const target = verifyCallbackUrl(req.method, req.url ?? '/', signer);
+    if ('status' in target) return refuse(req, res, target);
+    if (Number(req.headers['content-length']) > limitOf(target.route))
+      return refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
+    return target;
+  };
+
+  const handle = (req: IncomingMessage, res: ServerResponse, checked?: ReturnType<typeof check>): void => {
+    if ((req.url ?? '/').split('?')[0] === '/healthz') return health(req, res, refuse);
+    const target = checked ?? check(req, res);
+    if (!target) return;
+    const limit = limitOf(target.route);
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer): void => {
       size += chunk.length;
-      if (size > maxBodyBytes) {
+      if (size > limit) {
         req.off('data', onData);
         req.off('end', onEnd);
         chunks.length = 0;
-        tooLarge(req, res, route, workflowId);
+        refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
         return;
       }
       chunks.push(chunk);
@@ -295,75 +285,74 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     const onEnd = (): void => {
       const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
       delivering++;
-      deliver(res, route, workflowId, body).then(delivered, (err: unknown) => {
+      deliver(req, res, target.route, target.run, body).then(delivered, (err: unknown) => {
         delivered();
-        logger.error('callback handling failed', { kind: route.kind, workflowId, error: err });
+        logger.error('callback handling failed', { kind: target.route.kind, error: err });
       });
     };
     req.on('data', onData);
     req.on('end', onEnd);
     // A client that hangs up mid-body has sent nothing to signal.
-    req.on('error', (err) => logger.debug('callback aborted', { kind: route.kind, workflowId, error: err.message }));
+    req.on('error', () => refusals.count(400, 'aborted'));
   };
 
-  const deliver = async (res: ServerResponse, route: Route, workflowId: string, body: Buffer): Promise<void> => {
-    const { kind } = route;
-    let json: unknown;
-    try {
-      json = JSON.parse(body.toString('utf8'));
-    } catch {
-      logger.warn('callback refused', { kind, workflowId, status: 400, reason: 'not JSON' });
-      return send(res, 400, answers.notJson);
-    }
-    const payload = route.unwrap(json);
-    // Bodies that fit (nearly all) pass the client's check compiled from the same schema, which accepts only what zod
-    // would return unchanged; zod judges the rest, and its issues name what is wrong.
-    const parsed = acceptsAsIs(route.schema, payload)
-      ? { success: true as const, data: payload as Tune | Prompt | Prompt[] }
-      : route.schema.safeParse(payload);
-    if (!parsed.success) {
-      const issues = answerIssues(parsed.error)
-        .slice(0, MAX_ISSUES_SHOWN)
-        .map((i) => `${[route.subject, ...i.path].join('.')}: ${i.message}`);
-      logger.warn('callback refused', { kind, workflowId, status: 422, reason: 'invalid object', issues });
-      return send(res, 422, JSON.stringify({ error: `body is not a valid ${route.subject} object`, issues }));
+  const deliver = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    route: CallbackRoute,
+    run: CallbackRun,
+    body: Buffer,
+  ): Promise<void> => {
+    const wakeUp = readCallbackBody(route, req.headers['content-type'], body);
+    if ('status' in wakeUp) return refuse(req, res, wakeUp);
+    const { kind } = wakeUp;
+    // Only a repeat of the same body is coalesced: a forged body cannot swallow the genuine one that follows it.
+    const digest = createHash('sha256').update(body).digest('base64');
+    const decision = gate.admit(run, wakeUp, digest, Date.now());
+    if ('skip' in decision) {
+      if (decision.skip === 'over-budget') {
+        refusals.count(429, 'run budget spent');
+        return send(res, 429, answers.overBudget);
+      }
+      logger.debug('callback not signalled', { kind, workflowId: run.workflowId, outcome: decision.skip });
+      return send(res, 200, decision.skip === 'coalesced' ? answers.coalesced : answers.workflowNotFound);
     }
     let outcome: SignalOutcome;
     try {
-      outcome = await signaler.signal(workflowId, kind, parsed.data);
+      outcome = await signaler.signal(run, decision.signal);
     } catch (err) {
+      gate.release(run, decision.signal, digest);
       if (err instanceof SignalerUnavailableError) {
-        logger.error('callback not signalled: Temporal unavailable', { kind, workflowId, status: 503, error: err });
+        logger.error('callback not signalled: Temporal unavailable', { kind, workflowId: run.workflowId, error: err });
         return send(res, 503, answers.unavailable);
       }
-      logger.error('callback not signalled', { kind, workflowId, status: 500, error: err });
+      logger.error('callback not signalled', { kind, workflowId: run.workflowId, error: err });
       return send(res, 500, answers.internal);
     }
     if (outcome === 'workflow-not-found') {
-      // The workflow closed (or never was): nothing to wake, and the service would not retry anyway.
-      logger.warn('callback for a closed or unknown workflow', { kind, workflowId, status: 200, outcome });
+      // The run closed (or never was): nothing to wake, and the service would not retry anyway.
+      gate.closed(run, Date.now());
+      logger.info('callback for a closed or unknown run', { kind, workflowId: run.workflowId, outcome });
       return send(res, 200, answers.workflowNotFound);
     }
-    logger.info('callback delivered', { kind, workflowId, status: 200, outcome });
+    logger.info('callback delivered', { kind, workflowId: run.workflowId, ids: decision.signal.ids, outcome });
     send(res, 200, answers.delivered);
   };
 
-  const tooLarge = (req: IncomingMessage, res: ServerResponse, route: Route, workflowId: string): void => {
-    logger.warn('callback refused', {
-      kind: route.kind,
-      workflowId,
-      status: 413,
-      reason: 'body too large',
-      maxBodyBytes,
-    });
-    refuse(req, res, 413, answers.tooLarge);
-  };
-
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, handle);
-  server.on('clientError', (err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-    else socket.destroy();
-    logger.debug('bad HTTP request', { error: (err as Error).message });
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, (req, res) => handle(req, res));
+  // `Expect: 100-continue`: only a request whose body would be read is told to send it.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if ((req.url ?? '/').split('?')[0] === '/healthz') return handle(req, res);
+    const target = check(req, res);
+    if (!target) return;
+    res.writeContinue();
+    handle(req, res, target);
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    const status = CLIENT_ERROR_STATUS[err.code ?? ''] ?? 400;
+    if (err.code !== 'ECONNRESET') refusals.count(status, 'unreadable request');
+    if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
+    socket.end(`HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -374,38 +363,75 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   });
   server.on('error', (err) => logger.error('callback receiver error', { error: err }));
   const address = server.address() as AddressInfo;
+  let closing: Promise<void> | undefined;
   return {
     url: `http://${reachableHost(address.address)}:${address.port}`,
-    close: async () => {
-      const closed = new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
-      server.closeIdleConnections();
-      await Promise.all([closed, allDelivered()]);
-    },
+    // Closing twice waits for the same close.
+    close: () =>
+      (closing ??= (async () => {
+        const closed = new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
+        server.closeIdleConnections();
+        await Promise.all([closed, allDelivered()]);
+        refusals.close();
+      })()),
   };
 }
 
+/**
+ * Refused requests, counted by status and reason and logged once per interval: a flood of forgeries is one line a
+ * minute, not one line each, and a refused request's URL (whatever it holds) is never logged.
+ */
+class RefusalTally {
+  private counts = new Map<string, number>();
+  private since = Date.now();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly logger: Logger,
+    intervalMs: number,
+  ) {
+    this.timer = setInterval(() => this.flush(), intervalMs);
+    this.timer.unref();
+  }
+
+  count(status: number, reason: string): void {
+    const key = `${status} ${reason}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+  }
+
+  flush(): void {
+    if (this.counts.size === 0) return;
+    const refused = Object.fromEntries(this.counts);
+    const total = [...this.counts.values()].reduce((a, b) => a + b, 0);
+    this.logger.warn('callbacks refused', { total, refused, seconds: Math.round((Date.now() - this.since) / 1000) });
+    this.counts = new Map();
+    this.since = Date.now();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.flush();
+  }
+}
+
 /** `GET /healthz`: the process is up and listening. */
-function health(req: IncomingMessage, res: ServerResponse): void {
+function health(
+  req: IncomingMessage,
+  res: ServerResponse,
+  refuse: (req: IncomingMessage, res: ServerResponse, refusal: CallbackRefusal) => void,
+): void {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.setHeader('allow', 'GET, HEAD');
-    return refuse(req, res, 405, answers.methodNotAllowed);
+    return refuse(req, res, { status: 405, reason: 'method', error: 'method not allowed' });
   }
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 });
   res.end('ok');
 }
 
 function send(res: ServerResponse, status: number, body: string): void {
+  if (res.headersSent) return;
   res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
   res.end(body);
-}
-
-/**
- * Answers without reading the body. A body still on its way is read and thrown away, within limits, so the client
- * gets the answer rather than a connection reset; past the limits the connection is cut.
- */
-function refuse(req: IncomingMessage, res: ServerResponse, status: number, body: string): void {
-  if (!req.complete) drain(req);
-  send(res, status, body);
 }
 
 function drain(req: IncomingMessage): void {
@@ -421,11 +447,6 @@ function drain(req: IncomingMessage): void {
   req.on('end', () => clearTimeout(timer));
   req.on('close', () => clearTimeout(timer));
   req.resume();
-}
-
-/** Unverified values from a URL go into logs shortened: a stranger chooses their length. */
-function clip(value: string | null): string | null {
-  return value !== null && value.length > MAX_LOGGED_CHARS ? `${value.slice(0, MAX_LOGGED_CHARS)}...` : value;
 }
 
 /** An address a local client can use: the wildcard addresses are not. */

@@ -1,18 +1,31 @@
 /**
  * Signed callback URLs. The service neither signs nor authenticates its callbacks (service notes), so tuneflow puts
- * an HMAC of the callback kind and the workflow ID into the URL it hands out: only URLs it made can signal a
- * workflow, and a URL made for one workflow or kind cannot be replayed for another.
+ * an HMAC of the callback kind and the run (workflow ID and run ID) into the URL it hands out: only URLs it made can
+ * wake a run, a URL made for one run or kind cannot be replayed for another, and a later run that reuses the workflow
+ * ID does not accept an earlier run's URLs.
+ *
+ * A signed URL is a capability: it never enters a history, a result or a log line (`redactCallbackSignatures`).
+ * URLs carry no expiry: a tune may train for hours, and the URL dies with its run instead (the receiver signals that
+ * run only, and a closed run takes no signal). Rotating the secret retires every URL at once.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { CallbackKind } from '../workflows/messages';
 
 /** The query parameters tuneflow owns; extra context params may not reuse them. */
-const RESERVED_PARAMS = new Set(['workflowId', 'sig']);
+const RESERVED_PARAMS = new Set(['workflowId', 'runId', 'sig']);
 const KINDS: ReadonlySet<string> = new Set(Object.values(CallbackKind));
 /** SHA-256: 32 bytes, 64 hex characters. */
 const SIGNATURE_BYTES = 32;
 const SIGNATURE_HEX_LENGTH = SIGNATURE_BYTES * 2;
 const MIN_SECRET_LENGTH = 16;
+/** Run IDs are UUIDs; anything with a newline would make the signed text ambiguous. */
+const MAX_RUN_ID_LENGTH = 128;
+
+/** The run a callback URL is for. */
+export interface CallbackRun {
+  workflowId: string;
+  runId: string;
+}
 
 export interface CallbackSignerOptions {
   /**
@@ -61,22 +74,24 @@ export class CallbackSigner {
   }
 
   /**
-   * The signed callback URL for a workflow: `<baseUrl>/callbacks/<kind>?workflowId=<id>&sig=<hex>` plus `params`
-   * (context only, not signed, sorted by name). The same arguments always give the same URL, so a retried create
-   * sends what the first attempt sent.
+   * The signed callback URL for a run: `<baseUrl>/callbacks/<kind>?workflowId=<id>&runId=<id>&sig=<hex>` plus
+   * `params` (context only, not signed, sorted by name). The same arguments always give the same URL, so a retried
+   * create sends what the first attempt sent.
    *
    * @example
-   * signer.url('prompt', 'job-42', { key: 'p3' });
-   * // https://hooks.example.com/callbacks/prompt?workflowId=job-42&sig=5f0c...&key=p3
+   * signer.url('prompt', { workflowId: 'job-42', runId: '0190b7c1-...' }, { key: 'p3' });
+   * // https://hooks.example.com/callbacks/prompt?workflowId=job-42&runId=0190b7c1-...&sig=5f0c...&key=p3
    */
-  url(kind: CallbackKind, workflowId: string, params?: Record<string, string>): string {
+  url(kind: CallbackKind, run: CallbackRun, params?: Record<string, string>): string {
     if (this.baseUrl === undefined)
       throw new TypeError('CallbackSigner: url() needs the baseUrl option (this signer only checks signatures)');
     if (!KINDS.has(kind))
       throw new TypeError(`kind: must be one of ${[...KINDS].join(', ')} (got ${JSON.stringify(kind)})`);
+    const { workflowId, runId } = run ?? ({} as CallbackRun);
     if (typeof workflowId !== 'string' || workflowId.length === 0)
-      throw new TypeError('workflowId: must be a non-empty string');
-    const query = new URLSearchParams({ workflowId, sig: this.#sign(kind, workflowId).toString('hex') });
+      throw new TypeError('run.workflowId: must be a non-empty string');
+    if (!isRunId(runId)) throw new TypeError(`run.runId: must be a run ID (1 to ${MAX_RUN_ID_LENGTH} characters)`);
+    const query = new URLSearchParams({ workflowId, runId, sig: this.#sign(kind, workflowId, runId).toString('hex') });
     if (params) {
       for (const name of Object.keys(params).sort()) {
         if (RESERVED_PARAMS.has(name)) throw new TypeError(`params.${name}: is set by the signer and cannot be given`);
@@ -89,24 +104,65 @@ export class CallbackSigner {
   }
 
   /**
-   * Whether `signature` (hex) is the one `url()` gives for this kind and workflow ID; compared in constant time.
+   * Whether `signature` (hex) is the one `url()` gives for this kind and run; compared in constant time.
    *
    * @example
-   * signer.verify('prompt', 'job-42', query.get('sig') ?? ''); // true or false, never throws
+   * signer.verify('prompt', { workflowId: 'job-42', runId }, query.get('sig') ?? ''); // true or false, never throws
    */
-  verify(kind: string, workflowId: string, signature: string): boolean {
+  verify(kind: string, run: CallbackRun, signature: string): boolean {
     if (typeof signature !== 'string' || signature.length !== SIGNATURE_HEX_LENGTH) return false;
-    // Only known kinds: they hold no newline, which keeps `kind\nworkflowId` unambiguous.
-    if (!KINDS.has(kind) || typeof workflowId !== 'string') return false;
+    const { workflowId, runId } = run ?? ({} as CallbackRun);
+    if (!KINDS.has(kind) || typeof workflowId !== 'string' || !isRunId(runId)) return false;
     // Buffer.from stops at the first non-hex character, so a short result means the signature was not hex.
     const given = Buffer.from(signature, 'hex');
     if (given.length !== SIGNATURE_BYTES) return false;
-    return timingSafeEqual(given, this.#sign(kind, workflowId));
+    return timingSafeEqual(given, this.#sign(kind, workflowId, runId));
   }
 
-  /** Callers pass known kinds only: none contains a newline, so `kind\nworkflowId` is unambiguous. */
-  #sign(kind: string, workflowId: string): Buffer {
+  /**
+   * Known kinds and run IDs hold no newline, and the workflow ID comes last: `kind\nrunId\nworkflowId` is unambiguous.
+   * The old form (`kind\nworkflowId`, no run) can never equal it, so old URLs are refused.
+   */
+  #sign(kind: string, workflowId: string, runId: string): Buffer {
     // One update call: each is a crossing into native code, and this runs once per callback.
-    return createHmac('sha256', this.#secret).update(`${kind}\n${workflowId}`).digest();
+    return createHmac('sha256', this.#secret).update(`${kind}\n${runId}\n${workflowId}`).digest();
   }
+}
+
+function isRunId(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_RUN_ID_LENGTH && !value.includes('\n');
+}
+
+/** `sig=` followed by a signature, in a URL as given or percent-encoded once. */
+const SIGNATURE_IN_TEXT = /(sig(?:=|%3D))[0-9a-fA-F]{64}/g;
+/** Objects the service answers with are shallow; deeper values are left as they are, not walked without end. */
+const MAX_REDACT_DEPTH = 8;
+
+/**
+ * `value` with every callback signature replaced by `redacted`: the service echoes callback URLs in its objects
+ * (`callback`, `prompts_callback`, `prompt_attributes.callback`), and what an activity returns enters the history.
+ * Strings without a signature, and objects without one, are returned as they are (no copy).
+ *
+ * @example
+ * redactCallbackSignatures({ callback: 'https://h/callbacks/tune?workflowId=w&runId=r&sig=5f0c...' });
+ * // { callback: 'https://h/callbacks/tune?workflowId=w&runId=r&sig=redacted' }
+ */
+export function redactCallbackSignatures<T>(value: T, depth = 0): T {
+  if (typeof value === 'string')
+    return (value.includes('sig') ? value.replace(SIGNATURE_IN_TEXT, '$1redacted') : value) as T;
+  if (typeof value !== 'object' || value === null || depth >= MAX_REDACT_DEPTH) return value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    value.forEach((item, i) => {
+      const redacted = redactCallbackSignatures(item, depth + 1);
+      if (redacted !== item) (copy ??= [...value])[i] = redacted;
+    });
+    return (copy ?? value) as T;
+  }
+  let copy: Record<string, unknown> | undefined;
+  for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+    const redacted = redactCallbackSignatures(item, depth + 1);
+    if (redacted !== item) (copy ??= { ...(value as Record<string, unknown>) })[key] = redacted;
+  }
+  return (copy ?? value) as T;
 }

@@ -5,6 +5,7 @@
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
 import { checkTrainThenGenerate } from '../workflows/contract';
 import { DEFAULT_TASK_QUEUE } from '../config';
@@ -127,7 +128,7 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
         if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started })}\n`);
         return ExitCode.ok;
       }
-      const result = await follow(handle, { out: values.json ? io.stderr : io.stdout });
+      const result = redactCallbackSignatures(await follow(handle, { out: values.json ? io.stderr : io.stdout }));
       if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started, result })}\n`);
       else {
         io.stdout.write(`tune ${result.tune.id} trained at ${result.tune.trained_at}\n`);

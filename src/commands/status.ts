@@ -1,4 +1,5 @@
 /** `tuneflow status <id>` and `tuneflow cancel <id>`: a run's state, progress and result; or its cancellation. */
+import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
 import type { Cost } from '../workflows/cost';
 import type { Progress } from '../workflows/messages';
@@ -60,7 +61,8 @@ export async function statusCommand(argv: string[], io: CommandIO = processIO())
       }
       let result: unknown;
       let failure: string | undefined;
-      if (status === 'COMPLETED') result = await handle.result();
+      // Runs started before callbacks became wake-ups hold signed callback URLs in their results: never printed.
+      if (status === 'COMPLETED') result = redactCallbackSignatures(await handle.result());
       else if (status !== 'RUNNING')
         failure = await handle.result().then(
           () => undefined,

@@ -30,9 +30,11 @@ export interface WaitRecord {
   timeoutMs: number;
   /** Polls made during the wait. */
   polls: number;
-  /** Polls that failed after their retries, and the last such failure's message. */
+  /** Polls that failed after their retries, and the last such failure's message (or a callback read's). */
   failedPolls: number;
   lastPollError?: string;
+  /** Reads that callbacks asked for (runs whose callbacks are wake-ups). */
+  callbackReads?: number;
 }
 
 /** The details attached to a TuneNeverTrained failure. */

@@ -8,6 +8,7 @@ import {
   condition,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -24,7 +25,16 @@ import {
   tuneNeverTrained,
   type WaitRecord,
 } from './failures';
-import { packPromptsSettledSignal, Phase, progressQuery, promptSettledSignal, tuneTrainedSignal } from './messages';
+import { CallbackReads, idsOf, readWakeUp, type Waiting } from './callback-reads';
+import {
+  callbackSignal,
+  CallbackKind,
+  packPromptsSettledSignal,
+  Phase,
+  progressQuery,
+  promptSettledSignal,
+  tuneTrainedSignal,
+} from './messages';
 import { runBounded } from './concurrency';
 import { resolveOptions, type ResolvedOptions } from './options';
 import { isTransientFailure, pollActivityOptions, serviceActivityOptions } from './policies';
@@ -37,6 +47,26 @@ const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
 /** Polls: a few attempts; a poll that still fails is counted and the wait goes on. */
 const polls = proxyActivities<TuneflowActivities>(pollActivityOptions);
 
+/**
+ * Runs with this marker take callbacks as wake-ups and read what they say from the service; runs started before it
+ * (histories without the marker) keep taking a callback's body as the object, as they did when they started.
+ */
+export const CALLBACKS_ARE_WAKE_UPS = 'callbacks-are-wake-ups';
+
+/** The workflow's clock: the time of the activation being processed, the same on every replay. */
+const now = (): number => Date.now();
+
+/** One wait: what ends it, when it gives up, when its first poll is due, and how it reads. */
+interface Wait {
+  done: () => boolean;
+  timeoutMs: number;
+  untilExpectedMs: number;
+  /** Reads what the wait waits for from the service: a poll, or a read a callback asked for. */
+  read: () => Promise<void>;
+  reads: CallbackReads;
+  waiting: () => Waiting;
+}
+
 /** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
 export class Job {
   phase: Phase;
@@ -46,6 +76,11 @@ export class Job {
   private settings: ResolvedOptions | undefined;
   /** The tune this run created, deleted on cancellation when asked; never a tune it only uses. */
   private createdTuneId: number | undefined;
+  /** Callbacks about the tune, and about prompts, waiting for a read. */
+  private readonly tuneReads = new CallbackReads();
+  private readonly promptReads = new CallbackReads();
+  /** Prompts not known yet may be the run's: creates in flight, or a pack's prompts before they are listed. */
+  private expectingPrompts = false;
 
   /**
    * Sets the signal and query handlers, before anything can wait, so no callback is missed.
@@ -56,19 +91,48 @@ export class Job {
   constructor(phase: Phase, expectedPrompts?: number) {
     this.phase = phase;
     this.prompts = new PromptLedger(expectedPrompts);
+    setHandler(callbackSignal, (wakeUp) => {
+      this.counts.callbacks++;
+      const read = readWakeUp(wakeUp);
+      if (read) this.wake(read.kind, read.ids);
+    });
+    // Decided once, at the start: a run keeps the rule it started with for its whole life.
+    const wakeUps = patched(CALLBACKS_ARE_WAKE_UPS);
     setHandler(tuneTrainedSignal, (tune) => {
       this.counts.callbacks++;
-      this.tune.offer(tune);
+      if (wakeUps) this.wake(CallbackKind.tune, idsOf(tune));
+      else this.tune.offer(tune);
     });
     setHandler(promptSettledSignal, (prompt) => {
       this.counts.callbacks++;
-      this.prompts.offer(prompt);
+      if (wakeUps) this.wake(CallbackKind.prompt, idsOf(prompt));
+      else this.prompts.offer(prompt);
     });
     setHandler(packPromptsSettledSignal, (prompts) => {
       this.counts.callbacks++;
-      if (Array.isArray(prompts)) this.prompts.offerPack(prompts);
+      if (wakeUps) this.wake(CallbackKind.packPrompts, idsOf(prompts));
+      else if (Array.isArray(prompts)) this.prompts.offerPack(prompts);
     });
     setHandler(progressQuery, () => progressOf(this.phase, this.tune.id, this.prompts, this.counts, this.cost()));
+  }
+
+  /** A callback about objects of `kind`: kept for a read when the run may wait for them, dropped otherwise. */
+  private wake(kind: CallbackKind, ids: number[]): void {
+    if (kind === CallbackKind.tune) this.tuneReads.wake(ids, now(), this.tuneWaiting());
+    else this.promptReads.wake(ids, now(), this.promptsWaiting());
+  }
+
+  private tuneWaiting(): Waiting {
+    const id = this.tune.id;
+    if (id === undefined) return { ids: [], unknown: this.phase === Phase.creatingTune };
+    return { ids: this.tune.trained ? [] : [id], unknown: false };
+  }
+
+  private promptsWaiting(): Waiting {
+    return {
+      ids: this.prompts.unsettled().map((p) => p.id),
+      unknown: this.expectingPrompts && !this.prompts.complete,
+    };
   }
 
   /** The resolved options; set by `run` before the body starts. */
@@ -133,6 +197,7 @@ export class Job {
     if (!reused) this.createdTuneId = created.id;
     this.tune.adopt(created);
     this.prompts.claimPack(reused ? { tuneId: created.id, minId, packId } : { tuneId: created.id });
+    this.expectingPrompts = true;
     return created;
   }
 
@@ -169,12 +234,14 @@ export class Job {
   async waitUntilTrained(untilExpectedMs = 0): Promise<Tune> {
     this.phase = Phase.training;
     const tuneId = this.tune.id as number;
-    const wait = await this.waitFor(
-      () => this.tune.trained,
-      this.options.trainingTimeoutMs,
+    const wait = await this.waitFor({
+      done: () => this.tune.trained,
+      timeoutMs: this.options.trainingTimeoutMs,
       untilExpectedMs,
-      async () => this.tune.adopt(await this.counted(polls.retrieveTune({ tuneId }), true)),
-    );
+      read: async () => this.tune.adopt(await this.counted(polls.retrieveTune({ tuneId }))),
+      reads: this.tuneReads,
+      waiting: () => this.tuneWaiting(),
+    });
     if (!wait.done) throw tuneNeverTrained(this.tune.latest as Tune, wait.record);
     return this.tune.latest as Tune;
   }
@@ -188,6 +255,7 @@ export class Job {
    */
   async createPrompts(target: PromptTarget, specs: readonly PromptSpec[]): Promise<number[]> {
     this.phase = Phase.creatingPrompts;
+    this.expectingPrompts = true;
     const maxCostMc = this.options.maxCostMc;
     const budget = maxCostMc === undefined ? undefined : new PromptBudget(maxCostMc);
     const notCreated: number[] = [];
@@ -266,7 +334,7 @@ export class Job {
   async learnPrompts(tuneId: number): Promise<void> {
     if (this.prompts.known) return;
     await this.pollSafely(async () =>
-      this.prompts.learn(await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.pollMinId() }), true)),
+      this.prompts.learn(await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.pollMinId() }))),
     );
   }
 
@@ -279,18 +347,20 @@ export class Job {
    */
   async waitUntilSettled(tuneId: number): Promise<Prompt[]> {
     this.phase = Phase.generating;
-    const wait = await this.waitFor(
-      () => this.prompts.allSettled(),
-      this.options.promptTimeoutMs,
-      0,
-      async () => {
+    const wait = await this.waitFor({
+      done: () => this.prompts.allSettled(),
+      timeoutMs: this.options.promptTimeoutMs,
+      untilExpectedMs: 0,
+      read: async () => {
         // Only this run's prompts, by id, once all are known: other jobs' prompts on a shared (Flux base) tune
         // neither cost calls nor enter history.
         const promptIds = this.prompts.pollIds();
         const query = promptIds ? { tuneId, promptIds } : { tuneId, minId: this.prompts.pollMinId() };
-        this.prompts.learn(await this.counted(polls.listPrompts(query), true));
+        this.prompts.learn(await this.counted(polls.listPrompts(query)));
       },
-    );
+      reads: this.promptReads,
+      waiting: () => this.promptsWaiting(),
+    });
     if (!wait.done) {
       const count = { expected: this.prompts.total, known: this.prompts.all().length };
       throw promptsNeverSettled(tuneId, this.prompts.unsettled(), count, wait.record);
@@ -299,24 +369,39 @@ export class Job {
   }
 
   /**
-   * Callbacks first, polls as the safety net: waits for `done` until a poll is due, polls once, and again, until
-   * `done` or the deadline; at the deadline it polls one last time before giving up.
+   * Callbacks first, polls as the safety net: waits for `done` until a callback asks for a read or a poll is due, reads,
+   * and again, until `done` or the deadline; at the deadline it polls one last time before giving up. A read a callback
+   * asked for leaves the poll schedule where it was: polls are for callbacks that never come.
    */
-  private async waitFor(
-    done: () => boolean,
-    timeoutMs: number,
-    untilExpectedMs: number,
-    pollOnce: () => Promise<void>,
-  ): Promise<{ done: boolean; record: WaitRecord }> {
+  private async waitFor(wait: Wait): Promise<{ done: boolean; record: WaitRecord }> {
+    const { done, timeoutMs, untilExpectedMs, read, reads, waiting } = wait;
     const record: WaitRecord = { timeoutMs, polls: 0, failedPolls: 0 };
     if (done()) return { done: true, record };
     const deadline = new Deadline(timeoutMs);
+    const readDue = () => (reads.dueAt(waiting()) ?? Infinity) <= now();
     try {
+      let pollAt: number | undefined;
       for (;;) {
-        const delay = pollDelay(record.polls + record.failedPolls, this.options, untilExpectedMs);
-        await condition(() => done() || deadline.passed, delay);
+        const start = now();
+        pollAt ??= start + pollDelay(record.polls + record.failedPolls, this.options, untilExpectedMs);
+        const wakeAt = Math.min(pollAt, reads.dueAt(waiting()) ?? Infinity);
+        // A read already due needs no timer; a callback that comes meanwhile may bring its read forward.
+        const changes = reads.changes;
+        const met =
+          wakeAt <= start ||
+          (await condition(() => done() || deadline.passed || readDue() || reads.changes !== changes, wakeAt - start));
         if (done()) return { done: true, record };
-        await this.pollSafely(pollOnce, record);
+        if (readDue()) {
+          const startedAt = now();
+          await this.pollSafely(read, record, 'callback');
+          reads.read(startedAt);
+          if (done()) return { done: true, record };
+          continue;
+        }
+        // Woken for a read no longer needed (its object done meanwhile): the poll stays due when it was.
+        if (!deadline.passed && !(!met && wakeAt === pollAt) && now() < pollAt) continue;
+        await this.pollSafely(read, record);
+        pollAt = undefined;
         if (done()) return { done: true, record };
         if (deadline.passed) return { done: false, record };
       }
@@ -325,16 +410,28 @@ export class Job {
     }
   }
 
-  /** A poll that fails after its retries is counted and the wait goes on; failures that cannot heal end the run. */
-  private async pollSafely(pollOnce: () => Promise<void>, record?: WaitRecord): Promise<void> {
+  /**
+   * A poll (or a read a callback asked for) that fails after its retries is counted and the wait goes on; failures
+   * that cannot heal end the run.
+   */
+  private async pollSafely(
+    pollOnce: () => Promise<void>,
+    record?: WaitRecord,
+    cause: 'poll' | 'callback' = 'poll',
+  ): Promise<void> {
+    // Reads for callbacks are counted apart: the poll schedule grows with polls only.
+    if (cause === 'callback' && record) record.callbackReads = (record.callbackReads ?? 0) + 1;
     try {
       await pollOnce();
-      if (record) record.polls++;
+      if (cause === 'poll') {
+        this.counts.polls++;
+        if (record) record.polls++;
+      }
     } catch (err) {
       if (!isTransientFailure(err)) throw err;
       const error = describeFailure(err);
       if (record) {
-        record.failedPolls++;
+        if (cause === 'poll') record.failedPolls++;
         record.lastPollError = error;
       }
       log.warn('poll failed; waiting on for a callback or the next poll', { error });
@@ -352,10 +449,9 @@ export class Job {
     return this.counted(CancellationScope.nonCancellable(start));
   }
 
-  private async counted<T>(call: Promise<T>, poll = false): Promise<T> {
+  private async counted<T>(call: Promise<T>): Promise<T> {
     const result = await call;
     this.counts.apiCalls++;
-    if (poll) this.counts.polls++;
     return result;
   }
 

@@ -1,18 +1,31 @@
 /**
  * Signals and queries of the tuneflow workflows. Shared by the workflows, the callback receiver (which turns the
- * service's callbacks into these signals) and the starters in client.ts. Payloads are the service's own objects.
+ * service's callbacks into the `callback` signal) and the starters in client.ts.
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { Prompt, Tune } from '../api/schemas';
 import type { Cost } from './cost';
 
-/** The service's "tune finished training" callback: the tune object. */
+/**
+ * The service called back about these objects: a wake-up, never the truth. The run reads the objects it waits for
+ * from the service (one read for a tune, one list call for its prompts, coalesced when callbacks come together) and
+ * ignores ids that are not its own. What the receiver sends for every callback.
+ */
+export const callbackSignal = defineSignal<[CallbackWakeUp]>('callback');
+
+/** What a callback tells a run: which kind of object, and which ones (a pack's `prompts_callback` names several). */
+export interface CallbackWakeUp {
+  kind: CallbackKind;
+  ids: number[];
+}
+
+/**
+ * Signals of the first releases, whose payload was the object itself. Runs started before callbacks became wake-ups
+ * (no `callbacks-are-wake-ups` marker in their history) still take the payload as the object; later runs take only its
+ * id, as a wake-up.
+ */
 export const tuneTrainedSignal = defineSignal<[Tune]>('tuneTrained');
-
-/** The service's "prompt finished processing" callback: the prompt object. */
 export const promptSettledSignal = defineSignal<[Prompt]>('promptSettled');
-
-/** The service's `prompts_callback` for a pack tune: every prompt of the pack. */
 export const packPromptsSettledSignal = defineSignal<[Prompt[]]>('packPromptsSettled');
 
 export const Phase = {

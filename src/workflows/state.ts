@@ -240,6 +240,11 @@ export class PromptLedger {
     this.expected = Math.max(count, this.ours.size);
   }
 
+  /** Every prompt the workflow waits for is known (settled or not). */
+  get complete(): boolean {
+    return this.expected !== undefined && this.ours.size >= this.expected;
+  }
+
   /** Whether the prompts the workflow waits for are known. */
   get known(): boolean {
     return this.expected !== undefined;

@@ -22,6 +22,10 @@ const SECRET = 'activity-test-secret-0123456789';
 const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 const quiet = new DefaultLogger('ERROR', () => undefined);
 const signer = new CallbackSigner({ baseUrl: 'http://127.0.0.1:9', secret: SECRET });
+/** The signed URL of workflow `workflowId`'s run as `run` runs it, and the same as activity results carry it. */
+const signedUrl = (kind: 'tune' | 'prompt', workflowId: string, params?: Record<string, string>) =>
+  signer.url(kind, { workflowId, runId: 'run-1' }, params);
+const redacted = (url: string) => url.replace(/sig=[0-9a-f]{64}/, 'sig=redacted');
 let mock: Mock;
 let keyCounter = 0;
 const opened: TunesApi[] = [];
@@ -94,12 +98,18 @@ async function tuneCount(api: TunesApi): Promise<number> {
 }
 
 describe('createTune', () => {
-  test('creates the tune with the signed tune callback', async () => {
-    const { activities } = account();
+  test('creates the tune with the callback signed for the run; the result carries it without its signature', async () => {
+    const { api, activities } = account();
     const created = await run(activities, 'createTune', { tune: tune('job-a') }, { workflowId: 'job-a' });
     expect(created.title).toBe('job-a');
-    expect(created.callback).toBe(signer.url('tune', 'job-a'));
-    expect(signer.verify('tune', 'job-a', new URL(created.callback!).searchParams.get('sig')!)).toBe(true);
+    // The service holds the signed URL; what enters history does not.
+    const held = (await api.tunes.retrieve(created.id)).callback as string;
+    expect(held).toBe(signedUrl('tune', 'job-a'));
+    expect(signer.verify('tune', { workflowId: 'job-a', runId: 'run-1' }, new URL(held).searchParams.get('sig')!)).toBe(
+      true,
+    );
+    expect(created.callback).toBe(redacted(held));
+    expect(JSON.stringify(created)).not.toMatch(/[0-9a-f]{64}/);
   });
 
   test('a 504 after the tune was created: GatewayTimeout, retried after 60 s, and the retry finds the tune', async () => {
@@ -220,7 +230,7 @@ describe('createPrompt', () => {
       { workflowId: 'job-p' },
     );
     expect(prompt.tune_id).toBe(t.id);
-    expect(prompt.callback).toBe(signer.url('prompt', 'job-p', { key: 'p0' }));
+    expect(prompt.callback).toBe(redacted(signedUrl('prompt', 'job-p', { key: 'p0' })));
   });
 
   test('a 504 after the prompt was created: the retry finds it by its considered attributes', async () => {
@@ -438,7 +448,8 @@ describe('reads, lists and deletes', () => {
     expect(created.title).toBe('job-pack');
     const prompts = await api.prompts.list(created.id);
     expect(prompts.length).toBeGreaterThan(0);
-    for (const p of prompts) expect(p.callback).toBe(signer.url('prompt', 'job-pack', { key: 'pack' }));
+    for (const p of prompts) expect(p.callback).toBe(signedUrl('prompt', 'job-pack', { key: 'pack' }));
+    expect(JSON.stringify(created)).not.toMatch(/[0-9a-f]{64}/);
   });
 });
 

@@ -39,10 +39,24 @@ workflowTest('trainThenGenerate as a child: typed result, callbacks addressed to
       const child = harness().realTime.workflow.getHandle(childId(parent.workflowId, 'tune'));
       for (const url of [result!.tune.callback, ...result!.prompts.map((p) => p.callback)])
         expect(new URL(url!).searchParams.get('workflowId')).toBe(child.workflowId);
-      expect(s.mock.stats().routes).toEqual({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 2 });
       const history = summarize(await child.fetchHistory());
-      expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
-      expect(history.signals.sort()).toEqual(['promptSettled', 'promptSettled', 'tuneTrained']);
+      // The child's own callbacks woke it: its tune read once, its prompts by one list call (two if apart), no poll.
+      const lists = history.activities.length - 4;
+      expect(history.activities).toEqual([
+        'createTune',
+        'retrieveTune',
+        'createPrompt',
+        'createPrompt',
+        ...Array(lists).fill('listPrompts'),
+      ]);
+      expect([1, 2]).toContain(lists);
+      expect(s.mock.stats().routes).toEqual({
+        'POST /tunes': 1,
+        'GET /tunes/:id': 1,
+        'POST /tunes/:id/prompts': 2,
+        'GET /tunes/:id/prompts': lists,
+      });
+      expect(history.signals).toEqual(['callback', 'callback', 'callback']);
       expect(history.timers.every((t) => t.ended === 'cancelled')).toBe(true);
       expect(summarize(await parent.fetchHistory()).activities).toEqual([]);
     }),
@@ -103,13 +117,14 @@ workflowTest('packTune then generate as children: both complete by callbacks, on
       const packChild = summarize(
         await harness().realTime.workflow.getHandle(childId(parent.workflowId, 'pack')).fetchHistory(),
       );
-      expect(packChild.activities).toEqual(['createPackTune', 'listPrompts']);
-      expect(packChild.signals).toContain('tuneTrained');
+      expect(packChild.activities.slice(0, 3)).toEqual(['createPackTune', 'retrieveTune', 'listPrompts']);
+      expect(packChild.activities.slice(3).every((a) => a === 'listPrompts')).toBe(true);
+      expect(packChild.signals).toContain('callback');
       const generateChild = harness().realTime.workflow.getHandle(childId(parent.workflowId, 'generate'));
       const generated = summarize(await generateChild.fetchHistory());
-      // The tune was trained already: one look, one create, and the prompt's callback ends the wait.
-      expect(generated.activities).toEqual(['retrieveTune', 'createPrompt']);
-      expect(generated.signals).toEqual(['promptSettled']);
+      // The tune was trained already: one look, one create, and the read the prompt's callback asked for.
+      expect(generated.activities).toEqual(['retrieveTune', 'createPrompt', 'listPrompts']);
+      expect(generated.signals).toEqual(['callback']);
       expect(new URL(more.prompts[0].callback!).searchParams.get('workflowId')).toBe(generateChild.workflowId);
     }),
   );

@@ -11,6 +11,7 @@ import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker'
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { bundleForStrictReplay, replayStrictly } from './strict-replay';
 import { HistoryBuilder } from './history-builder';
+import { CALLBACKS_ARE_WAKE_UPS } from '../../src/workflows/job';
 
 const HOUR = 3600_000;
 /** A tune input the job's contract accepts (the workflow checks its whole input before its first activity). */
@@ -492,4 +493,65 @@ test('a pack on a reused tune: note its newest prompt, create, no training wait,
     .cancelTimer('1')
     .completed();
   await replay(history);
+});
+
+describe('runs that take callbacks as wake-ups (histories with the callbacks-are-wake-ups marker)', () => {
+  /** A one-prompt job started after the change: the marker comes with the first workflow task's commands. */
+  const wakeUpJob = () =>
+    new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
+      .workflowTask()
+      .patchMarker(CALLBACKS_ARE_WAKE_UPS)
+      .scheduleActivity('1', 'createTune')
+      .completeActivity('1', training())
+      .workflowTask()
+      .startTimer('1', 6 * HOUR)
+      .startTimer('2', FIRST_TUNE_POLL);
+
+  test('a callback wakes the wait, the run reads the object, and what it read ends the wait', async () => {
+    const history = wakeUpJob()
+      .signal('callback', { kind: 'tune', ids: [7] })
+      .workflowTask()
+      .cancelTimer('2')
+      .scheduleActivity('2', 'retrieveTune')
+      .completeActivity('2', trained)
+      .workflowTask()
+      .cancelTimer('1')
+      .scheduleActivity('3', 'createPrompt')
+      .completeActivity('3', prompt(11))
+      .workflowTask()
+      .startTimer('3', HOUR)
+      .startTimer('4', 120_000)
+      .signal('callback', { kind: 'prompt', ids: [11] })
+      .workflowTask()
+      .cancelTimer('4')
+      .scheduleActivity('4', 'listPrompts')
+      .completeActivity('4', [settled(11)])
+      .workflowTask()
+      .cancelTimer('3')
+      .completed();
+    await replay(history);
+  });
+
+  test("a forged body changes nothing: the old signal's tune, trained in the far future, is only a wake-up", async () => {
+    const forged = { ...trained, trained_at: '2999-01-01T00:00:00.000Z', updated_at: '2999-01-01T00:00:00.000Z' };
+    // The read says the tune still trains: no prompt is created, and the wait goes on until its first poll.
+    const history = wakeUpJob()
+      .signal('tuneTrained', forged)
+      .workflowTask()
+      .cancelTimer('2')
+      .scheduleActivity('2', 'retrieveTune')
+      .completeActivity('2', training())
+      .workflowTask()
+      // The first poll stays due when it was: 220 ms of the history (the signal, the read) have passed since.
+      .startTimer('3', FIRST_TUNE_POLL - 10 - 100 - 100 - 10);
+    await replay(history);
+  });
+
+  test('a callback for an object the run did not create is dropped: no read, no timer', async () => {
+    const history = wakeUpJob()
+      .signal('callback', { kind: 'tune', ids: [987_655] })
+      .signal('callback', { kind: 'prompt', ids: [987_654] })
+      .workflowTask();
+    await replay(history);
+  });
 });

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
+import type { Prompt, Tune } from '../../src/api/schemas';
 import { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -60,6 +61,8 @@ export interface Outcome<R> {
   history: History;
   /** Ids the scenario made outside the workflow (an existing tune, an older prompt), for assertions. */
   context?: Record<string, number>;
+  /** What the service holds of the job at the end, read by the scenario: the truth a result is compared with. */
+  served?: { tune: Tune; prompts: Prompt[] };
 }
 
 export interface ScenarioOptions {

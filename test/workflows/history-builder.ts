@@ -70,6 +70,18 @@ export class HistoryBuilder {
     return this;
   }
 
+  /** The marker `patched(patchId)` records in the workflow task it is first called in. */
+  patchMarker(patchId: string): this {
+    this.add('EVENT_TYPE_MARKER_RECORDED', {
+      markerRecordedEventAttributes: {
+        markerName: 'core_patch',
+        details: { 'patch-data': payloads({ id: patchId, deprecated: false }) },
+        workflowTaskCompletedEventId: id(this.lastTaskCompleted),
+      },
+    });
+    return this;
+  }
+
   scheduleActivity(activityId: string, activityType: string): this {
     const eventId = this.add('EVENT_TYPE_ACTIVITY_TASK_SCHEDULED', {
       activityTaskScheduledEventAttributes: {

@@ -9,6 +9,7 @@ import { useWorkflowHarness, workflowTest } from './environment';
 import type { GenerateInput, PackTuneInput } from '../../src/workflows/inputs';
 import { resultOf, waitFor, type Outcome } from './harness';
 import { summarize } from './history-summary';
+import { CALLBACK_READ_SPACING_MS } from '../../src/workflows/callback-reads';
 import { IMAGE_URLS, PET_PACK_ID, play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
@@ -35,12 +36,26 @@ workflowTest('a pack: the tune trains, then every prompt the pack put on it sett
   expect(resultOf(outcome).cost).toEqual({ mc: 80_000, usd: 0.8 });
   // The tune's callback and both prompts' (the pack's prompts_callback may come after the end).
   expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(3);
-  // The pack makes the prompts itself: one list call finds them once the tune is trained; callbacks end both waits.
+  // The pack makes the prompts itself: its tune read after its callback, one list call finds them once it is
+  // trained, and the read their callbacks asked for; callbacks end both waits, no poll.
   const { activities, timers } = summarize(outcome.history);
-  expect(activities).toEqual(['createPackTune', 'listPrompts']);
-  expect(timers.map((t) => t.ended)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
-  expect(timers.map((t) => t.ms)).toEqual([6 * 3_600_000, 121_000, 3_600_000, 120_000]);
+  expectPackReads(activities, ['createPackTune', 'retrieveTune', 'listPrompts']);
+  expect(outcome.progress.counts.polls).toBe(1); // the list that learnt the pack's prompts, no timer's
+  expect(timers.slice(0, 4).map((t) => t.ended)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
+  expect(timers.slice(0, 4).map((t) => t.ms)).toEqual([6 * 3_600_000, 121_000, 3_600_000, 120_000]);
+  for (const timer of timers.slice(4)) expect(timer.ms).toBeLessThanOrEqual(CALLBACK_READ_SPACING_MS);
 });
+
+/**
+ * A pack job's activities: `first`, then at most two list reads its prompts' callbacks asked for (none when the list
+ * that learnt them found them settled already).
+ */
+function expectPackReads(activities: string[], first: string[]): void {
+  expect(activities.slice(0, first.length)).toEqual(first);
+  const reads = activities.slice(first.length);
+  expect(reads.length).toBeLessThanOrEqual(2);
+  for (const read of reads) expect(read).toBe('listPrompts');
+}
 
 workflowTest(
   "a pack tune in branch fast, as the service's example app makes it, runs end to end on a mock answering like Rails",
@@ -60,19 +75,21 @@ workflowTest(
       expect(prompt.text).toContain('grey fur');
       expect(prompt.images?.length).toBeGreaterThan(0);
     }
-    expect(outcome.stats.routes).toMatchObject({ 'POST /p/:pack_id/tunes': 1, 'GET /tunes/:id/prompts': 1 });
+    expect(outcome.stats.routes).toMatchObject({ 'POST /p/:pack_id/tunes': 1, 'GET /tunes/:id': 1 });
     expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBeUndefined();
     expect(outcome.progress).toMatchObject({ phase: 'completed', prompts: { total: 2, settled: 2, failed: 0 } });
     // The same commands as any pack: the create, one list once trained; the callbacks (parsed from Rails-style
     // bodies by the receiver) end both waits.
     const { activities, calls, timers } = summarize(outcome.history);
-    expect(activities).toEqual(['createPackTune', 'listPrompts']);
+    expectPackReads(activities, ['createPackTune', 'retrieveTune', 'listPrompts']);
+    expect(outcome.stats.routes['GET /tunes/:id/prompts']).toBe(activities.length - 2);
     expect(calls[0].input).toMatchObject({
       packId: PET_PACK_ID,
       tune: { branch: 'fast', characteristics: '{"fur":"grey"}' },
     });
-    expect(timers.map((t) => t.ended)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
+    expect(timers.slice(0, 4).map((t) => t.ended)).toEqual(['cancelled', 'cancelled', 'cancelled', 'cancelled']);
     expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(3);
+    expect(outcome.progress.counts.polls).toBe(1); // the list that learnt the pack's prompts, no timer's
   },
 );
 
@@ -89,9 +106,13 @@ workflowTest('a pack on a reused tune (tune_ids): only the prompts the request a
   expect(Object.keys(outcome.stats.routes).filter((route) => route.startsWith('DELETE'))).toEqual([]);
   // The tune's newest prompt noted first (one small list), no training wait, then the new prompts found by one list.
   const { calls, timers } = summarize(outcome.history);
-  expect(calls.map((c) => c.activity)).toEqual(['listPrompts', 'createPackTune', 'listPrompts']);
+  expectPackReads(
+    calls.map((c) => c.activity),
+    ['listPrompts', 'createPackTune', 'listPrompts'],
+  );
   expect(calls[2].input).toMatchObject({ tuneId, minId: oldPromptId + 1 });
-  expect(timers.map((t) => t.ms)).toEqual([3_600_000, 120_000]);
+  expect(timers.slice(0, 2).map((t) => t.ms)).toEqual([3_600_000, 120_000]);
+  for (const timer of timers.slice(2)) expect(timer.ms).toBeLessThanOrEqual(CALLBACK_READ_SPACING_MS);
 });
 
 workflowTest(
@@ -112,9 +133,11 @@ workflowTest(
     const reads = outcome.stats.routes['GET /tunes/:id'];
     expect(reads).toBeGreaterThanOrEqual(2);
     expect(outcome.progress.counts.polls).toBeGreaterThanOrEqual(1);
-    // Every read of the tune is a retrieveTune in history, each poll after a 3 s timer; then the two prompts.
+    // Every read of the tune is a retrieveTune in history, each poll after a 3 s timer; then the two prompts, read
+    // once their callbacks came.
     const { activities, timers } = summarize(outcome.history);
-    expect(activities).toEqual([...Array(reads).fill('retrieveTune'), 'createPrompt', 'createPrompt']);
+    expectPackReads(activities, [...Array(reads).fill('retrieveTune'), 'createPrompt', 'createPrompt']);
+    expect(activities.length).toBeGreaterThan(reads + 2);
     expect(timers[0]).toEqual({ ms: 120_000, ended: 'cancelled' }); // the training deadline
     expect(timers.slice(1, reads)).toEqual(Array(reads - 1).fill({ ms: 3_000, ended: 'fired' }));
   },

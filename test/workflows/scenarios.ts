@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
+import { request } from 'undici';
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
@@ -109,13 +110,69 @@ export const scenarios = {
         await handle.signal(promptSettledSignal, { id: 987_654, tune_id: 1, text: 'other job', images: ['x.png'] });
         await handle.signal(tuneTrainedSignal, { id: 987_655, trained_at: '2025-01-01T00:00:00.000Z' });
         const { tuneId } = await s.progressUntil(handle, (p) => p.phase === 'generating');
-        // Late, out-of-order copies: the tune as it was before training, the prompts before they settled.
+        // Late, out-of-order copies: the tune as it was before training, the prompts before they settled (without
+        // the signed callback URL the service echoes: a signal's payload enters the history).
         const trained = await s.api.tunes.retrieve(tuneId as number);
-        const stale: Tune = { ...trained, trained_at: null, updated_at: trained.created_at };
+        const stale: Tune = { ...trained, callback: null, trained_at: null, updated_at: trained.created_at };
         await handle.signal(tuneTrainedSignal, stale);
         for await (const prompt of s.api.prompts.list(tuneId as number))
-          await handle.signal(promptSettledSignal, { ...prompt, images: [], user_error: null } as Prompt);
+          await handle.signal(promptSettledSignal, { ...prompt, callback: null, images: [], user_error: null });
         return s.settle(handle);
+      }),
+  },
+
+  /**
+   * Forged callbacks sent with the run's own signed URLs, taken from where they leak (the service echoes them in every
+   * tune and prompt): a trained tune from the far future that costs nothing and points at another base tune, a
+   * foreign tune, 100 padded copies, settled prompts with an attacker's images and no cost, a foreign prompt. The run
+   * reads what each one names and goes on as the service says: the forged bodies change nothing.
+   */
+  forgedCallbacks: {
+    name: 'forged-callbacks',
+    // Training and inference long enough for the forgeries to land while each wait is open.
+    options: { mock: { trainingTime: '4s', inferenceTime: '3s' } },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const input: TrainThenGenerateInput = {
+          tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+          prompts: twoPrompts,
+        };
+        const handle = await s.start('trainThenGenerate', input, 'real', workflowId);
+        const { tuneId } = await untilTraining(s, handle);
+        const leaked = (await s.api.tunes.retrieve(tuneId as number)).callback as string;
+        const future = '2999-01-01T00:00:00.000Z';
+        const forgedTune = {
+          id: tuneId,
+          trained_at: future,
+          updated_at: future,
+          cost_mc: 0,
+          model_type: 'lora',
+          base_tune_id: FLUX_BASE_TUNE.id,
+          ckpt_url: 'https://attacker.example/model.ckpt',
+        };
+        const answers = [await forge(leaked, forgedTune), await forge(leaked, { ...forgedTune, id: 987_655 })];
+        const padded = { ...forgedTune, padding: 'x'.repeat(60_000) };
+        answers.push(...(await Promise.all(Array.from({ length: 100 }, () => forge(leaked, padded)))));
+        await s.progressUntil(handle, (p) => p.phase === 'generating' && p.prompts.total === 2);
+        const prompts: Prompt[] = [];
+        for await (const prompt of s.api.prompts.list(tuneId as number)) prompts.push(prompt);
+        for (const prompt of prompts) {
+          const forged = {
+            id: prompt.id,
+            images: ['https://attacker.example/forged.jpg'],
+            cost_mc: 0,
+            updated_at: future,
+          };
+          answers.push(await forge(prompt.callback as string, forged));
+        }
+        answers.push(await forge(prompts[0].callback as string, { id: 987_654, images: ['x.png'], tune_id: tuneId }));
+        const delivered = answers.filter((a) => a === 'delivered').length;
+        const outcome = await s.settle(handle);
+        const served = {
+          tune: await s.api.tunes.retrieve(tuneId as number),
+          prompts: await Promise.all(prompts.map((p) => s.api.prompts.retrieve(p.tune_id, p.id))),
+        };
+        return { ...outcome, context: { forgeries: answers.length, delivered }, served };
       }),
   },
 
@@ -424,6 +481,17 @@ async function trainedTune(s: Scenario, title: string): Promise<Tune> {
     () => `tune ${created.id} to train`,
   );
   return tune;
+}
+
+/** POSTs a forged body to a signed callback URL; returns the receiver's outcome (or its status). */
+async function forge(url: string, body: unknown): Promise<string> {
+  const res = await request(url, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+  });
+  const answer = (await res.body.json()) as { outcome?: string };
+  return answer.outcome ?? String(res.statusCode);
 }
 
 /** Waits until the workflow's history holds a signal (no worker needed). */

@@ -8,7 +8,9 @@ import type { OverBudgetDetails } from '../../src/workflows/failures';
 import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf } from './harness';
-import { summarize } from './history-summary';
+import { historyToJson } from './history-json';
+import { summarize, type Timer } from './history-summary';
+import { CALLBACK_READ_SPACING_MS } from '../../src/workflows/callback-reads';
 import { play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
@@ -17,15 +19,39 @@ const harness = useWorkflowHarness();
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
-/** Each wait's deadline and poll timers, all ended by a callback: nothing fired. */
-const endedByCallbacks = (firstTunePollMs: number) => [
-  { ms: 6 * HOUR, ended: 'cancelled' }, // training deadline
-  { ms: firstTunePollMs, ended: 'cancelled' }, // first poll: the eta, then the 2 min poll interval
-  { ms: HOUR, ended: 'cancelled' }, // prompts deadline
-  { ms: 2 * MINUTE, ended: 'cancelled' }, // first prompts poll
-];
 
-workflowTest('happy path: callbacks end every wait, no poll is made', async () => {
+/**
+ * Callbacks ended each wait, by the read each asked for: the deadline and first poll timers of both waits were
+ * cancelled, and any later timer is a callback gathering the others' (at most CALLBACK_READ_SPACING_MS), never a poll.
+ */
+function expectEndedByCallbacks(timers: Timer[], firstTunePollMs: number): void {
+  expect(timers.slice(0, 4)).toEqual([
+    { ms: 6 * HOUR, ended: 'cancelled' }, // training deadline
+    { ms: firstTunePollMs, ended: 'cancelled' }, // first poll: the eta, then the 2 min poll interval
+    { ms: HOUR, ended: 'cancelled' }, // prompts deadline
+    { ms: 2 * MINUTE, ended: 'cancelled' }, // first prompts poll
+  ]);
+  for (const timer of timers.slice(4)) expect(timer.ms).toBeLessThanOrEqual(CALLBACK_READ_SPACING_MS);
+}
+
+/**
+ * The activities of a train-then-generate job whose callbacks woke it: the tune read once after its callback, the
+ * prompts read with one list call per gathering of their callbacks (one, or two when they came apart).
+ */
+function expectReadsAfterCallbacks(activities: string[], prompts: number): number {
+  expect(activities.slice(0, 2 + prompts)).toEqual([
+    'createTune',
+    'retrieveTune',
+    ...Array(prompts).fill('createPrompt'),
+  ]);
+  const lists = activities.slice(2 + prompts);
+  expect(lists.length).toBeGreaterThanOrEqual(1);
+  expect(lists.length).toBeLessThanOrEqual(2);
+  expect(new Set(lists)).toEqual(new Set(['listPrompts']));
+  return lists.length;
+}
+
+workflowTest('happy path: callbacks wake every wait, the run reads what they said, no poll is made', async () => {
   const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.callbacksHappyPath);
   const { tune, prompts } = resultOf(outcome);
   expect(tune.trained_at).toBeTruthy();
@@ -33,18 +59,23 @@ workflowTest('happy path: callbacks end every wait, no poll is made', async () =
   expect(prompts.map((p) => p.text)).toEqual(['sks dog on a beach', 'sks dog in the snow']);
   expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
   expect(prompts.every((p) => p.tune_id === tune.id)).toBe(true);
-  expect(outcome.stats.routes).toEqual({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 2 });
   const history = summarize(outcome.history);
-  expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
+  const lists = expectReadsAfterCallbacks(history.activities, 2);
+  expect(outcome.stats.routes).toEqual({
+    'POST /tunes': 1,
+    'GET /tunes/:id': 1,
+    'POST /tunes/:id/prompts': 2,
+    'GET /tunes/:id/prompts': lists,
+  });
   // The tune trains in 1 s: its first poll would have come at eta (1 s) + 2 min.
-  expect(history.timers).toEqual(endedByCallbacks(MINUTE * 2 + 1_000));
-  expect(history.signals).toEqual(['tuneTrained', 'promptSettled', 'promptSettled']);
+  expectEndedByCallbacks(history.timers, MINUTE * 2 + 1_000);
+  expect(history.signals).toEqual(['callback', 'callback', 'callback']);
   expect(outcome.progress).toEqual({
     phase: 'completed',
     tuneId: tune.id,
     prompts: { total: 2, settled: 2, failed: 0 },
     cost: { mc: 0, usd: 0 }, // branch fast is free
-    counts: { apiCalls: 3, polls: 0, callbacks: 3 },
+    counts: { apiCalls: 4 + lists, polls: 0, callbacks: 3 },
   });
   expect(outcome.ledger.totalMc).toBe(0);
   expect(outcome.result?.cost).toEqual({ mc: 0, usd: 0 });
@@ -98,16 +129,68 @@ workflowTest('duplicate, stale and foreign callbacks change nothing', async () =
   expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
   expect(prompts.map((p) => p.id)).not.toContain(987_654);
   expect(outcome.progress.prompts).toEqual({ total: 2, settled: 2, failed: 0 });
-  // Two foreign, one stale tune, two stale prompts, and at least one copy of each of the service's three.
-  expect(outcome.progress.counts.callbacks).toBeGreaterThanOrEqual(8);
+  // Two foreign, one stale tune, two stale prompts, and the service's three (their duplicates are answered by the
+  // receiver as coalesced: they never reach the run).
+  expect(outcome.progress.counts.callbacks).toBe(8);
   expect(outcome.progress.counts.polls).toBe(0);
   expect(outcome.stats.routes['POST /tunes']).toBe(1);
   expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
   const history = summarize(outcome.history);
-  expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
-  expect(history.timers).toEqual(endedByCallbacks(MINUTE * 2 + 1_000));
+  // The foreign and stale callbacks cost no read of their own: the tune was read once, after its own callback.
+  expect(history.activities.filter((a) => a === 'retrieveTune')).toHaveLength(1);
+  expect(history.activities.filter((a) => a === 'listPrompts').length).toBeLessThanOrEqual(3);
+  expect(outcome.progress.counts.apiCalls).toBe(history.activities.length);
   expect(history.signals.length).toBe(outcome.progress.counts.callbacks);
 });
+
+workflowTest(
+  'forged callbacks with the run own signed URLs change no result, phase or cost, and leave its history small',
+  async () => {
+    const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.forgedCallbacks);
+    const { tune, prompts, cost } = resultOf(outcome);
+    const text = JSON.stringify(outcome.result);
+    // Nothing the forgeries said: not the far-future training, the other base tune, the images or the cost.
+    expect(text).not.toContain('attacker');
+    expect(text).not.toContain('2999');
+    // What the service holds, field for field where tuneflow reads it.
+    const served = outcome.served!;
+    expect(tune).toMatchObject({
+      id: served.tune.id,
+      trained_at: served.tune.trained_at,
+      model_type: served.tune.model_type,
+      base_tune_id: served.tune.base_tune_id,
+      cost_mc: served.tune.cost_mc,
+    });
+    expect(tune.model_type).toBeNull();
+    const byId = (a: { id: number }, b: { id: number }) => a.id - b.id;
+    expect([...prompts].sort(byId).map((p) => [p.id, p.images, p.cost_mc])).toEqual(
+      [...served.prompts].sort(byId).map((p) => [p.id, p.images, p.cost_mc]),
+    );
+    expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+    // The cost is what the service charged: training and three images, not 0.
+    expect(outcome.ledger.totalMc).toBe(TUNE_TRAINING_MC + 3 * IMAGE_MC);
+    expect(cost.mc).toBe(outcome.ledger.totalMc);
+    // The prompts were created after the tune really trained, not when the forgery said it had.
+    expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
+    for (const p of served.prompts)
+      expect(Date.parse(p.created_at!)).toBeGreaterThanOrEqual(Date.parse(tune.trained_at!));
+    // The 100 padded copies were one wake-up: the receiver coalesced the rest; the history stays small.
+    const history = summarize(outcome.history);
+    expect(outcome.context!.forgeries).toBe(105);
+    // Delivered: the forged tune, the foreign tune, one of the 100 padded copies, two forged prompts, a foreign one.
+    expect(outcome.context!.delivered).toBe(6);
+    expect(history.signals).toHaveLength(6 + 3);
+    // What a signal carries is ids: no padding, no forged field enters the history (a run with no forgery: ~32 KB).
+    const recorded = historyToJson(outcome.history);
+    expect(recorded).not.toContain('attacker');
+    expect(recorded).not.toContain('x'.repeat(100));
+    expect(history.bytes).toBeLessThan(80_000);
+    // Each forgery cost at most a read: the tune read for its forged callback and its real one, the prompts' lists.
+    expect(history.activities.filter((a) => a === 'retrieveTune').length).toBeLessThanOrEqual(2);
+    expect(outcome.progress.counts.polls).toBe(0);
+    expect(outcome.progress).toMatchObject({ phase: 'completed', cost: { mc: outcome.ledger.totalMc } });
+  },
+);
 
 workflowTest('a worker restarted in the middle of the training wait: the new worker finishes the job', async () => {
   const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.workerRestart);
@@ -120,8 +203,8 @@ workflowTest('a worker restarted in the middle of the training wait: the new wor
   expect(outcome.progress.counts.polls).toBe(0);
   expect(outcome.stats.routes['POST /tunes']).toBe(1);
   const history = summarize(outcome.history);
-  expect(history.activities).toEqual(['createTune', 'createPrompt', 'createPrompt']);
-  expect(history.timers).toEqual(endedByCallbacks(MINUTE * 2 + 3_000)); // trains in 3 s
+  expectReadsAfterCallbacks(history.activities, 2);
+  expectEndedByCallbacks(history.timers, MINUTE * 2 + 3_000); // trains in 3 s
 });
 
 workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of the caller's text", async () => {
@@ -139,13 +222,12 @@ workflowTest("Flux LoRA: prompts run on the base tune with <lora:ID:1> ahead of 
   expect(outcome.ledger.totalMc).toBe(TUNE_TRAINING_MC + 3 * IMAGE_MC);
   expect(resultOf(outcome).cost).toEqual({ mc: outcome.ledger.totalMc, usd: outcome.ledger.totalMc / 100_000 });
   expect(outcome.progress.cost).toEqual(resultOf(outcome).cost);
-  const { calls, timers } = summarize(outcome.history);
-  expect(calls.map((c) => c.activity)).toEqual(['createTune', 'createPrompt', 'createPrompt']);
-  // Both prompts were posted to the base tune, not the LoRA.
-  expect(calls.slice(1).map((c) => (c.input as { tuneId: number }).tuneId)).toEqual([
-    FLUX_BASE_TUNE.id,
-    FLUX_BASE_TUNE.id,
-  ]);
+  const { calls, timers, activities } = summarize(outcome.history);
+  expectReadsAfterCallbacks(activities, 2);
+  // Both prompts were posted to, and read from, the base tune, not the LoRA.
+  expect(calls.slice(2).map((c) => (c.input as { tuneId: number }).tuneId)).toEqual(
+    Array(calls.length - 2).fill(FLUX_BASE_TUNE.id),
+  );
   expect(timers.every((t) => t.ended === 'cancelled')).toBe(true);
 });
 
@@ -276,6 +358,7 @@ workflowTest(
     const prompts = made('createPrompt') as Array<{ id: number; tune_id: number }>;
     expect(calls.map((c) => c.activity)).toEqual([
       'createTune',
+      'retrieveTune', // its training callback's read
       'createPrompt',
       'createPrompt',
       'deletePrompt',
@@ -285,6 +368,6 @@ workflowTest(
     expect(calls.filter((c) => c.activity === 'deletePrompt').map((c) => c.input)).toEqual(
       expect.arrayContaining(prompts.map((p) => ({ tuneId: FLUX_BASE_TUNE.id, promptId: p.id }))),
     );
-    expect(calls[5].input).toEqual({ tuneId: lora.id });
+    expect(calls[6].input).toEqual({ tuneId: lora.id });
   },
 );
