@@ -314,6 +314,7 @@ export async function benchCallbacks(): Promise<void> {
   };
   try {
     console.log(`callback bench (${where}), concurrency ${concurrency}`);
+    await pathological(pools.receiver, signers.receiver);
     for (const target of targets) await measure(target, WARM_UP, false);
     for (const target of targets)
       report(`${target.padEnd(8)} as fast as answered`, await measure(target, total, false));
@@ -324,6 +325,55 @@ export async function benchCallbacks(): Promise<void> {
   } finally {
     await Promise.all(targets.map((t) => pools[t].close()));
     await servers.stop();
+  }
+}
+
+/**
+ * The bodies of the attacks a signed URL allows (issue 14's probe), each sent 40 times to the receiver: how long each
+ * answer took, what it was, and how the process's memory moved. Before callbacks became wake-ups, the first took the
+ * receiver 22.7 s and 2 GiB, the second 3.1 s and 900 MiB.
+ */
+async function pathological(pool: Pool, signer: CallbackSigner): Promise<void> {
+  const bodies: Array<[string, CallbackKind, string]> = [
+    ['pack list of 170,000 empty objects (510 KB)', CallbackKind.packPrompts, `[${'{},'.repeat(170_000)}{}]`],
+    [
+      'prompt with 30,000 bad images (60 KB)',
+      CallbackKind.prompt,
+      JSON.stringify({ id: 7, images: Array(30_000).fill(5) }),
+    ],
+    [
+      'prompt nested 30,000 deep (60 KB)',
+      CallbackKind.prompt,
+      `{"id": 8, "x": ${'['.repeat(30_000)}${']'.repeat(30_000)}}`,
+    ],
+    ['tune padded to 60 KB', CallbackKind.tune, JSON.stringify({ id: 9, padding: 'z'.repeat(60_000) })],
+    ['prompt of 4 MB', CallbackKind.prompt, JSON.stringify({ id: 10, text: 'y'.repeat(4 << 20) })],
+  ];
+  let n = 0;
+  for (const [label, kind, body] of bodies) {
+    const rssBefore = process.memoryUsage().rss;
+    const times: number[] = [];
+    const statuses = new Map<number, number>();
+    for (let i = 0; i < 40; i++) {
+      const url = new URL(signer.url(kind, { workflowId: `attack-${n++}`, runId: BENCH_RUN_ID }));
+      const started = performance.now();
+      const res = await pool.request({
+        path: url.pathname + url.search,
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
+      await res.body.dump();
+      times.push(performance.now() - started);
+      statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
+    }
+    const sorted = Float64Array.from(times).sort();
+    const grew = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
+    console.log(
+      `attack: ${label}: answered ${[...statuses].map(([status, count]) => `${count}x ${status}`).join(', ')}; ` +
+        `p50 ${percentile(sorted, 50).toFixed(1)} ms, max ${sorted[sorted.length - 1].toFixed(1)} ms; ` +
+        `process RSS ${grew >= 0 ? '+' : ''}${grew.toFixed(0)} MiB`,
+    );
   }
 }
 

@@ -323,10 +323,15 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     } catch (err) {
       gate.release(run, decision.signal, digest);
       if (err instanceof SignalerUnavailableError) {
-        logger.error('callback not signalled: Temporal unavailable', { kind, workflowId: run.workflowId, error: err });
+        logger.error('callback not signalled: Temporal unavailable', {
+          kind,
+          workflowId: run.workflowId,
+          status: 503,
+          error: err,
+        });
         return send(res, 503, answers.unavailable);
       }
-      logger.error('callback not signalled', { kind, workflowId: run.workflowId, error: err });
+      logger.error('callback not signalled', { kind, workflowId: run.workflowId, status: 500, error: err });
       return send(res, 500, answers.internal);
     }
     if (outcome === 'workflow-not-found') {
