@@ -207,9 +207,14 @@ test('status faults are counted by kind as the mock answered them, across the bu
   expect(injection.counts).toMatchObject({ status500: refused, status429: 0, status504: 0 });
 });
 
-test('in all, the rates are lighter and the status faults end with their window', () => {
+test('in all, the rates are lighter once a 504 landed, and the status faults end with their window', () => {
   const bursts = { status500: true, status429: true, statusWindow: true };
-  expect(mockFaults(ALL, bursts)).toMatchObject({ status504Rate: 0.05, status500Rate: 0.475, status429Rate: 0.475 });
+  expect(mockFaults(ALL, bursts)).toMatchObject({ status504Rate: 0.2, status500Rate: 0.4, status429Rate: 0.4 });
+  expect(mockFaults(ALL, { ...bursts, landed504: true })).toMatchObject({
+    status504Rate: 0.05,
+    status500Rate: 0.475,
+    status429Rate: 0.475,
+  });
   expect(mockFaults(ALL, { ...bursts, statusWindow: false }, ['t'])).toEqual({
     callbackDropRate: 0.3,
     callbackDuplicateRate: 0.3,
