@@ -1,7 +1,7 @@
 /**
- * `tuneflow`: the plugin for a user's own worker, the typed starters, the service client and its errors, and the
- * inputs and results of the workflows. Workflow code imports `tuneflow/workflows` instead (this entry loads undici
- * and the worker's code).
+ * `tuneflow-temporal`: the plugin for a user's own worker, the typed starters, the service client and its errors, and
+ * the inputs and results of the workflows. Workflow code imports `tuneflow-temporal/workflows` instead (this entry
+ * loads undici and the worker's code).
  */
 export { TuneflowPlugin, type TuneflowCallbackOptions, type TuneflowPluginOptions } from './plugin';
 export { TuneflowClient, WorkflowName, type TuneflowClientOptions, type TuneflowHandle } from './client';

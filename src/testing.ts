@@ -1,5 +1,5 @@
 /**
- * `tuneflow/testing`: what a user's tests need to run tuneflow without the real service: the mock service (tunes
+ * `tuneflow-temporal/testing`: what a user's tests need to run tuneflow without the real service: the mock service (tunes
  * that train in simulated time, real PNG images, callbacks, fault injection, request counts).
  */
 export {

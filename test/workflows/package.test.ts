@@ -1,9 +1,9 @@
 /**
  * The package as its users get it (DESIGN.md tier 7): `npm pack`, the tarball installed into an empty project outside
- * the repository (so none of its dev dependencies can be reached), a TypeScript project there that imports `tuneflow`,
- * `tuneflow/workflows` and `tuneflow/testing` (test/consumer), compiled by its own TypeScript; then that user's worker,
- * with tuneflow added by one plugin, runs a parent workflow of the user's whose child is `trainThenGenerate`, against
- * the mock service on a real Temporal dev server, callbacks included.
+ * the repository (so none of its dev dependencies can be reached), a TypeScript project there that imports
+ * `tuneflow-temporal`, `tuneflow-temporal/workflows` and `tuneflow-temporal/testing` (test/consumer), compiled by its
+ * own TypeScript; then that user's worker, with tuneflow added by one plugin, runs a parent workflow of the user's
+ * whose child is `trainThenGenerate`, against the mock service on a real Temporal dev server, callbacks included.
  */
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -20,10 +20,13 @@ import { summarize } from './history-summary';
 const ROOT = path.resolve(__dirname, '../..');
 const CONSUMER = path.join(__dirname, '../consumer');
 const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  name: string;
   version: string;
   dependencies: Record<string, string>;
   devDependencies: Record<string, string>;
 };
+/** What users install (`tuneflow` on the registry is another project); the command stays `tuneflow`. */
+const PACKAGE = manifest.name;
 
 /** npm and node as a user runs them: none of the variables `npm test` set for this process. */
 function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -74,7 +77,7 @@ beforeAll(async () => {
       name: 'portraits',
       private: true,
       dependencies: {
-        tuneflow: `file:${path.basename(tarball)}`,
+        [PACKAGE]: `file:${path.basename(tarball)}`,
         '@temporalio/client': temporal,
         '@temporalio/worker': temporal,
         '@temporalio/workflow': temporal,
@@ -99,19 +102,19 @@ devServerTest(
   'the tarball installs with its own dependencies only, and its entry points type-check',
   async () => {
     const installed = path.join(project, 'node_modules');
-    expect(JSON.parse(fs.readFileSync(path.join(installed, 'tuneflow', 'package.json'), 'utf8')).version).toBe(
+    expect(JSON.parse(fs.readFileSync(path.join(installed, PACKAGE, 'package.json'), 'utf8')).version).toBe(
       manifest.version,
     );
     // None of the repository's dev dependencies came along (the user's own TypeScript and node types aside), unless
     // a dependency of the package needs it too (@temporalio/proto comes with @temporalio/client).
     const userOwn = ['typescript', '@types/node'];
-    const needed = dependencyClosure(installed, path.join(installed, 'tuneflow'));
+    const needed = dependencyClosure(installed, path.join(installed, PACKAGE));
     const devOnly = Object.keys(manifest.devDependencies).filter(
       (name) => !userOwn.includes(name) && !needed.has(name),
     );
     expect(devOnly.filter((name) => fs.existsSync(path.join(installed, name)))).toEqual([]);
     // Only the built package: no sources, tests or histories.
-    expect(fs.readdirSync(path.join(installed, 'tuneflow')).sort()).toEqual([
+    expect(fs.readdirSync(path.join(installed, PACKAGE)).sort()).toEqual([
       'LICENSE',
       'README.md',
       'bin',
@@ -124,12 +127,12 @@ devServerTest(
     expect(fs.readdirSync(path.join(project, 'dist')).sort()).toEqual(['main.js', 'type-checks.js', 'workflows.js']);
     // Plain require works too, with the documented entry points and nothing else.
     const probe = `
-    const t = require('tuneflow'), w = require('tuneflow/workflows'), m = require('tuneflow/testing');
+    const t = require('tuneflow-temporal'), w = require('tuneflow-temporal/workflows'), m = require('tuneflow-temporal/testing');
     let internal = 'refused';
-    try { require('tuneflow/lib/client'); internal = 'allowed'; } catch {}
+    try { require('tuneflow-temporal/lib/client'); internal = 'allowed'; } catch {}
     console.log(JSON.stringify({ plugin: typeof t.TuneflowPlugin, client: typeof t.TuneflowClient,
       workflow: typeof w.trainThenGenerate, mock: typeof m.startMockService, internal,
-      bin: require('tuneflow/package.json').bin }));`;
+      bin: require('tuneflow-temporal/package.json').bin }));`;
     const { stdout } = await run(process.execPath, ['-e', probe], project);
     expect(JSON.parse(stdout)).toEqual({
       plugin: 'function',

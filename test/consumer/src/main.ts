@@ -5,8 +5,8 @@
 import * as net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { TuneflowPlugin } from 'tuneflow';
-import { startMockService } from 'tuneflow/testing';
+import { TuneflowPlugin } from 'tuneflow-temporal';
+import { startMockService } from 'tuneflow-temporal/testing';
 import { childIdOf, portraitOrder } from './workflows';
 
 function setting(name: string): string {

@@ -3,9 +3,9 @@
  * so an entry point whose types decayed to `any` fails here.
  */
 import { executeChild } from '@temporalio/workflow';
-import { FailureType, TuneflowClient, TuneflowPlugin, type TrainThenGenerateInput } from 'tuneflow';
-import { Phase, trainThenGenerate } from 'tuneflow/workflows';
-import { startMockService } from 'tuneflow/testing';
+import { FailureType, TuneflowClient, TuneflowPlugin, type TrainThenGenerateInput } from 'tuneflow-temporal';
+import { Phase, trainThenGenerate } from 'tuneflow-temporal/workflows';
+import { startMockService } from 'tuneflow-temporal/testing';
 
 export async function typeChecks(client: TuneflowClient): Promise<void> {
   const input: TrainThenGenerateInput = {

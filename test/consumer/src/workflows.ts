@@ -1,11 +1,11 @@
 /**
  * A user's own workflows: tuneflow's, re-exported so this worker runs them, and a parent of the user's that runs
- * trainThenGenerate as a child. Imports `tuneflow/workflows` only: the package root is worker-side code.
+ * trainThenGenerate as a child. Imports `tuneflow-temporal/workflows` only: the package root is worker-side code.
  */
 import { executeChild, workflowInfo } from '@temporalio/workflow';
-import { trainThenGenerate, type PromptSpec, type TrainThenGenerateResult } from 'tuneflow/workflows';
+import { trainThenGenerate, type PromptSpec, type TrainThenGenerateResult } from 'tuneflow-temporal/workflows';
 
-export * from 'tuneflow/workflows';
+export * from 'tuneflow-temporal/workflows';
 
 export interface PortraitOrder {
   customer: string;
