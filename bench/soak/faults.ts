@@ -11,9 +11,10 @@
  */
 import { request } from 'undici';
 import { CallbackSigner } from '../../src/callbacks/signing';
-import type { Faults, InjectedByKind, MockService } from '../../src/mock-service';
+import type { Faults, HeldCallback, InjectedByKind, MockService } from '../../src/mock-service';
 import { CallbackKind } from '../../src/workflows/messages';
 import type { SoakJob } from './jobs';
+import { FORGED_DATA_MARK } from './judge';
 import type { ProfileName } from './options';
 
 /** How far the run is. */
@@ -39,6 +40,8 @@ export interface FaultTargets {
   receiverUrl: string;
   secret: string;
   workflowIds: () => string[];
+  /** The callback URLs the service holds for the jobs' objects: where a signed URL leaks. */
+  heldCallbacks: () => HeldCallback[];
   progress: () => RunProgress;
 }
 
@@ -56,11 +59,19 @@ export interface FaultCounts {
   receiverCuts: number;
 }
 
-/** Forged callbacks: those that reached the receiver, those it answered, those it answered 2xx (must stay 0). */
+/**
+ * Forged callbacks. With a made-up or replayed signature: those that reached the receiver, those it answered, those it
+ * answered 2xx (must stay 0). With a leaked valid URL (the receiver cannot tell them from the service's): those sent,
+ * and those it woke a run with (harmless by design: the run reads what they name).
+ */
 export interface ForgeryCounts {
   sent: number;
   answered: number;
   accepted: number;
+  leakedSent: number;
+  leakedDelivered: number;
+  /** Every id a leaked-URL forgery named, for the judge to tell its signals from the service's. */
+  leakedIds: Set<number>;
 }
 
 /**
@@ -152,7 +163,14 @@ export class FaultInjection {
   private readonly taken = { workerKills: 0, serverRestarts: 0, receiverCuts: 0 };
   /** Status faults the mock counted before its faults were last set (it counts from each set). */
   private readonly statusBefore: InjectedByKind = { status500: 0, status429: 0, status504: 0, garbled: 0 };
-  readonly forgeries: ForgeryCounts = { sent: 0, answered: 0, accepted: 0 };
+  readonly forgeries: ForgeryCounts = {
+    sent: 0,
+    answered: 0,
+    accepted: 0,
+    leakedSent: 0,
+    leakedDelivered: 0,
+    leakedIds: new Set(),
+  };
   private forgeriesMade = 0;
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly running = new Set<Promise<unknown>>();
@@ -366,11 +384,14 @@ export class FaultInjection {
     });
   }
 
-  /** Sends one forgery and counts what the receiver did with it. */
+  /** Sends one forgery, every other one with a leaked valid URL, and counts what the receiver did with it. */
   private async forge(): Promise<void> {
+    const n = this.forgeriesMade++;
+    const held = n % 2 === 1 ? this.targets.heldCallbacks() : [];
+    if (held.length > 0) return this.forgeWithLeakedUrl(n, held);
     const ids = this.targets.workflowIds();
     if (ids.length === 0) return;
-    const { url, body } = forgery(this.forgeriesMade++, ids, this.targets.receiverUrl, this.signer);
+    const { url, body } = forgery(n, ids, this.targets.receiverUrl, this.signer);
     try {
       const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
       this.forgeries.sent++;
@@ -387,6 +408,19 @@ export class FaultInjection {
     }
   }
 
+  private async forgeWithLeakedUrl(n: number, held: readonly HeldCallback[]): Promise<void> {
+    const { url, body, ids } = leakedForgery(n, held);
+    for (const id of ids) this.forgeries.leakedIds.add(id);
+    try {
+      const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      this.forgeries.leakedSent++;
+      const answer = (await res.body.json().catch(() => ({}))) as { outcome?: string };
+      if (answer.outcome === 'delivered') this.forgeries.leakedDelivered++;
+    } catch {
+      // The receiver may be down or cut: a forgery that got no answer did nothing.
+    }
+  }
+
   /** Stops injecting and undoes what lasts: the mock's faults, a cut connection. Waits for actions under way. */
   async stop(): Promise<void> {
     this.stopped = true;
@@ -395,6 +429,54 @@ export class FaultInjection {
     this.setMockFaults({});
     this.targets.restoreReceiver();
   }
+}
+
+/** Built once: the harness's own work is not what a soak measures. */
+let pathological: string[] | undefined;
+
+/** Far in the future: a forged `updated_at` that would win every merge by date. */
+const FAR_FUTURE = '2999-01-01T00:00:00.000Z';
+const FORGED_URL = `https://${FORGED_DATA_MARK}`;
+
+/**
+ * The n-th forgery made with a URL the service holds (a leaked capability): the receiver takes it, the run wakes, and
+ * nothing of the body may reach the run. Bodies per object are the same every time (a flood of one forged body is
+ * what the receiver coalesces); they vary by kind of attack:
+ * - a terminal state: a tune trained in the far future, for nothing, as a LoRA of another base tune, with a model URL;
+ *   a prompt settled with an attacker's images, for nothing;
+ * - an object the run did not create, in that state;
+ * - the terminal state padded to 60 KB (a padded flood);
+ * - pathological bodies: a pack list of 170,000 empty objects, 30,000 bad images, nesting 30,000 deep, 4 MB.
+ */
+export function leakedForgery(n: number, held: readonly HeldCallback[]): { url: string; body: string; ids: number[] } {
+  const target = held[Math.floor(n / 2) % held.length];
+  const foreign = 990_000_000 + (n % 1_000);
+  const forged = (id: number) =>
+    target.kind === 'tune'
+      ? {
+          id,
+          trained_at: FAR_FUTURE,
+          updated_at: FAR_FUTURE,
+          cost_mc: 0,
+          model_type: 'lora',
+          base_tune_id: 1504944,
+          ckpt_url: `${FORGED_URL}/model.safetensors`,
+        }
+      : { id, images: [`${FORGED_URL}/forged.jpg`], user_error: null, cost_mc: 0, updated_at: FAR_FUTURE };
+  pathological ??= [
+    `[${'{},'.repeat(170_000)}{}]`,
+    JSON.stringify({ id: 1, images: Array(30_000).fill(5) }),
+    `{"id": 1, "x": ${'['.repeat(30_000)}${']'.repeat(30_000)}}`,
+    JSON.stringify({ id: 1, text: 'y'.repeat(4 << 20) }),
+  ];
+  const bodies = [
+    () => JSON.stringify(forged(target.id)),
+    () => JSON.stringify(forged(foreign)),
+    () => JSON.stringify({ ...forged(target.id), padding: 'p'.repeat(60_000) }),
+    ...(pathological as string[]).map((body) => () => body),
+  ];
+  const which = Math.floor(n / 2 / Math.max(1, held.length)) % bodies.length;
+  return { url: target.url, body: bodies[which](), ids: which === 1 ? [foreign] : which > 2 ? [1] : [target.id] };
 }
 
 /** A run ID no job has: forgeries signed for it are refused by the signature, whatever the run. */

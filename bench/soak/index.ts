@@ -22,6 +22,9 @@ import { FlagError, parseSoakOptions, USAGE, type SoakOptions } from './options'
 import { CuttableProxy, startTuneflow, stopProcess, tuneflowCommand, usageOf, type TuneflowProcess } from './processes';
 
 /** The options every job runs with: polls that recover lost callbacks quickly, deadlines well inside the run's. */
+/** A callback signature: never in a log. */
+const SIGNATURE = /sig=[0-9a-f]{64}/g;
+
 const JOB_OPTIONS: TuneflowOptions = {
   pollInterval: '5 seconds',
   maxPollInterval: '20 seconds',
@@ -78,6 +81,17 @@ export interface SoakReport {
   forgedAnswered: number;
   /** Forged callbacks answered 2xx, or signals that match no callback the mock sent. */
   forgedAccepted: number;
+  /**
+   * Forgeries made with URLs the service holds (leaked capabilities): sent, answered `delivered` (they wake runs), and
+   * the signals they caused. Harmless by design; what must stay 0 is forged data in any history (forgedDataRuns).
+   */
+  forgedWithLeakedUrls: { sent: number; delivered: number; signals: number };
+  /** Runs whose history holds data only a forged callback carried. */
+  forgedDataRuns: number;
+  /** Runs Temporal terminated (a history grown too large, say). */
+  terminated: number;
+  /** Signed callback URLs in the logs of the workers and the receiver. */
+  signedUrlsInLogs: number;
   /** Faults that took effect (see faults.ts), and the mock's callback faults. */
   faults: FaultCounts & {
     callbacksDropped: number;
@@ -311,6 +325,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         receiverUrl,
         secret,
         workflowIds: () => started.map((j) => j.workflowId),
+        heldCallbacks: () => mock.heldCallbacks(apiKey),
         progress: () => ({ total: jobs.length, started: started.length, closed }),
       },
       neverTrainIds(jobs, options.profiles),
@@ -401,7 +416,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         for (let attempt = 1; ; attempt++) {
           try {
             const history = (await client.workflow.getHandle(job.workflowId).fetchHistory()) as History;
-            outcomes.set(job.workflowId, readHistory(job, history, apiKey, sentTimes));
+            outcomes.set(job.workflowId, readHistory(job, history, apiKey, sentTimes, faults.forgeries.leakedIds));
             return;
           } catch (err) {
             if (attempt >= 5) throw err;
@@ -442,6 +457,12 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       .filter((name) => name.endsWith('.log'))
       .reduce((sum, name) => sum + fs.readFileSync(path.join(dir, name), 'utf8').split(apiKey).length - 1, 0);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
+    // A signed callback URL is a capability: none in any log (results and histories are judged per job).
+    const signedUrlsInLogs = fs
+      .readdirSync(dir)
+      .filter((name) => name.endsWith('.log'))
+      .reduce((sum, name) => sum + (fs.readFileSync(path.join(dir, name), 'utf8').match(SIGNATURE) ?? []).length, 0);
+    if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
     const forgedAccepted = faults.forgeries.accepted + verdict.unmatchedSignals;
     if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
 
@@ -484,6 +505,14 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       forgedSent: faults.forgeries.sent,
       forgedAnswered: faults.forgeries.answered,
       forgedAccepted,
+      forgedWithLeakedUrls: {
+        sent: faults.forgeries.leakedSent,
+        delivered: faults.forgeries.leakedDelivered,
+        signals: verdict.forgedSignals,
+      },
+      forgedDataRuns: verdict.forgedData,
+      terminated: verdict.terminated,
+      signedUrlsInLogs,
       faults: {
         ...faultCounts,
         callbacksDropped: stats.callbacks.dropped,
@@ -532,6 +561,14 @@ function table(report: SoakReport): string {
     [
       'forged callbacks sent / answered / accepted',
       `${report.forgedSent} / ${report.forgedAnswered} / ${report.forgedAccepted}`,
+    ],
+    [
+      'forged with leaked URLs sent / delivered / signals',
+      `${report.forgedWithLeakedUrls.sent} / ${report.forgedWithLeakedUrls.delivered} / ${report.forgedWithLeakedUrls.signals}`,
+    ],
+    [
+      'runs with forged data / terminated / signed URLs in logs',
+      `${report.forgedDataRuns} / ${report.terminated} / ${report.signedUrlsInLogs}`,
     ],
     ['faults', JSON.stringify(report.faults)],
   ];

@@ -24,6 +24,12 @@ const EventType = proto.temporal.api.enums.v1.EventType;
 
 export type JobStatus = 'completed' | 'failed' | 'open' | 'other';
 
+/**
+ * What every forged body carries and the service never says (an image host, a model URL, a date): found anywhere in a
+ * run's history, a forged body wrote the run's state.
+ */
+export const FORGED_DATA_MARK = 'forged.invalid';
+
 /** What one job's history says. */
 export interface JobOutcome {
   job: SoakJob;
@@ -40,8 +46,14 @@ export interface JobOutcome {
   /** The objects the run reports: a completed run's result, a failed run's failure details. */
   reported: { tuneIds: number[]; promptIds: number[] };
   keyInHistory: boolean;
-  /** Signals whose ids match no callback the mock sent: forged ones that got through. */
+  /** Signals whose ids match no callback the mock sent, nor a forgery made with a leaked valid URL. */
   unmatchedSignals: number;
+  /** Signals that forgeries made with a leaked valid URL caused (wake-ups: harmless by design). */
+  forgedSignals: number;
+  /** The history holds data only a forgery carried (FORGED_DATA_MARK): a forged body wrote the run's state. */
+  forgedData: boolean;
+  /** Why the run was terminated, when it was (Temporal terminates a run whose history grows too large). */
+  terminated?: string;
   /** Milliseconds from the mock's callback to the run's next command, for callbacks that alone moved the run on. */
   reactions: number[];
 }
@@ -117,6 +129,8 @@ export function readHistory(
   history: History,
   apiKey: string,
   callbacks: Map<string, number>,
+  /** Ids named by forgeries made with leaked valid URLs. */
+  forgedIds: ReadonlySet<number> = new Set(),
 ): JobOutcome {
   const events = history.events ?? [];
   const raw = Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish());
@@ -129,6 +143,8 @@ export function readHistory(
     reported: { tuneIds: [], promptIds: [] },
     keyInHistory: raw.includes(apiKey) || raw.includes(Buffer.from(apiKey).toString('base64')),
     unmatchedSignals: 0,
+    forgedSignals: 0,
+    forgedData: raw.includes(FORGED_DATA_MARK),
     reactions: [],
   };
   const last = events[events.length - 1];
@@ -150,6 +166,8 @@ export function readHistory(
   } else if (last && isClosing(last)) {
     outcome.status = 'other';
     outcome.closedAt = millis(last.eventTime);
+    const terminated = last.workflowExecutionTerminatedEventAttributes;
+    if (terminated) outcome.terminated = terminated.reason || 'no reason given';
   }
 
   // Callback-to-reaction: signals taken by a workflow task that nothing else triggered, to that task's first command.
@@ -160,9 +178,11 @@ export function readHistory(
     const event = events[i];
     const signaled = event.workflowExecutionSignaledEventAttributes;
     if (signaled) {
-      const sentAt = callbacks.get(idsKey(signalIds(payloadJson(signaled.input?.payloads))));
-      if (sentAt === undefined) outcome.unmatchedSignals++;
-      else pendingSignals.push({ sentAt });
+      const ids = signalIds(payloadJson(signaled.input?.payloads));
+      const sentAt = callbacks.get(idsKey(ids));
+      if (sentAt !== undefined) pendingSignals.push({ sentAt });
+      else if (ids.length > 0 && ids.every((id) => forgedIds.has(id))) outcome.forgedSignals++;
+      else outcome.unmatchedSignals++;
     } else if (
       event.activityTaskCompletedEventAttributes ||
       event.activityTaskFailedEventAttributes ||
@@ -355,6 +375,8 @@ export function judgeJob(outcome: JobOutcome, truth: JobTruth, cleanupAsked: boo
     violations.push(`${id}: closed without completing or failing`);
   }
   if (outcome.keyInHistory) violations.push(`${id}: the API key is in its history`);
+  if (outcome.forgedData) violations.push(`${id}: its history holds data only a forged callback carried`);
+  if (outcome.terminated) violations.push(`${id}: terminated (${outcome.terminated})`);
   if (outcome.unmatchedSignals)
     violations.push(`${id}: ${outcome.unmatchedSignals} signal(s) match no callback the mock sent`);
   return { duplicates, lost, justified, violations };
@@ -373,6 +395,11 @@ export interface RunVerdict {
   keyLeaks: number;
   /** Signals that match no callback the mock sent. */
   unmatchedSignals: number;
+  /** Signals caused by forgeries made with leaked valid URLs, and runs whose history holds forged data (must be 0). */
+  forgedSignals: number;
+  forgedData: number;
+  /** Runs Temporal terminated (a history grown too large, say). */
+  terminated: number;
   failureTypes: Record<string, number>;
   violations: string[];
 }
@@ -394,6 +421,9 @@ export function judgeRun(outcomes: readonly JobOutcome[], journal: MockJournal, 
     stuck: 0,
     keyLeaks: 0,
     unmatchedSignals: 0,
+    forgedSignals: 0,
+    forgedData: 0,
+    terminated: 0,
     failureTypes: {},
     violations: [],
   };
@@ -404,6 +434,9 @@ export function judgeRun(outcomes: readonly JobOutcome[], journal: MockJournal, 
     verdict.violations.push(...job.violations);
     if (outcome.keyInHistory) verdict.keyLeaks++;
     verdict.unmatchedSignals += outcome.unmatchedSignals;
+    verdict.forgedSignals += outcome.forgedSignals;
+    if (outcome.forgedData) verdict.forgedData++;
+    if (outcome.terminated) verdict.terminated++;
     if (outcome.status === 'completed') verdict.completed++;
     else if (outcome.status === 'open') verdict.stuck++;
     else if (outcome.status === 'failed') {

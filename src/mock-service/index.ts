@@ -96,6 +96,13 @@ export interface MockServiceOptions {
   log?: (line: string) => void;
 }
 
+/** A callback URL the service holds for one of its objects. */
+export interface HeldCallback {
+  kind: 'tune' | 'prompt';
+  id: number;
+  url: string;
+}
+
 /** A running mock service. */
 export interface MockService {
   /** Where it listens, e.g. `http://127.0.0.1:41234`. */
@@ -122,6 +129,12 @@ export interface MockService {
    * @example mock.journal().tunes.filter((t) => t.title === workflowId).length // 1
    */
   journal(): MockJournal;
+  /**
+   * The callback URLs the service holds for an account's tunes and prompts, as whoever reads those objects sees them
+   * (the service echoes `callback` in every object): where a signed URL leaks. For forgeries made with valid URLs.
+   * @example mock.heldCallbacks('key') // [{ kind: 'tune', id: 7, url: 'https://hooks.example.com/callbacks/tune?...' }]
+   */
+  heldCallbacks(apiKey: string): HeldCallback[];
   /**
    * Stops listening, clears every timer and closes keep-alive and callback connections.
    * @example await mock.close();
@@ -210,6 +223,19 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
       return { totalMc: charges.reduce((sum, c) => sum + c.mc, 0), charges };
     },
     journal: () => store.journal.toJSON(),
+    heldCallbacks(apiKey) {
+      const account = store.account(apiKey);
+      const held: HeldCallback[] = [];
+      for (const id of account.tuneIds) {
+        const url = store.tunes.get(id)?.callback;
+        if (url) held.push({ kind: 'tune', id, url });
+      }
+      for (const id of account.promptIds) {
+        const url = store.prompts.get(id)?.attributes.callback;
+        if (typeof url === 'string') held.push({ kind: 'prompt', id, url });
+      }
+      return held;
+    },
     close() {
       closing ??= (async () => {
         clock.stop();

@@ -2,7 +2,15 @@
  * The soak's judge (bench/soak/judge.ts) under test: a good run passes, and each defect seeded into its journal or
  * its histories is reported (a judge that always answered "fine" would fail here).
  */
-import { callbackTimes, judgeRun, readHistory, signalIds, type History, type RunVerdict } from '../../bench/soak/judge';
+import {
+  callbackTimes,
+  FORGED_DATA_MARK,
+  judgeRun,
+  readHistory,
+  signalIds,
+  type History,
+  type RunVerdict,
+} from '../../bench/soak/judge';
 import type { SoakJob } from '../../bench/soak/jobs';
 import type { MockJournal } from '../../src/mock-service';
 import {
@@ -46,6 +54,9 @@ test('a good run: every job completed, nothing duplicated, lost, open or leaked'
     stuck: 0,
     keyLeaks: 0,
     unmatchedSignals: 0,
+    forgedSignals: 0,
+    forgedData: 0,
+    terminated: 0,
     failureTypes: {},
     violations: [],
   });
@@ -227,4 +238,32 @@ test('reactions: from the mock sending a callback to the first command of the ta
   // Tune 100's callback at 900, its task's createPrompt at 930; the prompts' at 1,500, completion at 1,530.
   expect(outcome.reactions).toEqual([30, 30, 30]);
   expect(outcome).toMatchObject({ status: 'completed', resultPrompts: 2, events: expect.any(Number) });
+});
+
+test('signals of forgeries made with a leaked valid URL are counted apart, not as unmatched', () => {
+  const forged = ttgUntilSettled()
+    .signal('callback', { kind: 'tune', ids: [990_000_001] }, 1_000)
+    .completed(ttgResult, 1_530);
+  const times = callbackTimes(goodJournal().journal());
+  const outcome = readHistory(ttgJob, forged.history(), API_KEY, times, new Set([990_000_001]));
+  expect(outcome).toMatchObject({ forgedSignals: 1, unmatchedSignals: 0, forgedData: false });
+});
+
+test('forged data anywhere in a history is reported: a forged body wrote the run state', () => {
+  const written = ttgUntilSettled().completed(
+    { ...ttgResult, prompts: [{ id: 101, images: [`https://${FORGED_DATA_MARK}/forged.jpg`] }, { id: 102 }] },
+    1_530,
+  );
+  const verdict = judge(goodJournal().journal(), withHistory(ttgJob, written.history()));
+  expect(verdict.forgedData).toBe(1);
+  expect(verdict.violations).toContainEqual(expect.stringMatching(/^soak-t-0: its history holds data only a forged/));
+});
+
+test('a run Temporal terminated (its history grown too large) is reported, with the reason', () => {
+  const terminated = ttgUntilSettled().terminated('history size exceeds limit', 1_530);
+  const verdict = judge(goodJournal().journal(), withHistory(ttgJob, terminated.history()));
+  expect(verdict.terminated).toBe(1);
+  expect(verdict.violations).toContainEqual(
+    expect.stringMatching(/^soak-t-0: terminated \(history size exceeds limit\)/),
+  );
 });

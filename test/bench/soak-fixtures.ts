@@ -107,6 +107,14 @@ export class HistoryFixture {
     return this;
   }
 
+  /** Terminated by the server (or an operator), with its reason. */
+  terminated(reason: string, at: number): this {
+    this.add(at, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, {
+      workflowExecutionTerminatedEventAttributes: { reason },
+    });
+    return this;
+  }
+
   history(): History {
     return { events: this.events } as History;
   }

@@ -55,6 +55,9 @@ devServerTest(
         notStarted: 0,
         apiKeyLeaks: 0,
         forgedAccepted: 0,
+        forgedDataRuns: 0,
+        terminated: 0,
+        signedUrlsInLogs: 0,
         violations: [],
       }),
     );
@@ -80,6 +83,10 @@ devServerTest(
     expect(Object.entries(faults).filter(([, times]) => times === 0)).toEqual([]);
     expect(report.forgedSent as number).toBeGreaterThan(0);
     expect(report.forgedAnswered as number).toBeGreaterThan(0);
+    // Forgeries with URLs the service held reached the receiver and woke runs; none wrote anything (forgedDataRuns).
+    const leaked = report.forgedWithLeakedUrls as { sent: number; delivered: number; signals: number };
+    expect(leaked.sent).toBeGreaterThan(0);
+    expect(leaked.delivered).toBeGreaterThan(0);
     // Jobs whose tune never trained failed as they should, and only those.
     expect(report.failureTypes).toEqual({ TuneNeverTrained: faults.neverTrain });
     expect(run.code).toBe(0);
