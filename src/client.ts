@@ -17,6 +17,7 @@ import type {
   TrainThenGenerateResult,
 } from './workflows/inputs';
 import { progressQuery, type Progress } from './workflows/messages';
+import { tracedClient } from './tracing';
 
 /** The workflow type names: the public contract. */
 export const WorkflowName = {
@@ -34,6 +35,13 @@ export interface TuneflowClientOptions {
    * @default 'tuneflow'
    */
   taskQueue?: string;
+  /**
+   * Starts (and queries, cancels) make OpenTelemetry spans in the caller's trace, and each run continues the trace of
+   * the start: Temporal's OpenTelemetry client interceptor on a client over the same connection (one that has it
+   * already is used as it is). Spans go to the global provider, which the application installs.
+   * @default false
+   */
+  tracing?: boolean;
 }
 
 /** A started (or attached) tuneflow workflow. */
@@ -72,7 +80,7 @@ export class TuneflowClient {
   private readonly taskQueue: string;
 
   constructor(options: TuneflowClientOptions) {
-    this.client = options.client;
+    this.client = options.tracing ? tracedClient(options.client) : options.client;
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
   }
 

@@ -5,6 +5,7 @@
  */
 export { TuneflowPlugin, type TuneflowCallbackOptions, type TuneflowPluginOptions } from './plugin';
 export { TuneflowClient, WorkflowName, type TuneflowClientOptions, type TuneflowHandle } from './client';
+export type { TuneflowTracingOptions } from './tracing';
 export { createActivities, type ActivityDeps, type TuneflowActivities } from './activities';
 export * from './api';
 export { checkGenerate, checkPackTune, checkTrainThenGenerate } from './workflows/contract';

@@ -1,26 +1,39 @@
 /**
  * TuneflowPlugin: tuneflow on a user's own Temporal worker with one line. It adds the activities (over the service
  * client), supplies tuneflow's workflows when the worker has none of its own, and runs the callback receiver for
- * exactly the worker's lifetime. `tuneflow worker` (src/worker.ts) is one user of it.
+ * exactly the worker's lifetime; with `tracing`, Temporal's OpenTelemetry plugin too. `tuneflow worker`
+ * (src/worker.ts) is one user of it.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
+import type { ClientOptions } from '@temporalio/client';
+import type { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import { SimplePlugin } from '@temporalio/plugin';
-import type { ReplayWorkerOptions, Worker, WorkerOptions } from '@temporalio/worker';
+import type { BundleOptions, ReplayWorkerOptions, Worker, WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { TunesApi, type TunesApiOptions } from './api';
 import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
 import { CallbackSigner } from './callbacks/signing';
+import { rememberScheduledBy } from './callbacks/trace-context';
 import { DEFAULT_CALLBACK_PORT } from './config';
+import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 
-/** The workflow bundle `npm run build` writes beside this file; without it the worker bundles at start-up. */
+/**
+ * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
+ * interceptors (a bundle's interceptors are fixed when it is built); without them the worker bundles at start-up.
+ */
 const PREBUILT_BUNDLE = path.join(__dirname, 'workflow-bundle.js');
+const PREBUILT_TRACED_BUNDLE = path.join(__dirname, 'workflow-bundle-traced.js');
 
-/** Where a worker takes tuneflow's workflow code from: the prebuilt bundle when present, the sources otherwise. */
-export function workflowSource(): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
-  if (fs.existsSync(PREBUILT_BUNDLE)) return { workflowBundle: { codePath: PREBUILT_BUNDLE } };
+/**
+ * Where a worker takes tuneflow's workflow code from: the prebuilt bundle when present, the sources otherwise.
+ * `traced`: the bundle with OpenTelemetry's workflow interceptors in it.
+ */
+export function workflowSource(traced = false): Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> {
+  const bundle = traced ? PREBUILT_TRACED_BUNDLE : PREBUILT_BUNDLE;
+  if (fs.existsSync(bundle)) return { workflowBundle: { codePath: bundle } };
   return { workflowsPath: require.resolve('./workflows') };
 }
 
@@ -69,6 +82,15 @@ export interface TuneflowPluginOptions {
    * @default the receiver's JSON logger on stderr
    */
   logger?: Logger;
+  /**
+   * One trace per job: composes Temporal's OpenTelemetryPlugin (client, activity and workflow spans), and the service
+   * requests and callbacks join the trace. Spans outside workflow code go to the global OpenTelemetry provider (the
+   * application installs the SDK); the workflows' to `spanProcessor`. A worker that brings its own workflow bundle
+   * must build it with OpenTelemetry's workflow interceptors (`bundleWorkflowCode({ plugins: [plugin] })`).
+   * @default off: the workflows' interceptors cost CPU in every workflow task and add a header to every activity
+   *   in the history, which a worker with nowhere to send spans should not pay for
+   */
+  tracing?: TuneflowTracingOptions;
 }
 
 /**
@@ -89,28 +111,54 @@ export class TuneflowPlugin extends SimplePlugin {
   readonly #callbacks: TuneflowCallbackOptions | undefined;
   readonly #signer: CallbackSigner | undefined;
   readonly #logger: Logger | undefined;
+  readonly #otel: OpenTelemetryPlugin | undefined;
 
   constructor(options: TuneflowPluginOptions) {
     const ownsApi = !(options.api instanceof TunesApi);
+    const otel = options.tracing === undefined ? undefined : openTelemetryPlugin(options.tracing);
     const api = options.api instanceof TunesApi ? options.api : new TunesApi(options.api);
     const callbacks = options.callbacks;
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
-    super({ name: 'tuneflow', activities: createActivities({ api, callbacks: signer }) });
+    super({
+      name: 'tuneflow',
+      activities: createActivities({ api, callbacks: signer }),
+      // On every worker, traced or not, so a retried activity hands out the callback URLs its first attempt did.
+      workerInterceptors: { activity: [rememberScheduledBy] },
+    });
     this.#api = api;
     this.#ownsApi = ownsApi;
     this.#callbacks = callbacks;
     this.#signer = signer;
     this.#logger = options.logger;
+    this.#otel = otel;
   }
 
-  /** Adds the activities; tuneflow's workflows when the worker brings none (else its own must export them). */
+  /**
+   * Adds the activities; tuneflow's workflows when the worker brings none (else its own must export them). The
+   * workflows are chosen before OpenTelemetry's plugin runs: it adds its workflow interceptors to a worker that bundles
+   * at start-up, and leaves a prebuilt bundle (the traced one has them) alone.
+   */
   override configureWorker(options: WorkerOptions): WorkerOptions {
-    return withTuneflowWorkflows(super.configureWorker(options));
+    const configured = withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined);
+    return this.#otel ? this.#otel.configureWorker(configured) : configured;
   }
 
-  /** The replay worker gets the same workflows as the worker. */
+  /** The replay worker gets the same workflows (and interceptors) as the worker. */
   override configureReplayWorker(options: ReplayWorkerOptions): ReplayWorkerOptions {
-    return withTuneflowWorkflows(super.configureReplayWorker(options));
+    const configured = withTuneflowWorkflows(super.configureReplayWorker(options), this.#otel !== undefined);
+    return this.#otel ? this.#otel.configureReplayWorker(configured) : configured;
+  }
+
+  /** A client given this plugin traces its workflow calls when tracing is on. */
+  override configureClient(options: ClientOptions): ClientOptions {
+    const configured = super.configureClient(options);
+    return this.#otel ? this.#otel.configureClient(configured) : configured;
+  }
+
+  /** `bundleWorkflowCode({ plugins: [plugin] })` bundles OpenTelemetry's workflow interceptors when tracing is on. */
+  override configureBundler(options: BundleOptions): BundleOptions {
+    const configured = super.configureBundler(options);
+    return this.#otel ? this.#otel.configureBundler(configured) : configured;
   }
 
   /**
@@ -123,11 +171,12 @@ export class TuneflowPlugin extends SimplePlugin {
       if (!callbacks || !this.#signer) return await super.runWorker(worker, next);
       const client = callbacks.client ?? worker.client;
       if (!client) throw new TypeError('TuneflowPlugin: the worker has no connection to signal workflows through');
+      // Traced, the signal is a span of the callback's trace and carries it into the run.
       const receiver = await startCallbackReceiver({
         port: callbacks.port ?? DEFAULT_CALLBACK_PORT,
         host: callbacks.host,
         signer: this.#signer,
-        signaler: temporalSignaler(client),
+        signaler: temporalSignaler(this.#otel ? tracedClient(client) : client),
         logger: this.#logger,
       });
       try {
@@ -141,7 +190,7 @@ export class TuneflowPlugin extends SimplePlugin {
   }
 }
 
-function withTuneflowWorkflows<T extends WorkerOptions | ReplayWorkerOptions>(options: T): T {
+function withTuneflowWorkflows<T extends WorkerOptions | ReplayWorkerOptions>(options: T, traced: boolean): T {
   if (options.workflowsPath !== undefined || options.workflowBundle !== undefined) return options;
-  return { ...options, ...workflowSource() };
+  return { ...options, ...workflowSource(traced) };
 }

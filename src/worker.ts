@@ -1,6 +1,7 @@
 /**
  * The production worker: TuneflowPlugin on a worker of its own (workflows, activities, the callback receiver).
- * Settings come from the environment (src/config.ts); SIGINT/SIGTERM drain the worker, then close the receiver.
+ * Settings come from the environment (src/config.ts; traces from OpenTelemetry's variables,
+ * src/tracing-environment.ts); SIGINT/SIGTERM drain the worker, then close the receiver and send the last spans.
  */
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
@@ -8,6 +9,8 @@ import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from './config';
 import { createJsonLogger } from './logging';
 import { TuneflowPlugin } from './plugin';
+import type { TuneflowTracingOptions } from './tracing';
+import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from './tracing-environment';
 
 export { workflowSource } from './plugin';
 
@@ -24,7 +27,11 @@ export interface TuneflowWorker {
  * const { run } = await createTuneflowWorker(loadWorkerConfig());
  * await run();
  */
-export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger): Promise<TuneflowWorker> {
+export async function createTuneflowWorker(
+  config: WorkerConfig,
+  logger?: Logger,
+  tracing?: TuneflowTracingOptions,
+): Promise<TuneflowWorker> {
   const { connectionOptions, namespace = 'default' } = config.temporal;
   const connection = await NativeConnection.connect(connectionOptions);
   const opened: Array<() => Promise<void>> = [() => connection.close()];
@@ -44,6 +51,7 @@ export async function createTuneflowWorker(config: WorkerConfig, logger?: Logger
       api: { apiKey: config.api.apiKey, baseUrl: config.api.baseUrl },
       callbacks: config.callbacks && { ...config.callbacks, client: signalClient },
       logger,
+      tracing,
     });
     const worker = await Worker.create({
       connection,
@@ -78,6 +86,8 @@ ${Object.entries(ENVIRONMENT)
   .join('\n')}
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE
                               the Temporal connection
+  ${Object.keys(TRACING_ENVIRONMENT).join(', ')}
+                              traces (OpenTelemetry's variables; none are sent without an endpoint)
 `;
 
 /** `tuneflow worker [--help]`. */
@@ -98,8 +108,10 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv = pro
 /** The worker: settings from the environment, metrics and JSON logs, until SIGINT/SIGTERM. */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let config: WorkerConfig;
+  let tracingConfig: TracingConfig | undefined;
   try {
     config = loadWorkerConfig(env);
+    tracingConfig = loadTracingConfig(env);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`tuneflow worker: ${err.message}\n`);
@@ -112,15 +124,22 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
     logger,
     telemetryOptions: config.metricsAddress ? { metrics: { prometheus: { bindAddress: config.metricsAddress } } } : {},
   });
-  const tuneflow = await createTuneflowWorker(config, logger);
-  logger.info('tuneflow worker started', {
-    taskQueue: config.taskQueue,
-    namespace: config.temporal.namespace ?? 'default',
-    apiUrl: config.api.baseUrl,
-    callbacks: config.callbacks?.baseUrl ?? 'off (polling only)',
-    metrics: config.metricsAddress ?? 'off',
-  });
-  await tuneflow.run();
+  const traces = tracingConfig && startTracing(tracingConfig, logger);
+  try {
+    const tuneflow = await createTuneflowWorker(config, logger, traces?.tracing);
+    logger.info('tuneflow worker started', {
+      taskQueue: config.taskQueue,
+      namespace: config.temporal.namespace ?? 'default',
+      apiUrl: config.api.baseUrl,
+      callbacks: config.callbacks?.baseUrl ?? 'off (polling only)',
+      metrics: config.metricsAddress ?? 'off',
+      // The origin alone: a URL's user and password are not for the log.
+      traces: tracingConfig ? new URL(tracingConfig.url).origin : 'off',
+    });
+    await tuneflow.run();
+  } finally {
+    await traces?.shutdown();
+  }
   logger.info('tuneflow worker stopped');
   return 0;
 }

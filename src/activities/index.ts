@@ -9,6 +9,7 @@ import { activityInfo, cancellationSignal, heartbeat } from '@temporalio/activit
 import type { TunesApi } from '../api';
 import type { Prompt, Tune } from '../api/schemas';
 import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from '../callbacks/signing';
+import { callbackTraceParams } from '../callbacks/trace-context';
 import { CallbackKind } from '../workflows/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../workflows/inputs';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
@@ -80,8 +81,12 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
   const { api, callbacks } = deps;
   const lookupPages = deps.lookupPages ?? 5;
 
-  /** The URL the service should POST to, signed for this run; undefined when callbacks are off. */
-  const callbackUrl = (kind: CallbackKind, params?: Record<string, string>) => callbacks?.url(kind, runOf(), params);
+  /**
+   * The URL the service should POST to, signed for this run, with the trace of the span that scheduled this activity
+   * (the same for every attempt); undefined when callbacks are off.
+   */
+  const callbackUrl = (kind: CallbackKind, params?: Record<string, string>) =>
+    callbacks?.url(kind, runOf(), { ...params, ...callbackTraceParams() });
 
   /** A lost answer (504, crash, timeout) may hide a create that happened: only later attempts look first. */
   const earlierAttempt = () => {
@@ -187,9 +192,9 @@ function runOf(): CallbackRun {
   return { workflowId: execution.workflowId, runId: execution.runId };
 }
 
-/** Cancellation of the activity aborts its request. */
+/** Cancellation of the activity aborts its request; its attempt is the request's, on its span. */
 function options() {
-  return { signal: cancellationSignal() };
+  return { signal: cancellationSignal(), attempt: activityInfo().attempt };
 }
 
 /**

@@ -2,9 +2,15 @@
  * The HTTP layer of the service client: one keep-alive undici Pool per base URL, the Bearer header, JSON or
  * multipart (bracket-notation) bodies, timeouts, and the mapping of every failure to an error class of errors.ts.
  * It never retries (retries belong to Temporal) and never lets the API key into an error.
+ *
+ * Every request is an OpenTelemetry client span (through @opentelemetry/api alone: a no-op until the application
+ * installs an SDK) named by its method and route, `GET /tunes/{id}`. It records the method, route, server, status and
+ * retry attempt; never a header, a query, a body or an error's message (the key, or a signed callback URL the
+ * service echoes, could be in them).
  */
 import { openAsBlob } from 'node:fs';
 import { basename } from 'node:path';
+import { type Attributes, context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { errors, FormData, Pool, type Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header';
 import type { z } from 'zod';
@@ -52,6 +58,11 @@ export interface RequestOptions {
    * @default the client's `timeout`
    */
   timeoutMs?: number;
+  /**
+   * Which attempt of a retried call this is (a Temporal activity passes its attempt), for the request's span.
+   * @default 1
+   */
+  attempt?: number;
 }
 
 /** Query parameters of a list call; undefined values are left out. */
@@ -79,6 +90,12 @@ type Headers = Readonly<Record<string, string>>;
 export const DEFAULT_TIMEOUT_MS = 35_000;
 export const DEFAULT_CONNECTIONS = 32;
 
+/** The global provider's tracer, looked up per span: an SDK installed after the client was made is still used. */
+const tracer = trace.getTracer('tuneflow');
+const CLIENT_SPAN = { kind: SpanKind.CLIENT } as const;
+/** Ids in a path: `/tunes/42/prompts/7` is the route `/tunes/{id}/prompts/{id}`. */
+const ID_SEGMENT = /\/\d+(?=\/|$)/g;
+
 /**
  * Sends requests to one service base URL and turns answers into validated objects or typed errors.
  *
@@ -94,6 +111,8 @@ export class HttpClient {
   // Built once: the hot path allocates no header objects. Private (#) so that no inspect or log shows the key.
   readonly #plainHeaders: Headers;
   readonly #jsonHeaders: Headers;
+  /** The attributes every span of this client has: the server (never the base URL, which may hold credentials). */
+  readonly #serverAttributes: Attributes;
   #closing?: Promise<void>;
 
   constructor(options: HttpClientOptions) {
@@ -108,6 +127,10 @@ export class HttpClient {
     const authorization = `Bearer ${options.apiKey}`;
     this.#plainHeaders = { authorization };
     this.#jsonHeaders = { authorization, 'content-type': 'application/json' };
+    this.#serverAttributes = {
+      'server.address': url.hostname,
+      'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+    };
   }
 
   /**
@@ -116,13 +139,48 @@ export class HttpClient {
    * @example
    * const tunes = await http.request('GET', '/tunes', z.array(Tune), undefined, { limit: 10 });
    */
-  async request<S extends z.ZodType>(
+  request<S extends z.ZodType>(
     method: Method,
     path: string,
     schema: S,
     body?: Readonly<Record<string, unknown>> | FormBody,
     query?: Query,
     options?: RequestOptions,
+  ): Promise<z.output<S>> {
+    const span = tracer.startSpan(method, CLIENT_SPAN, context.active());
+    // Without an SDK the span records nothing: the request goes out as if untraced.
+    if (!span.isRecording()) return this.#send(method, path, schema, body, query, options);
+    const route = path.replace(ID_SEGMENT, '/{id}');
+    span.updateName(`${method} ${route}`);
+    span.setAttributes(this.#serverAttributes);
+    span.setAttribute('http.request.method', method);
+    span.setAttribute('url.template', route);
+    const attempt = options?.attempt;
+    // OpenTelemetry's name for it: how many times this request was sent before (the first attempt has none).
+    if (attempt !== undefined && attempt > 1) span.setAttribute('http.request.resend_count', attempt - 1);
+    return this.#send(method, path, schema, body, query, options, span).then(
+      (value) => {
+        span.end();
+        return value;
+      },
+      (err: unknown) => {
+        // A kind, never a message: the service's error text can echo what the request sent.
+        span.setAttribute('error.type', err instanceof APIError ? String(err.status) : errorType(err));
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+        throw err;
+      },
+    );
+  }
+
+  async #send<S extends z.ZodType>(
+    method: Method,
+    path: string,
+    schema: S,
+    body?: Readonly<Record<string, unknown>> | FormBody,
+    query?: Query,
+    options?: RequestOptions,
+    span?: Span,
   ): Promise<z.output<S>> {
     const fullPath = query === undefined ? this.#prefix + path : this.#prefix + path + queryString(query);
     let headers = this.#plainHeaders;
@@ -155,6 +213,7 @@ export class HttpClient {
       throw failure(err, method, fullPath, timeoutMs, signal);
     }
     const { statusCode, headers: responseHeaders, text } = answer;
+    span?.setAttribute('http.response.status_code', statusCode);
 
     if (statusCode < 200 || statusCode >= 300) {
       throw APIError.generate(statusCode, { method, path: fullPath }, parseErrorBody(text), responseHeaders);
@@ -268,6 +327,11 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
   #done(): void {
     if (this.#onAbort !== undefined) this.signal!.removeEventListener('abort', this.#onAbort);
   }
+}
+
+/** A failure's kind for a span: its class name (TimeoutError, ConnectionError, an abort's reason). */
+function errorType(err: unknown): string {
+  return err instanceof Error ? err.name : typeof err;
 }
 
 /** UTF-8, without a leading byte order mark: what undici's `body.text()` gives. */

@@ -8,18 +8,59 @@
  * No request costs more than a real callback: bodies are bounded per kind and refused early (413, with no
  * `100 Continue`), a flood of validly signed callbacks is coalesced per run and object and bounded per run (so it
  * cannot grow a run's history), and refusals are logged as counts, not a line each.
+ *
+ * A callback whose URL checks out is an OpenTelemetry server span that continues the job's trace (the URL's
+ * `traceparent`, trace-context.ts) and parents the signal; a refused URL makes no span, as it makes no log line.
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
 import { type Duration, durationToMs } from '../duration';
 import { createJsonLogger } from '../logging';
 import { callbackSignal, type CallbackWakeUp } from '../workflows/messages';
 import type { CallbackRun, CallbackSigner } from './signing';
+import { callbackParent } from './trace-context';
 import { type CallbackRefusal, type CallbackRoute, readCallbackBody, verifyCallbackUrl } from './unwrap';
 import { WakeUpGate } from './wake-up-gate';
+
+const tracer = trace.getTracer('tuneflow');
+
+/**
+ * The span of a callback that passed the URL checks, ended with the answer: route, status, the run it is for (the
+ * attribute names of Temporal's own spans) and, once known, what became of it. Never the URL: its signature is a
+ * capability.
+ */
+function callbackSpan(req: IncomingMessage, res: ServerResponse, route: CallbackRoute, run: CallbackRun): Span {
+  const path = `/callbacks/${route.kind}`;
+  const span = tracer.startSpan(
+    `POST ${path}`,
+    {
+      kind: SpanKind.SERVER,
+      attributes: {
+        'http.request.method': 'POST',
+        'http.route': path,
+        'tuneflow.callback.kind': route.kind,
+        temporalWorkflowId: run.workflowId,
+        run_id: run.runId,
+      },
+    },
+    callbackParent(req.url ?? '/'),
+  );
+  if (!span.isRecording()) return span;
+  res.once('close', () => {
+    if (res.headersSent) {
+      span.setAttribute('http.response.status_code', res.statusCode);
+      if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    } else {
+      span.setAttribute('error.type', 'connection closed');
+    }
+    span.end();
+  });
+  return span;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Signalers
@@ -268,6 +309,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     if ((req.url ?? '/').split('?')[0] === '/healthz') return health(req, res, refuse);
     const target = checked ?? check(req, res);
     if (!target) return;
+    const span = callbackSpan(req, res, target.route, target.run);
     const limit = limitOf(target.route);
     const chunks: Buffer[] = [];
     let size = 0;
@@ -285,7 +327,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     const onEnd = (): void => {
       const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
       delivering++;
-      deliver(req, res, target.route, target.run, body).then(delivered, (err: unknown) => {
+      deliver(req, res, target.route, target.run, body, span).then(delivered, (err: unknown) => {
         delivered();
         logger.error('callback handling failed', { kind: target.route.kind, error: err });
       });
@@ -302,6 +344,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     route: CallbackRoute,
     run: CallbackRun,
     body: Buffer,
+    span: Span,
   ): Promise<void> => {
     const wakeUp = readCallbackBody(route, req.headers['content-type'], body);
     if ('status' in wakeUp) return refuse(req, res, wakeUp);
@@ -310,6 +353,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     const digest = createHash('sha256').update(body).digest('base64');
     const decision = gate.admit(run, wakeUp, digest, Date.now());
     if ('skip' in decision) {
+      span.setAttribute('tuneflow.callback.outcome', decision.skip);
       if (decision.skip === 'over-budget') {
         refusals.count(429, 'run budget spent');
         return send(res, 429, answers.overBudget);
@@ -319,7 +363,8 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     }
     let outcome: SignalOutcome;
     try {
-      outcome = await signaler.signal(run, decision.signal);
+      // The signal is the span's child: the run's handling of it joins the trace.
+      outcome = await context.with(trace.setSpan(context.active(), span), () => signaler.signal(run, decision.signal));
     } catch (err) {
       gate.release(run, decision.signal, digest);
       if (err instanceof SignalerUnavailableError) {
@@ -334,6 +379,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
       logger.error('callback not signalled', { kind, workflowId: run.workflowId, status: 500, error: err });
       return send(res, 500, answers.internal);
     }
+    span.setAttribute('tuneflow.callback.outcome', outcome);
     if (outcome === 'workflow-not-found') {
       // The run closed (or never was): nothing to wake, and the service would not retry anyway.
       gate.closed(run, Date.now());

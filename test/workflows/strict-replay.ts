@@ -4,33 +4,44 @@
  * only, so a history whose activities were swapped, or whose timers were all 1 ms, would otherwise replay clean.
  */
 import type { History } from '@temporalio/common/lib/proto-utils';
-import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Worker, type WorkerPlugin, type WorkflowBundle } from '@temporalio/worker';
 import { summarize } from './history-summary';
 
 /**
- * The workflows bundled with the command-reporting interceptor; once per test file.
+ * The workflows bundled with the command-reporting interceptor (and `interceptors`, e.g. OpenTelemetry's); once per
+ * test file.
  *
  * @example
  * const bundle = await bundleForStrictReplay();
  */
-export function bundleForStrictReplay(workflowsPath = require.resolve('../../src/workflows')): Promise<WorkflowBundle> {
+export function bundleForStrictReplay(
+  workflowsPath = require.resolve('../../src/workflows'),
+  interceptors: string[] = [],
+): Promise<WorkflowBundle> {
   return bundleWorkflowCode({
     workflowsPath,
-    workflowInterceptorModules: [require.resolve('../replay-fixtures/command-interceptors')],
+    workflowInterceptorModules: [require.resolve('../replay-fixtures/command-interceptors'), ...interceptors],
     logger: new DefaultLogger('WARN'),
   });
 }
 
 /**
- * Replays `history` and then compares the workflow's activities and timers with the history's.
+ * Replays `history` (on a replayer with `plugins`, e.g. OpenTelemetry's) and then compares the workflow's activities
+ * and timers with the history's.
  *
  * @example
  * await replayStrictly(bundle, history, 'job');
  */
-export async function replayStrictly(bundle: WorkflowBundle, history: History, workflowId: string): Promise<void> {
+export async function replayStrictly(
+  bundle: WorkflowBundle,
+  history: History,
+  workflowId: string,
+  plugins: WorkerPlugin[] = [],
+): Promise<void> {
   const issued = { activities: [] as string[], timers: new Map<number, number>() };
   await Worker.runReplayHistory(
     {
+      plugins,
       workflowBundle: bundle,
       sinks: {
         commands: {

@@ -16,6 +16,8 @@ export interface WorkerProcessSettings {
   /** Callbacks to the worker's own receiver on this port; without, the runs poll. */
   callbackPort?: number;
   metricsPort?: number;
+  /** More variables (OTEL_*, say). */
+  env?: Record<string, string>;
 }
 
 export interface WorkerProcess {
@@ -41,6 +43,7 @@ export async function startWorkerProcess(settings: WorkerProcessSettings): Promi
     TUNEFLOW_API_URL: settings.apiUrl,
     TUNEFLOW_TASK_QUEUE: settings.taskQueue,
     TUNEFLOW_METRICS_ADDRESS: settings.metricsPort ? `127.0.0.1:${settings.metricsPort}` : 'off',
+    ...settings.env,
   };
   if (settings.callbackPort)
     Object.assign(env, {
