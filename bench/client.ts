@@ -1,7 +1,9 @@
 /**
  * Service client throughput: GET /tunes/:id of one tune, with a valid key, against the mock service, through
  * (a) the tuneflow client (validation, error mapping, schema check of the answer), (b) bare undici `Pool.request` with
- * the same pool settings and header (body read and parsed as JSON), (c) global `fetch`. Same concurrency, same count.
+ * the same pool settings and header (body read and parsed as JSON), (c) global `fetch`, (d) the tuneflow client with
+ * the OpenTelemetry SDK installed (`traced`: each request a recorded span, batched to an exporter that drops them, so
+ * the cost is the client's, not the network's). Same concurrency, same count.
  * The mock runs in a worker thread (its own event loop, as the real service is another machine).
  *
  * Fairness and stability, and why:
@@ -23,6 +25,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { context, propagation, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Pool } from 'undici';
 import { TunesApi, type TuneCreateInput } from '../src/api';
 import { DEFAULT_TIMEOUT_MS } from '../src/api/http';
@@ -30,7 +35,7 @@ import { startMockService, type MockStats } from '../src/mock-service';
 
 const API_KEY = 'sk-bench-client-0123456789';
 const ROUTE = 'GET /tunes/:id';
-const CLIENTS = ['tuneflow', 'undici', 'fetch'] as const;
+const CLIENTS = ['tuneflow', 'undici', 'fetch', 'traced'] as const;
 type ClientName = (typeof CLIENTS)[number];
 
 interface MockData {
@@ -182,6 +187,26 @@ function clientFor(
       const api = new TunesApi({ apiKey: API_KEY, baseUrl: url, connections });
       return { read: async () => (await api.tunes.retrieve(tuneId)).id, close: () => api.close() };
     }
+    case 'traced': {
+      // The SDK as an application installs it (this thread's own globals); spans exported to nowhere.
+      const spanProcessor = new BatchSpanProcessor({
+        export: (_spans, done) => done({ code: 0 }),
+        shutdown: async () => {},
+      });
+      const provider = new BasicTracerProvider({ spanProcessors: [spanProcessor] });
+      provider.register({ contextManager: new AsyncLocalStorageContextManager().enable() });
+      const api = new TunesApi({ apiKey: API_KEY, baseUrl: url, connections });
+      return {
+        read: async () => (await api.tunes.retrieve(tuneId)).id,
+        close: async () => {
+          await api.close();
+          await provider.shutdown();
+          trace.disable();
+          context.disable();
+          propagation.disable();
+        },
+      };
+    }
     case 'undici': {
       // The client's own pool settings.
       const pool = new Pool(url, {
@@ -321,7 +346,7 @@ export async function benchClient(): Promise<void> {
       console.log(`${n.padEnd(10)}${cells.join('')}${costs.join('')}`);
     }
     // Round by round too: the runs of a round are neighbours in time, so they share the machine's mood.
-    for (const other of ['undici', 'fetch'].filter((n) => results.tuneflow && results[n])) {
+    for (const other of ['undici', 'fetch', 'traced'].filter((n) => results.tuneflow && results[n])) {
       const perRound = results.tuneflow.map((r, i) => r.rate / results[other][i].rate);
       const cpuMore = results.tuneflow.map((r, i) => r.threadCpuUs - results[other][i].threadCpuUs);
       const q = (x: number) => quantile(perRound, x).toFixed(3);

@@ -4,10 +4,6 @@
  * the OpenTelemetry SDK reads the rest of its variables (headers, timeout, sampler, batch sizes, propagators) itself.
  */
 import { diag, type DiagLogger, DiagLogLevel } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { envDetectorSync, Resource } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { Logger } from '@temporalio/common';
 import { ConfigError } from './config';
 import type { TuneflowTracingOptions } from './tracing';
@@ -81,14 +77,22 @@ export interface RunningTracing {
 /**
  * Installs the OpenTelemetry SDK for `config` as the global provider (with an AsyncLocalStorage context manager and
  * the propagators of OTEL_PROPAGATORS, W3C trace context by default); OpenTelemetry's own warnings (a collector that
- * cannot be reached) go to `logger`.
+ * cannot be reached) go to `logger`. The SDK is loaded only here: a process that does not trace never pays for it.
  *
  * @example
  * const config = loadTracingConfig(process.env);
- * const traces = config && startTracing(config, logger);
+ * const traces = config && (await startTracing(config, logger));
  * new TuneflowPlugin({ api, tracing: traces?.tracing });
  */
-export function startTracing(config: TracingConfig, logger: Logger): RunningTracing {
+export async function startTracing(config: TracingConfig, logger: Logger): Promise<RunningTracing> {
+  const [{ AsyncLocalStorageContextManager }, { OTLPTraceExporter }, { envDetectorSync, Resource }, sdk] =
+    await Promise.all([
+      import('@opentelemetry/context-async-hooks'),
+      import('@opentelemetry/exporter-trace-otlp-proto'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-trace-base'),
+    ]);
+  const { BasicTracerProvider, BatchSpanProcessor } = sdk;
   diag.setLogger(diagLogger(logger), DiagLogLevel.WARN);
   const resource = Resource.default()
     .merge(new Resource({ 'service.name': DEFAULT_TRACING_SERVICE_NAME }))

@@ -124,7 +124,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
     logger,
     telemetryOptions: config.metricsAddress ? { metrics: { prometheus: { bindAddress: config.metricsAddress } } } : {},
   });
-  const traces = tracingConfig && startTracing(tracingConfig, logger);
+  const traces = tracingConfig && (await startTracing(tracingConfig, logger));
   try {
     const tuneflow = await createTuneflowWorker(config, logger, traces?.tracing);
     logger.info('tuneflow worker started', {

@@ -27,7 +27,7 @@ import {
 } from '../src/callbacks/trace-context';
 import { ConfigError } from '../src/config';
 import { startMockService, type MockService } from '../src/mock-service';
-import { loadTracingConfig } from '../src/tracing-environment';
+import { loadTracingConfig, TRACING_ENVIRONMENT } from '../src/tracing-environment';
 import { historyFromJson } from './workflows/history-json';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
 import { installTestTracing, spansWithSecrets, type TestTracing } from './tracing-sdk';
@@ -390,6 +390,12 @@ describe('recorded histories, replayed with tracing', () => {
 });
 
 describe("the worker's OTEL_* variables", () => {
+  test("the README's configuration table holds every one the worker acts on", () => {
+    const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
+    for (const variable of Object.keys(TRACING_ENVIRONMENT))
+      expect(readme).toMatch(new RegExp(`\\| \`${variable}\` +\\|`));
+  });
+
   test('an endpoint turns traces on; without one, or disabled, nothing is exported', () => {
     expect(loadTracingConfig({})).toBeUndefined();
     expect(loadTracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: '' })).toBeUndefined();

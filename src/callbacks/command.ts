@@ -15,6 +15,8 @@ import {
 } from '../config';
 import { listenForStop } from '../commands/stop-signal';
 import { createJsonLogger } from '../logging';
+import { tracedClient } from '../tracing';
+import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from '../tracing-environment';
 import { startCallbackReceiver, temporalSignaler } from './receiver';
 import { CallbackSigner } from './signing';
 
@@ -35,6 +37,8 @@ Environment:
   TUNEFLOW_LOG_LEVEL          TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE
                               the Temporal connection (connected on the first callback)
+  ${Object.keys(TRACING_ENVIRONMENT).join(', ')}
+                              traces: each callback's span continues its job's trace (none sent without an endpoint)
 `;
 
 interface Settings extends ReceiverConfig {
@@ -70,6 +74,7 @@ function readSettings(values: { port?: string; host?: string }, env: Record<stri
 export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let settings: Settings;
   let temporal: ReturnType<typeof loadTemporalConfig>;
+  let tracing: TracingConfig | undefined;
   try {
     const { values } = parseArgs({
       args: argv,
@@ -83,6 +88,7 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
     }
     settings = readSettings(values, env);
     temporal = loadTemporalConfig(env);
+    tracing = loadTracingConfig(env);
   } catch (err) {
     // One line: a flag error (from parseArgs) gets a pointer to the usage.
     const hint = err instanceof ConfigError ? '' : ' (see tuneflow callbacks --help)';
@@ -97,7 +103,9 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
   const namespace = temporal.namespace ?? 'default';
   // Lazy: the receiver answers health checks (and 503 to callbacks) while Temporal is still out of reach.
   const connection = Connection.lazy(temporal.connectionOptions as Parameters<typeof Connection.lazy>[0]);
-  const signaler = temporalSignaler(new Client({ connection, namespace }));
+  const traces = tracing && (await startTracing(tracing, logger));
+  const client = new Client({ connection, namespace });
+  const signaler = temporalSignaler(traces ? tracedClient(client) : client);
 
   const stop = listenForStop();
 
@@ -108,6 +116,7 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
     process.stderr.write(`tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`);
     stop.dispose();
     await connection.close().catch(() => undefined);
+    await traces?.shutdown();
     return 1;
   }
   const boundPort = new URL(receiver.url).port;
@@ -122,5 +131,6 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
   logger.info('callback receiver stopping', { signal });
   await receiver.close();
   await connection.close().catch(() => undefined);
+  await traces?.shutdown();
   return 0;
 }

@@ -5,7 +5,8 @@
  * health checks against real listeners, the worker's settings through the worker's own config loader). It validates
  * against the Compose Specification's JSON schema (vendored in compose-spec/), and checks what operators rely on:
  * `--scale worker=3` fixes no host port twice, the receiver runs as its own service too, metrics are scraped inside
- * the network, and the PostgreSQL profile is Temporal's current set-up (no auto-setup image, no tctl).
+ * the network, the PostgreSQL profile is Temporal's current set-up (no auto-setup image, no tctl), and the tracing
+ * profile's collector is where the worker's OTEL_* variables send spans.
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -16,6 +17,7 @@ import { parse } from 'yaml';
 import { startCallbackReceiver, type Signaler } from '../../src/callbacks/receiver';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { ENVIRONMENT, loadReceiverConfig, loadWorkerConfig } from '../../src/config';
+import { loadTracingConfig } from '../../src/tracing-environment';
 
 jest.setTimeout(30_000);
 
@@ -105,6 +107,8 @@ describe('docker-compose.yml', () => {
       'mock-service': { condition: 'service_healthy' },
       // Only where the postgres profile runs it.
       'temporal-namespace': { condition: 'service_completed_successfully', required: false },
+      // Only where the tracing profile runs it.
+      jaeger: { condition: 'service_started', required: false },
     });
     expect(worker.ports).toBeUndefined();
     expect(worker.expose).toEqual(['3001', '9464']);
@@ -116,7 +120,7 @@ describe('docker-compose.yml', () => {
     expect(services.worker.ports ?? []).toEqual([]);
     expect(services.worker.container_name).toBeUndefined();
     const profiles = [...new Set(Object.values(services).flatMap((s) => s.profiles ?? []))];
-    expect(profiles.sort()).toEqual(['metrics', 'postgres', 'receiver']);
+    expect(profiles.sort()).toEqual(['metrics', 'postgres', 'receiver', 'tracing']);
     for (const active of [[], ...profiles.map((p) => [p]), profiles]) {
       const replicas = activeServices(active).flatMap((name) => Array(name === 'worker' ? 3 : 1).fill(name));
       const claimed = replicas.flatMap((name: string) => (services[name].ports ?? []).map(hostPort)).filter(Boolean);
@@ -183,6 +187,33 @@ describe('docker-compose.yml', () => {
     expect(config.callbacks).toMatchObject({ baseUrl: 'http://worker:3001', port: 3001 });
     expect(config.metricsAddress).toBe('0.0.0.0:9464');
     expect(config.temporal.connectionOptions.address).toBe('temporal:7233');
+  });
+
+  test('the tracing profile: a collector with a trace viewer, where the OTEL_* variables send the spans', () => {
+    const jaeger = services.jaeger;
+    expect(jaeger.profiles).toEqual(['tracing']);
+    expect(jaeger.image).toMatch(/^jaegertracing\/jaeger:\d+\.\d+\.\d+$/); // pinned; v2 is all-in-one and takes OTLP
+    expect(jaeger.ports).toEqual(['16686:16686']);
+    // `${NAME:-default}` as compose expands it, with `set` in the shell's environment.
+    const env = (service: Service, set: Record<string, string> = {}) =>
+      Object.fromEntries(
+        Object.entries(service.environment ?? {}).map(([k, v]) => [
+          k,
+          String(v).replace(/\$\{([A-Z_]+):-([^}]*)\}/g, (_m, name: string, fallback: string) => set[name] || fallback),
+        ]),
+      );
+    for (const name of ['worker', 'callbacks']) {
+      // Unset, no span is sent (and no collector is needed).
+      expect(loadTracingConfig(env(services[name]))).toBeUndefined();
+      // As the compose file's header says: the endpoint set, spans go to the collector's OTLP/HTTP port.
+      const url = new URL(
+        loadTracingConfig(env(services[name], { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318' }))!.url,
+      );
+      expect(url.hostname).toBe('jaeger');
+      expect(jaeger.expose).toContain(url.port);
+      expect(url.pathname).toBe('/v1/traces');
+      expect(services[name].environment?.OTEL_SERVICE_NAME).toMatch(/^tuneflow-/);
+    }
   });
 
   test('the postgres profile has its database, schema set-up, server, namespace and UI', () => {
