@@ -7,6 +7,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { bundleWorkflowCode, DefaultLogger } = require('@temporalio/worker');
+const { withPreloadedContract } = require('../lib/bundling');
 
 const LIB = path.join(__dirname, '..', 'lib');
 const BUNDLES = [
@@ -21,12 +22,14 @@ async function run() {
   for (const { file, interceptors } of BUNDLES) {
     const started = Date.now();
     const out = path.join(LIB, file);
-    const { code } = await bundleWorkflowCode({
-      workflowsPath: require.resolve('../lib/workflows'),
-      workflowInterceptorModules: interceptors,
-      // webpack's module-by-module report is noise in a build log; warnings and errors still show.
-      logger: new DefaultLogger('WARN'),
-    });
+    const { code } = await bundleWorkflowCode(
+      withPreloadedContract({
+        workflowsPath: require.resolve('../lib/workflows'),
+        workflowInterceptorModules: interceptors,
+        // webpack's module-by-module report is noise in a build log; warnings and errors still show.
+        logger: new DefaultLogger('WARN'),
+      }),
+    );
     fs.writeFileSync(out, code);
     const kib = Math.round(Buffer.byteLength(code) / 1024);
     process.stdout.write(

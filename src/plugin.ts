@@ -19,6 +19,7 @@ import { CallbackSigner } from './callbacks/signing';
 import { rememberScheduledBy } from './callbacks/trace-context';
 import { DEFAULT_CALLBACK_PORT } from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
+import { withPreloadedContract } from './bundling';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -155,9 +156,12 @@ export class TuneflowPlugin extends SimplePlugin {
     return this.#otel ? this.#otel.configureClient(configured) : configured;
   }
 
-  /** `bundleWorkflowCode({ plugins: [plugin] })` bundles OpenTelemetry's workflow interceptors when tracing is on. */
+  /**
+   * `bundleWorkflowCode({ plugins: [plugin] })` preloads the input contract (SimplePlugin does not pass that option on:
+   * evaluated once per worker, not once per run), and bundles OpenTelemetry's workflow interceptors when tracing is on.
+   */
   override configureBundler(options: BundleOptions): BundleOptions {
-    const configured = super.configureBundler(options);
+    const configured = withPreloadedContract(super.configureBundler(options));
     return this.#otel ? this.#otel.configureBundler(configured) : configured;
   }
 
@@ -191,6 +195,11 @@ export class TuneflowPlugin extends SimplePlugin {
 }
 
 function withTuneflowWorkflows<T extends WorkerOptions | ReplayWorkerOptions>(options: T, traced: boolean): T {
-  if (options.workflowsPath !== undefined || options.workflowBundle !== undefined) return options;
-  return { ...options, ...workflowSource(traced) };
+  const sourced =
+    options.workflowsPath !== undefined || options.workflowBundle !== undefined
+      ? options
+      : { ...options, ...workflowSource(traced) };
+  // A worker that bundles at start-up preloads the input contract too; a prebuilt bundle has it built in.
+  if (sourced.workflowBundle !== undefined) return sourced;
+  return { ...sourced, bundlerOptions: withPreloadedContract(sourced.bundlerOptions ?? {}) };
 }

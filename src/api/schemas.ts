@@ -99,7 +99,20 @@ const text = z.string({ error: 'must be a string' });
 const required = z.string({ error: 'is required and must be a non-empty string' }).trim().min(1, {
   error: 'is required and must be a non-empty string',
 });
-const httpUrl = z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' });
+/**
+ * A refinement, not `z.url({ protocol })`: zod's own regex and format checks reset their RegExp's `lastIndex`, which
+ * throws on the deep-frozen copy a worker shares between runs (the input contract is preloaded once per worker).
+ */
+const httpUrl = z.string({ error: 'must be an http(s) URL' }).refine(isHttpUrl, { error: 'must be an http(s) URL' });
+
+function isHttpUrl(value: string): boolean {
+  try {
+    const { protocol } = new URL(value);
+    return protocol === 'http:' || protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
 const id = int(1);
 
 /**
@@ -139,7 +152,9 @@ const NUMERIC_STRING = /^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$/;
 export function numeric({ int = false }: { int?: boolean } = {}) {
   const rule = int ? 'must be an integer or a string of one' : 'must be a number or a numeric string';
   const number = int ? z.number({ error: rule }).int({ error: rule }) : z.number({ error: rule });
-  return z.union([number, z.string().regex(NUMERIC_STRING, { error: rule }).transform(Number).pipe(number)], {
+  // A refinement, not `.regex()`: frozen-safe, as httpUrl above (a non-global RegExp's test() writes nothing).
+  const decimal = z.string().refine((value) => NUMERIC_STRING.test(value), { error: rule });
+  return z.union([number, decimal.transform(Number).pipe(number)], {
     error: rule,
   });
 }

@@ -5,6 +5,7 @@
  */
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkerPlugin, type WorkflowBundle } from '@temporalio/worker';
+import { withPreloadedContract } from '../../src/bundling';
 import { summarize } from './history-summary';
 
 /**
@@ -18,11 +19,13 @@ export function bundleForStrictReplay(
   workflowsPath = require.resolve('../../src/workflows'),
   interceptors: string[] = [],
 ): Promise<WorkflowBundle> {
-  return bundleWorkflowCode({
-    workflowsPath,
-    workflowInterceptorModules: [require.resolve('../replay-fixtures/command-interceptors'), ...interceptors],
-    logger: new DefaultLogger('WARN'),
-  });
+  return bundleWorkflowCode(
+    withPreloadedContract({
+      workflowsPath,
+      workflowInterceptorModules: [require.resolve('../replay-fixtures/command-interceptors'), ...interceptors],
+      logger: new DefaultLogger('WARN'),
+    }),
+  );
 }
 
 /**

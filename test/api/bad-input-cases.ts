@@ -1,0 +1,524 @@
+/**
+ * Every rule of spec sections 4 and 8 that the client checks itself, as calls with one bad input each: the field the
+ * refusal must name and the rule it must state. Played by test/api/bad-input.test.ts against the client, and by
+ * test/workflows/frozen-contract.test.ts against the input contract as a worker shares it between runs (frozen).
+ */
+import type { TunesApi } from '../../src/api';
+
+const URLS = ['https://example.com/1.jpg'];
+const TUNE = { name: 'woman', title: 'bad-input', image_urls: URLS };
+export const BASE_TUNE_ID = 1504944;
+const BASE = BASE_TUNE_ID;
+
+export interface Case {
+  /** What is wrong. */
+  name: string;
+  call: (api: TunesApi) => PromiseLike<unknown>;
+  field: string;
+  rule: string;
+}
+
+// Values of the wrong type on purpose: the schema must catch what TypeScript would.
+export const bad = <T>(value: unknown): T => value as T;
+
+export const badInputCases: Case[] = [
+  // --- POST /tunes (spec 4.1)
+  {
+    name: 'unknown branch',
+    call: (a) => a.tunes.create({ ...TUNE, branch: bad('sd3') }),
+    field: 'tune.branch',
+    rule: 'must be one of',
+  },
+  {
+    name: 'unknown model_type',
+    call: (a) => a.tunes.create({ ...TUNE, model_type: bad('dreambooth') }),
+    field: 'tune.model_type',
+    rule: 'must be one of',
+  },
+  {
+    name: 'unknown preset',
+    call: (a) => a.tunes.create({ ...TUNE, model_type: 'lora', preset: bad('flux-lora-slow') }),
+    field: 'tune.preset',
+    rule: 'must be one of',
+  },
+  {
+    name: 'preset without a LoRA',
+    call: (a) => a.tunes.create({ ...TUNE, model_type: null, preset: 'flux-lora-portrait' }),
+    field: 'tune.preset',
+    rule: 'requires model_type "lora"',
+  },
+  {
+    name: 'both images and image_urls',
+    call: (a) => a.tunes.create({ ...TUNE, images: [Buffer.from('x')] }),
+    field: 'tune.image_urls',
+    rule: 'exactly one of images or image_urls',
+  },
+  {
+    name: 'neither images nor image_urls',
+    call: (a) => a.tunes.create({ name: 'woman', title: 'no-images' }),
+    field: 'tune.images',
+    rule: 'exactly one of images or image_urls',
+  },
+  {
+    name: 'an empty images array',
+    call: (a) => a.tunes.create({ name: 'woman', title: 't', images: [] }),
+    field: 'tune.images',
+    rule: 'at least one image',
+  },
+  {
+    name: 'an image that is neither path, bytes nor Blob',
+    call: (a) => a.tunes.create({ name: 'woman', title: 't', images: [bad(42)] }),
+    field: 'tune.images[0]',
+    rule: 'must be a file path, a Buffer or a Blob',
+  },
+  {
+    name: 'an image path that cannot be read',
+    call: (a) => a.tunes.create({ name: 'woman', title: 't', images: ['/nonexistent/tuneflow/1.jpg'] }),
+    field: 'tune.images[0]',
+    rule: 'must be a readable file',
+  },
+  {
+    name: 'an image URL that is not http(s)',
+    call: (a) => a.tunes.create({ ...TUNE, image_urls: ['ftp://example.com/1.jpg'] }),
+    field: 'tune.image_urls[0]',
+    rule: 'must be an http(s) URL',
+  },
+  {
+    name: 'missing name',
+    call: (a) => a.tunes.create(bad({ title: 't', image_urls: URLS })),
+    field: 'tune.name',
+    rule: 'is required',
+  },
+  {
+    name: 'blank title',
+    call: (a) => a.tunes.create({ ...TUNE, title: '   ' }),
+    field: 'tune.title',
+    rule: 'non-empty',
+  },
+  {
+    name: 'callback that is not a URL',
+    call: (a) => a.tunes.create({ ...TUNE, callback: 'not a url' }),
+    field: 'tune.callback',
+    rule: 'must be an http(s) URL',
+  },
+  {
+    name: 'training steps of 0',
+    call: (a) => a.tunes.create({ ...TUNE, steps: 0 }),
+    field: 'tune.steps',
+    rule: 'at least 1',
+  },
+  {
+    name: 'negative base_tune_id',
+    call: (a) => a.tunes.create({ ...TUNE, base_tune_id: -5 }),
+    field: 'tune.base_tune_id',
+    rule: 'at least 1',
+  },
+  {
+    name: 'face_crop as a string',
+    call: (a) => a.tunes.create({ ...TUNE, face_crop: bad('yes') }),
+    field: 'tune.face_crop',
+    rule: 'must be true or false',
+  },
+  {
+    name: 'a nested characteristic',
+    call: (a) => a.tunes.create({ ...TUNE, characteristics: bad({ eye_color: { left: 'blue' } }) }),
+    field: 'tune.characteristics.eye_color',
+    rule: 'must be a string, a number or a boolean',
+  },
+  {
+    name: 'characteristics as a JSON string that is no object',
+    call: (a) => a.tunes.create({ ...TUNE, characteristics: '["blue eyes"]' }),
+    field: 'tune.characteristics',
+    rule: 'or that object as a JSON string',
+  },
+  {
+    name: 'num_images 9 inside prompts_attributes',
+    call: (a) => a.tunes.create({ ...TUNE, prompts_attributes: [{ text: 'ohwx woman', num_images: 9 }] }),
+    field: 'tune.prompts_attributes[0].num_images',
+    rule: 'from 1 to 8',
+  },
+  {
+    name: 'w not a multiple of 8 inside prompts_attributes',
+    call: (a) => a.tunes.create({ ...TUNE, prompts_attributes: [{ text: 'a' }, { text: 'b', w: 513 }] }),
+    field: 'tune.prompts_attributes[1].w',
+    rule: 'multiple of 8',
+  },
+  {
+    name: 'lora_scale of the wrong type inside prompts_attributes',
+    call: (a) => a.tunes.create({ ...TUNE, prompts_attributes: [{ text: 'a', lora_scale: bad('strong') }] }),
+    field: 'tune.prompts_attributes[0].lora_scale',
+    rule: 'must be a number',
+  },
+
+  // --- POST /tunes/:id/prompts (spec 4.5, limits of spec 8)
+  {
+    name: 'num_images 0',
+    call: (a) => a.prompts.create(BASE, { text: 'x', num_images: 0 }),
+    field: 'prompt.num_images',
+    rule: 'from 1 to 8',
+  },
+  {
+    name: 'num_images 9',
+    call: (a) => a.prompts.create(BASE, { text: 'x', num_images: 9 }),
+    field: 'prompt.num_images',
+    rule: 'from 1 to 8',
+  },
+  {
+    name: 'num_images 2.5',
+    call: (a) => a.prompts.create(BASE, { text: 'x', num_images: 2.5 }),
+    field: 'prompt.num_images',
+    rule: 'an integer from 1 to 8',
+  },
+  {
+    name: 'cfg_scale 15.5',
+    call: (a) => a.prompts.create(BASE, { text: 'x', cfg_scale: 15.5 }),
+    field: 'prompt.cfg_scale',
+    rule: 'from 0 to 15',
+  },
+  {
+    name: 'cfg_scale -1',
+    call: (a) => a.prompts.create(BASE, { text: 'x', cfg_scale: -1 }),
+    field: 'prompt.cfg_scale',
+    rule: 'from 0 to 15',
+  },
+  {
+    name: 'steps 51',
+    call: (a) => a.prompts.create(BASE, { text: 'x', steps: 51 }),
+    field: 'prompt.steps',
+    rule: 'from 0 to 50',
+  },
+  {
+    name: 'steps -1',
+    call: (a) => a.prompts.create(BASE, { text: 'x', steps: -1 }),
+    field: 'prompt.steps',
+    rule: 'from 0 to 50',
+  },
+  {
+    name: 'seed -1',
+    call: (a) => a.prompts.create(BASE, { text: 'x', seed: -1 }),
+    field: 'prompt.seed',
+    rule: 'from 0 to 4294967296',
+  },
+  {
+    name: 'seed above 2^32',
+    call: (a) => a.prompts.create(BASE, { text: 'x', seed: 2 ** 32 + 1 }),
+    field: 'prompt.seed',
+    rule: 'from 0 to 4294967296',
+  },
+  {
+    name: 'denoising_strength 1.2',
+    call: (a) => a.prompts.create(BASE, { text: 'x', denoising_strength: 1.2 }),
+    field: 'prompt.denoising_strength',
+    rule: 'from 0 to 1',
+  },
+  {
+    name: 'controlnet_conditioning_scale -0.1',
+    call: (a) => a.prompts.create(BASE, { text: 'x', controlnet_conditioning_scale: -0.1 }),
+    field: 'prompt.controlnet_conditioning_scale',
+    rule: 'from 0 to 1',
+  },
+  {
+    name: 'w 500',
+    call: (a) => a.prompts.create(BASE, { text: 'x', w: 500 }),
+    field: 'prompt.w',
+    rule: 'multiple of 8',
+  },
+  { name: 'h 0', call: (a) => a.prompts.create(BASE, { text: 'x', h: 0 }), field: 'prompt.h', rule: 'multiple of 8' },
+  {
+    name: 'unknown scheduler',
+    call: (a) => a.prompts.create(BASE, { text: 'x', scheduler: bad('ddim') }),
+    field: 'prompt.scheduler',
+    rule: 'must be one of "euler"',
+  },
+  {
+    name: 'unknown style',
+    call: (a) => a.prompts.create(BASE, { text: 'x', style: bad('Watercolor') }),
+    field: 'prompt.style',
+    rule: 'must be one of "Cinematic"',
+  },
+  {
+    name: 'unknown color_grading',
+    call: (a) => a.prompts.create(BASE, { text: 'x', color_grading: bad('Kodachrome') }),
+    field: 'prompt.color_grading',
+    rule: 'must be one of "Film Velvia"',
+  },
+  {
+    name: 'unknown controlnet',
+    call: (a) => a.prompts.create(BASE, { text: 'x', controlnet: bad('scribble'), input_image_url: URLS[0] }),
+    field: 'prompt.controlnet',
+    rule: 'must be one of "composition"',
+  },
+  {
+    name: 'controlnet without an input image',
+    call: (a) => a.prompts.create(BASE, { text: 'x', controlnet: 'canny' }),
+    field: 'prompt.controlnet',
+    rule: 'requires an input image',
+  },
+  {
+    name: 'backend_version 2',
+    call: (a) => a.prompts.create(BASE, { text: 'x', backend_version: bad('2') }),
+    field: 'prompt.backend_version',
+    rule: 'must be null or "1"',
+  },
+  {
+    name: 'inpaint_faces without super_resolution',
+    call: (a) => a.prompts.create(BASE, { text: 'x', inpaint_faces: true }),
+    field: 'prompt.inpaint_faces',
+    rule: 'requires super_resolution',
+  },
+  {
+    name: 'hires_fix with super_resolution off',
+    call: (a) => a.prompts.create(BASE, { text: 'x', hires_fix: true, super_resolution: false }),
+    field: 'prompt.hires_fix',
+    rule: 'requires super_resolution',
+  },
+  {
+    name: 'mask_image without input_image',
+    call: (a) => a.prompts.create(BASE, { text: 'x', mask_image: Buffer.from('mask') }),
+    field: 'prompt.mask_image',
+    rule: 'requires input_image',
+  },
+  {
+    name: 'mask_image_url without input_image_url',
+    call: (a) => a.prompts.create(BASE, { text: 'x', mask_image_url: URLS[0] }),
+    field: 'prompt.mask_image_url',
+    rule: 'requires input_image_url',
+  },
+  {
+    name: 'both input_image and input_image_url',
+    call: (a) => a.prompts.create(BASE, { text: 'x', input_image: Buffer.from('i'), input_image_url: URLS[0] }),
+    field: 'prompt.input_image_url',
+    rule: 'not both',
+  },
+  {
+    name: 'lora_scale outside prompts_attributes',
+    call: (a) => a.prompts.create(BASE, { text: 'x', lora_scale: bad(0.8) }),
+    field: 'prompt.lora_scale',
+    rule: 'only inside prompts_attributes',
+  },
+  { name: 'empty text', call: (a) => a.prompts.create(BASE, { text: '' }), field: 'prompt.text', rule: 'is required' },
+  {
+    name: 'an empty input_image path',
+    call: (a) => a.prompts.create(BASE, { text: 'x', input_image: '' }),
+    field: 'prompt.input_image',
+    rule: 'must be a file path, a Buffer or a Blob',
+  },
+  {
+    name: 'a javascript: callback',
+    call: (a) => a.prompts.create(BASE, { text: 'x', callback: 'javascript:alert(1)' }),
+    field: 'prompt.callback',
+    rule: 'must be an http(s) URL',
+  },
+  {
+    name: 'a listed prompt attribute beside unlisted ones still keeps its rule',
+    call: (a) => a.prompts.create(BASE, { text: 'x', aspect_ratio: '16:9', resolution: '1080p', w: 1001 }),
+    field: 'prompt.w',
+    rule: 'multiple of 8',
+  },
+
+  // --- list parameters (spec 4.3, 4.7, limits of spec 8)
+  {
+    name: 'tune list limit 121',
+    call: (a) => a.tunes.list({ limit: 121 }),
+    field: 'params.limit',
+    rule: 'from 1 to 120',
+  },
+  { name: 'tune list limit 0', call: (a) => a.tunes.list({ limit: 0 }), field: 'params.limit', rule: 'from 1 to 120' },
+  {
+    name: 'tune list offset 201',
+    call: (a) => a.tunes.list({ offset: 201 }),
+    field: 'params.offset',
+    rule: 'from 0 to 200',
+  },
+  {
+    name: 'tune list offset -1',
+    call: (a) => a.tunes.list({ offset: -1 }),
+    field: 'params.offset',
+    rule: 'from 0 to 200',
+  },
+  {
+    name: 'tune list before_id 0',
+    call: (a) => a.tunes.list({ before_id: 0 }),
+    field: 'params.before_id',
+    rule: 'at least 1',
+  },
+  {
+    name: 'prompt list offset 10,001',
+    call: (a) => a.prompts.list(BASE, { offset: 10_001 }),
+    field: 'params.offset',
+    rule: 'from 0 to 10000',
+  },
+  {
+    name: 'global prompt list limit 500',
+    call: (a) => a.prompts.listAll({ limit: 500 }),
+    field: 'params.limit',
+    rule: 'from 1 to 120',
+  },
+  {
+    name: 'an unknown list parameter',
+    call: (a) => a.tunes.list(bad({ page: 2 })),
+    field: 'params.page',
+    rule: 'is not an attribute the service knows',
+  },
+  {
+    name: 'packs list public as a string',
+    call: (a) => a.packs.list(bad({ public: 'yes' })),
+    field: 'params.public',
+    rule: 'true or false',
+  },
+
+  // --- ids in paths
+  { name: 'tune id 0', call: (a) => a.tunes.retrieve(0), field: 'tuneId', rule: 'an integer of at least 1' },
+  { name: 'tune id 1.5', call: (a) => a.tunes.retrieve(1.5), field: 'tuneId', rule: 'an integer of at least 1' },
+  { name: 'tune id -1 on delete', call: (a) => a.tunes.delete(-1), field: 'tuneId', rule: 'an integer of at least 1' },
+  {
+    name: 'prompt id NaN',
+    call: (a) => a.prompts.retrieve(BASE, NaN),
+    field: 'promptId',
+    rule: 'an integer of at least 1',
+  },
+  {
+    name: 'prompt id as a string',
+    call: (a) => a.prompts.delete(BASE, bad('12')),
+    field: 'promptId',
+    rule: 'an integer of at least 1',
+  },
+  {
+    name: 'tune id 0 on a prompt list',
+    call: (a) => a.prompts.list(0),
+    field: 'tuneId',
+    rule: 'an integer of at least 1',
+  },
+  {
+    name: 'tune id 0 on a prompt create',
+    call: (a) => a.prompts.create(0, { text: 'x' }),
+    field: 'tuneId',
+    rule: 'an integer of at least 1',
+  },
+  { name: 'pack id 0', call: (a) => a.packs.retrieve(0), field: 'packId', rule: 'an integer of at least 1' },
+
+  // --- POST /p/:pack_id/tunes (spec 4.9)
+  {
+    name: 'pack tune without a title',
+    call: (a) => a.packs.createTune(1, { name: 'man', image_urls: URLS }),
+    field: 'tune.title',
+    rule: 'is required',
+  },
+  {
+    name: 'pack tune without images',
+    call: (a) => a.packs.createTune(1, { name: 'man', title: 't' }),
+    field: 'tune.images',
+    rule: 'exactly one of images or image_urls',
+  },
+  {
+    name: 'pack tune with tune_ids and image_urls',
+    call: (a) => a.packs.createTune(1, { tune_ids: [5], image_urls: URLS }),
+    field: 'tune.tune_ids',
+    rule: 'replaces images and image_urls',
+  },
+  {
+    name: 'pack tune with an empty tune_ids',
+    call: (a) => a.packs.createTune(1, { tune_ids: [] }),
+    field: 'tune.tune_ids',
+    rule: 'at least one id',
+  },
+  {
+    name: 'pack tune prompt_attributes.callback not a URL',
+    call: (a) => a.packs.createTune(1, { ...TUNE, prompt_attributes: { callback: 'nope' } }),
+    field: 'tune.prompt_attributes.callback',
+    rule: 'must be an http(s) URL',
+  },
+  {
+    name: 'pack tune in an unknown branch',
+    call: (a) => a.packs.createTune(1, { ...TUNE, branch: bad('turbo') }),
+    field: 'tune.branch',
+    rule: 'must be one of "flux1", "sd15", "sdxl1", "fast"',
+  },
+  {
+    name: 'pack tune preset not a string',
+    call: (a) => a.packs.createTune(1, { ...TUNE, preset: bad(5) }),
+    field: 'tune.preset',
+    rule: 'must be a string',
+  },
+  {
+    name: 'pack tune prompts_callback not a URL',
+    call: (a) => a.packs.createTune(1, { ...TUNE, prompts_callback: 'later' }),
+    field: 'tune.prompts_callback',
+    rule: 'must be an http(s) URL',
+  },
+  {
+    name: 'pack tune with a pack id of 0',
+    call: (a) => a.packs.createTune(0, TUNE),
+    field: 'packId',
+    rule: 'an integer of at least 1',
+  },
+
+  // --- likes, inspection, themes (service notes)
+  { name: 'like of prompt 0', call: (a) => a.likes.create(0), field: 'promptId', rule: 'an integer of at least 1' },
+  {
+    name: 'unlike of prompt 2.5',
+    call: (a) => a.likes.delete(2.5),
+    field: 'promptId',
+    rule: 'an integer of at least 1',
+  },
+  {
+    name: 'inspection without file or file_url',
+    call: (a) => a.images.inspect({ name: 'man' }),
+    field: 'inspect.file',
+    rule: 'exactly one of file or file_url',
+  },
+  {
+    name: 'inspection with both file and file_url',
+    call: (a) => a.images.inspect({ name: 'man', file: Buffer.from('x'), file_url: URLS[0] }),
+    field: 'inspect.file',
+    rule: 'exactly one of file or file_url',
+  },
+  {
+    name: 'inspection without a name',
+    call: (a) => a.images.inspect(bad({ file_url: URLS[0] })),
+    field: 'inspect.name',
+    rule: 'is required',
+  },
+  {
+    name: 'inspection file_url not a URL',
+    call: (a) => a.images.inspect({ name: 'man', file_url: 'photo.jpg' }),
+    field: 'inspect.file_url',
+    rule: 'must be an http(s) URL',
+  },
+  {
+    name: 'theme with no tunes',
+    call: (a) => a.themes.create({ theme: 'beach', tune_ids: [] }),
+    field: 'theme.tune_ids',
+    rule: 'at least one id',
+  },
+  {
+    name: 'theme with a tune id of 0',
+    call: (a) => a.themes.create({ theme: 'beach', tune_ids: [0] }),
+    field: 'theme.tune_ids[0]',
+    rule: 'at least 1',
+  },
+  {
+    name: 'theme without a theme',
+    call: (a) => a.themes.create({ theme: '', tune_ids: [1] }),
+    field: 'theme.theme',
+    rule: 'is required',
+  },
+  {
+    name: 'theme w not a multiple of 8',
+    call: (a) => a.themes.create({ theme: 'beach', tune_ids: [1], prompt_attributes: { w: 100 } }),
+    field: 'theme.prompt_attributes.w',
+    rule: 'multiple of 8',
+  },
+  {
+    name: 'theme num_images 9',
+    call: (a) => a.themes.create({ theme: 'beach', tune_ids: [1], prompt_attributes: { num_images: 9 } }),
+    field: 'theme.prompt_attributes.num_images',
+    rule: 'from 1 to 8',
+  },
+  {
+    name: 'theme with an unknown attribute',
+    call: (a) => a.themes.create(bad({ theme: 'beach', tune_ids: [1], style: 'Cinematic' })),
+    field: 'theme.style',
+    rule: 'is not an attribute the service knows',
+  },
+];
