@@ -1,8 +1,10 @@
 /**
  * `npm run soak`: N tuneflow jobs on a real Temporal dev server with K `tuneflow worker` processes, the mock service
  * and the callback receiver (`tuneflow callbacks`), under a fault profile; judged against the mock's own journal and
- * the server's histories. Progress on stderr while it runs, a table at the end, and with --json one JSON object as the
- * last line of stdout. Exit 0 when every invariant holds, 1 when one is broken, 2 for a bad flag.
+ * the server's histories. With --compare-floor the same plan then runs through the floor (bench/floor: bare workflows
+ * of the same Temporal shape) and the report adds tuneflow / floor; with --report DIR, a page of charts. Progress on
+ * stderr while it runs, a table at the end, and with --json one JSON object as the last line of stdout. Exit 0 when
+ * every invariant holds, 1 when one is broken, 2 for a bad flag.
  */
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -10,33 +12,55 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient } from '../../src/client';
+import { durationToMs } from '../../src/duration';
 import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
-import { describeServer, provisionTemporal } from '../../src/temporal-server';
-import { soakCluster } from '../cluster/soak';
-import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
+import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/workflows/inputs';
+import { runFloor } from '../floor/phase';
+import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { planJobs, startJob, type SoakJob } from './jobs';
-import { callbackTimes, judgeRun, percentile, readHistory, type History, type JobOutcome } from './judge';
+import { callbackTimes, judgeRun, readHistory } from './judge';
+import {
+  COMPARED,
+  followRuns,
+  phaseFigures,
+  ratiosOf,
+  readOutcomes,
+  startOnSchedule,
+  WorkerUsage,
+  type PhaseFigures,
+  type Ratios,
+  type ReactionFigures,
+  sameShape,
+  type FloorShape,
+  type Sample,
+} from './measure';
 import { FlagError, parseSoakOptions, USAGE, type SoakOptions } from './options';
-import { CuttableProxy, startTuneflow, stopProcess, tuneflowCommand, usageOf, type TuneflowProcess } from './processes';
+import {
+  CuttableProxy,
+  startTuneflow,
+  stopGracefully,
+  stopProcess,
+  tuneflowCommand,
+  usageOf,
+  workerNodeFlags,
+  type TuneflowProcess,
+} from './processes';
+import { startSoakServer } from './server';
 
-/** The options every job runs with: polls that recover lost callbacks quickly, deadlines well inside the run's. */
 /** A callback signature: never in a log. */
 const SIGNATURE = /sig=[0-9a-f]{64}/g;
 
-const JOB_OPTIONS: TuneflowOptions = {
-  pollInterval: '5 seconds',
-  maxPollInterval: '20 seconds',
-  trainingTimeout: '90 seconds',
-  promptTimeout: '2 minutes',
-};
-
-/** The figures of a run; the JSON line is this object. */
-export interface SoakReport {
+/**
+ * The figures of a run; the JSON line is this object. With --compare-floor, `floor` holds the floor's figures for the
+ * same plan and `ratios` tuneflow's divided by the floor's.
+ */
+export interface SoakReport extends PhaseFigures {
   profile: string;
-  jobs: number;
   workers: number;
+  /** Where the workers ran tuneflow from: the built bin (as users do) or the sources (tsx). */
+  tuneflowFrom: 'bin' | 'sources';
   completed: number;
   /** Failed with a type the mock's truth allows: TuneNeverTrained for a tune that never trained, ... */
   failedTyped: number;
@@ -55,25 +79,10 @@ export interface SoakReport {
    * generate (a read of the tune, the prompts), 2 for packTune (the tune, one read of the prompts the pack made).
    */
   apiCallsMinimum: number;
-  /** Peak resident memory of the largest worker process. */
-  workerRssMiB: number;
-  /** CPU of every worker process (killed ones included) per job. */
-  workerCpuMsPerJob: number;
   serverRssMiB: number | null;
-  /** CPU of the dev server (its last start), the receiver and the harness (mock, client, judge) per job. */
-  serverCpuMsPerJob: number | null;
+  /** CPU of the receiver and the harness (mock, client, judge) per job. */
   receiverCpuMsPerJob: number | null;
   harnessCpuMsPerJob: number;
-  reactionP50Ms: number | null;
-  reactionP99Ms: number | null;
-  reactions: number;
-  jobsPerSecond: number;
-  jobLatencyP50Ms: number | null;
-  jobLatencyP99Ms: number | null;
-  wallSeconds: number;
-  historyEventsPerJob: number;
-  historyBytesPerJob: number;
-  workflowTasksPerJob: number;
   /** Histories and log lines that hold the API key. */
   apiKeyLeaks: number;
   /** Forged callbacks that reached the receiver, and those it answered. */
@@ -103,20 +112,14 @@ export interface SoakReport {
   slowest: Array<{ workflowId: string; ms: number }>;
   /** Every broken invariant, in words; empty when the run passed. */
   violations: string[];
+  floor?: PhaseFigures;
+  ratios?: Ratios;
+  /** Jobs that issued the floor's commands for the same job, and the first few that did not. */
+  floorShape?: FloorShape;
 }
 
 function stderr(line: string): void {
   process.stderr.write(`soak: ${line}\n`);
-}
-
-/** Runs `work` over `items`, `limit` at a time. */
-async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) await work(items[next++]);
-    }),
-  );
 }
 
 function apiCallsOf(stats: MockStats): { total: number; routes: Record<string, number> } {
@@ -126,64 +129,40 @@ function apiCallsOf(stats: MockStats): { total: number; routes: Record<string, n
   return { total: Object.values(routes).reduce((a, b) => a + b, 0), routes };
 }
 
-interface Server {
-  address: string;
-  process?: DevServerProcess;
+/** What a phase leaves for the charts beside its figures: the samples and every reaction. */
+export interface PhaseDetail {
+  samples: Sample[];
+  reactionMs: number[];
+  /** Each planned job's command sequence (judge.ts), in plan order; empty for a job not read. */
+  sequences: string[][];
+  mockUrl: string;
 }
 
-async function run(options: SoakOptions): Promise<SoakReport> {
-  const runId = Date.now().toString(36);
+/** The options every job runs with: polls that recover lost callbacks quickly, deadlines well inside the run's. */
+export function jobOptions(options: Pick<SoakOptions, 'trainingTime' | 'inferenceTime'>): TuneflowOptions {
+  // A longer training (a steady run with many in flight) keeps the deadline well past it.
+  const seconds = (d: string) => durationToMs(d, 'duration') / 1000;
+  return {
+    pollInterval: '5 seconds',
+    maxPollInterval: '20 seconds',
+    trainingTimeout: `${Math.max(90, 2 * seconds(options.trainingTime) + 30)} seconds`,
+    promptTimeout: `${Math.max(120, 2 * seconds(options.inferenceTime) + 60)} seconds`,
+  };
+}
+
+async function run(options: SoakOptions, runId: string): Promise<{ report: SoakReport; detail: PhaseDetail }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-soak-'));
   const apiKey = `soak-key-${randomBytes(12).toString('hex')}`;
   const secret = randomBytes(24).toString('hex');
   const taskQueue = `soak-${runId}`;
   const cleanups: Array<() => Promise<unknown> | unknown> = [];
   const violations: string[] = [];
+  const JOB_OPTIONS = jobOptions(options);
 
   try {
-    // Temporal: a running server, or a dev server of our own (on a state file where a restart must find its state).
-    const server: Server = { address: '' };
-    let restartServer: ((downMs: number) => Promise<void>) | undefined;
     /** Resolves once the harness's client is answered (set once the client exists). */
     let answering: () => Promise<void> = async () => undefined;
-    if (options.cluster) {
-      // The cluster tier (bench/cluster): the full Temporal server on PostgreSQL, restarted by the server-restart fault.
-      const cluster = await soakCluster(dir, options.jobs, stderr, cleanups);
-      server.process = cluster.process;
-      server.address = cluster.process.address;
-      restartServer = async (downMs) => {
-        await cluster.restartServer(downMs);
-        await answering();
-      };
-    } else if (process.env.TEMPORAL_ADDRESS) {
-      server.address = process.env.TEMPORAL_ADDRESS;
-      if (options.profiles.includes('server-restart'))
-        stderr('TEMPORAL_ADDRESS is set: the server is not ours to restart, the server-restart fault is left out');
-    } else {
-      const provisioned = await provisionTemporal('dev-server', { strict: true, acceptAddress: false, log: stderr });
-      if (provisioned.kind !== 'dev-server' || provisioned.executable.type !== 'existing-path')
-        throw new Error(`no dev server executable: ${describeServer(provisioned)}`);
-      const executable = provisioned.executable.path;
-      const needsFile = options.dbFile || options.profiles.includes('server-restart');
-      const settings = {
-        executable,
-        port: await freePort(),
-        dbFilename: needsFile ? path.join(dir, 'temporal.db') : undefined,
-        extraArgs: options.serverArgs,
-      };
-      server.process = await startDevServerProcess(settings);
-      server.address = server.process.address;
-      cleanups.push(() => server.process?.stop('SIGKILL'));
-      stderr(`dev server ${executable} on ${server.address}, state ${settings.dbFilename ?? 'in memory'}`);
-      restartServer = async (downMs) => {
-        stderr('fault: stopping the dev server');
-        await server.process!.stop('SIGTERM');
-        await new Promise((resolve) => setTimeout(resolve, downMs));
-        server.process = await startDevServerProcess(settings);
-        stderr('fault: the dev server is started again');
-        await answering();
-      };
-    }
+    const server = await startSoakServer(options, dir, cleanups, stderr, () => answering());
     const [host, port] = [server.address.slice(0, server.address.lastIndexOf(':')), server.address.split(':').pop()];
 
     const mock: MockService = await startMockService({
@@ -225,14 +204,10 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
       }),
     };
-    const nodeFlags = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(options.cpuProfDir)] : [];
-    if (options.workerHeapMiB) nodeFlags.push(`--max-old-space-size=${options.workerHeapMiB}`);
+    const nodeFlags = workerNodeFlags(options);
     const workers: TuneflowProcess[] = [];
     let workerStarts = 0;
-    let deadWorkersCpuMs = 0;
-    let peakRss = 0;
-    /** CPU each worker spent starting (loading, bundling): not the jobs' work. */
-    const startCpu = new Map<number | undefined, number>();
+    const usage = new WorkerUsage();
     const startWorker = async () => {
       const worker = await startTuneflow(
         `worker-${++workerStarts}`,
@@ -242,31 +217,14 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         path.join(dir, `worker-${workerStarts}.log`),
         nodeFlags,
       );
-      startCpu.set(worker.child.pid, usageOf(worker.child.pid)?.cpuMs ?? 0);
+      usage.started(worker.child.pid);
       return worker;
     };
     for (const started of await Promise.all(Array.from({ length: options.workers }, startWorker)))
       workers.push(started);
     // Stopped gracefully, so a CPU profile is written; killed if one hangs.
-    cleanups.push(() =>
-      Promise.all(
-        workers.map(async (w) => {
-          const timer = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
-          await stopProcess(w, 'SIGTERM');
-          clearTimeout(timer);
-        }),
-      ),
-    );
-    const sampleWorkers = () => {
-      let cpu = 0;
-      for (const worker of workers) {
-        const usage = usageOf(worker.child.pid);
-        if (!usage) continue;
-        peakRss = Math.max(peakRss, usage.rssBytes);
-        cpu += usage.cpuMs - (startCpu.get(worker.child.pid) ?? 0);
-      }
-      return cpu;
-    };
+    cleanups.push(() => Promise.all(workers.map((w) => stopGracefully(w))));
+    const sampleWorkers = () => usage.sample(workers.map((w) => w.child.pid));
     const how = tuneflowCommand().built ? 'the built bin' : 'the sources (tsx; run npm run build for the bin)';
     stderr(
       `${options.workers} worker(s) from ${how}, receiver ${receiverUrl}, mock ${mock.url}, task queue ${taskQueue}`,
@@ -301,8 +259,8 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         async killWorker() {
           const index = nextKill++ % workers.length;
           const victim = workers[index];
-          deadWorkersCpuMs += (usageOf(victim.child.pid)?.cpuMs ?? 0) - (startCpu.get(victim.child.pid) ?? 0);
           sampleWorkers();
+          usage.dying(victim.child.pid);
           stderr(`fault: SIGKILL ${victim.name}`);
           await stopProcess(victim, 'SIGKILL');
           // As a supervisor would: a worker that cannot reach Temporal yet (the server is down) exits; start it again.
@@ -316,7 +274,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
             }
           }
         },
-        restartServer,
+        restartServer: server.restart,
         cutReceiver: () => {
           stderr("fault: cutting the receiver's Temporal connection");
           proxy.sever();
@@ -333,6 +291,7 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     );
 
     const t0 = Date.now();
+    const loadAtStart = os.loadavg()[0];
     const deadline = t0 + options.durationMs;
     faults.start();
     cleanups.push(() => faults.stop());
@@ -345,57 +304,34 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         notStarted.push({ job, error: (err as Error).message.split('\n')[0] });
       }
     };
-    const starting = (async () => {
-      if (options.rate > 0) {
-        const starts: Promise<void>[] = [];
-        for (let i = 0; i < jobs.length; i++) {
-          const due = t0 + (i * 1000) / options.rate;
-          if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
-          starts.push(start(jobs[i]));
-        }
-        await Promise.all(starts);
-      } else {
-        await eachLimited(jobs, 32, start);
-      }
-    })();
+    const starting = startOnSchedule(jobs, options, t0, start);
     const allStarted = () => started.length + notStarted.length === jobs.length;
 
-    // Progress until every job is closed (visibility says so) or the deadline.
-    let lastLine = 0;
-    for (;;) {
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      sampleWorkers();
-      try {
-        const running = (await client.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count;
-        const failed = (await client.workflow.count(`${query} AND ExecutionStatus = "Failed"`)).count;
+    const samples = await followRuns({
+      client,
+      taskQueue,
+      t0,
+      deadline,
+      allStarted,
+      sample: sampleWorkers,
+      progress: (running, failed) => {
         closed = started.length - running;
-        if (Date.now() - lastLine > 5_000 || (allStarted() && running === 0)) {
-          lastLine = Date.now();
-          const stats = mock.stats();
-          const counts = faults.counts;
-          stderr(
-            `[${String(Math.round((Date.now() - t0) / 1000)).padStart(4)}s] closed ${closed}/${jobs.length} ` +
-              `(failed ${failed}), in flight ${running} | faults: 500 ${counts.status500}, 429 ${counts.status429}, ` +
-              `504 ${counts.status504}, never-train ${counts.neverTrain}, callbacks dropped ` +
-              `${stats.callbacks.dropped} duplicated ${stats.callbacks.duplicated} failed ${stats.callbacks.failed}, ` +
-              `kills ${counts.workerKills}, server restarts ${counts.serverRestarts}, receiver cuts ` +
-              `${counts.receiverCuts}, forged ${faults.forgeries.sent} | worker RSS ${Math.round(peakRss / 2 ** 20)} MiB`,
-          );
-        }
-        if (allStarted() && running === 0) break;
-      } catch (err) {
-        if (Date.now() - lastLine > 5_000) {
-          lastLine = Date.now();
-          stderr(`progress unavailable: ${(err as Error).message.split('\n')[0]}`);
-        }
-      }
-      if (Date.now() > deadline) {
-        stderr('deadline reached: runs still open are stuck');
-        break;
-      }
-    }
-    await starting;
-    const workerCpuMs = deadWorkersCpuMs + sampleWorkers();
+        const stats = mock.stats();
+        const counts = faults.counts;
+        return (
+          `[${String(Math.round((Date.now() - t0) / 1000)).padStart(4)}s] closed ${closed}/${jobs.length} ` +
+          `(failed ${failed}), in flight ${running} | faults: 500 ${counts.status500}, 429 ${counts.status429}, ` +
+          `504 ${counts.status504}, never-train ${counts.neverTrain}, callbacks dropped ` +
+          `${stats.callbacks.dropped} duplicated ${stats.callbacks.duplicated} failed ${stats.callbacks.failed}, ` +
+          `kills ${counts.workerKills}, server restarts ${counts.serverRestarts}, receiver cuts ` +
+          `${counts.receiverCuts}, forged ${faults.forgeries.sent} | worker RSS ${Math.round(usage.peakRssBytes / 2 ** 20)} MiB`
+        );
+      },
+      log: stderr,
+    });
+    const times = await starting;
+    const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
+    const workerCpuMs = sampleWorkers().cpuMs;
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
     const receiverCpuMs = usageOf(receiver.child.pid)?.cpuMs;
     const harnessCpu = process.cpuUsage();
@@ -408,72 +344,52 @@ async function run(options: SoakOptions): Promise<SoakReport> {
     // ends open (visibility leads) is read again until the deadline.
     const faultCounts = faults.counts;
     const journal = mock.journal();
-    const sentTimes = callbackTimes(journal);
-    const outcomes = new Map<string, JobOutcome>();
-    for (;;) {
-      const pending = started.filter((job) => (outcomes.get(job.workflowId)?.status ?? 'open') === 'open');
-      await eachLimited(pending, 16, async (job) => {
-        for (let attempt = 1; ; attempt++) {
-          try {
-            const history = (await client.workflow.getHandle(job.workflowId).fetchHistory()) as History;
-            outcomes.set(job.workflowId, readHistory(job, history, apiKey, sentTimes, faults.forgeries.leakedIds));
-            return;
-          } catch (err) {
-            if (attempt >= 5) throw err;
-            await new Promise((resolve) => setTimeout(resolve, 1_000));
-          }
-        }
-      });
-      if (!started.some((job) => outcomes.get(job.workflowId)?.status === 'open') || Date.now() > deadline) break;
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
-    }
-    const verdict = judgeRun([...outcomes.values()], journal, JOB_OPTIONS.cleanupOnCancel ?? false);
+    const outcomes = await readOutcomes(client, started, deadline, (job, history) =>
+      readHistory(job, history, apiKey, callbackTimes(journal), faults.forgeries.leakedIds),
+    );
+    const verdict = judgeRun(outcomes, journal, JOB_OPTIONS.cleanupOnCancel ?? false);
     violations.push(...verdict.violations);
     for (const { job, error } of notStarted) violations.push(`${job.workflowId}: never started: ${error}`);
 
-    let events = 0;
-    let bytes = 0;
-    let workflowTasks = 0;
-    let lastClose = t0;
-    const reactions: number[] = [];
-    const latencies: number[] = [];
-    const slowest: Array<{ workflowId: string; ms: number }> = [];
-    for (const outcome of outcomes.values()) {
-      const { job } = outcome;
-      events += outcome.events;
-      bytes += outcome.bytes;
-      workflowTasks += outcome.workflowTasks;
-      reactions.push(...outcome.reactions);
-      if (outcome.closedAt) {
-        lastClose = Math.max(lastClose, outcome.closedAt);
-        if (job.startedAt) {
-          latencies.push(outcome.closedAt - job.startedAt);
-          slowest.push({ workflowId: job.workflowId, ms: outcome.closedAt - job.startedAt });
-        }
-      }
-    }
-    const logLeaks = fs
+    const logs = fs
       .readdirSync(dir)
       .filter((name) => name.endsWith('.log'))
-      .reduce((sum, name) => sum + fs.readFileSync(path.join(dir, name), 'utf8').split(apiKey).length - 1, 0);
+      .map((name) => fs.readFileSync(path.join(dir, name), 'utf8'));
+    const logLeaks = logs.reduce((sum, text) => sum + text.split(apiKey).length - 1, 0);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
     // A signed callback URL is a capability: none in any log (results and histories are judged per job).
-    const signedUrlsInLogs = fs
-      .readdirSync(dir)
-      .filter((name) => name.endsWith('.log'))
-      .reduce((sum, name) => sum + (fs.readFileSync(path.join(dir, name), 'utf8').match(SIGNATURE) ?? []).length, 0);
+    const signedUrlsInLogs = logs.reduce((sum, text) => sum + (text.match(SIGNATURE) ?? []).length, 0);
     if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
     const forgedAccepted = faults.forgeries.accepted + verdict.unmatchedSignals;
     if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
 
-    const wall = Math.max(1, (lastClose - t0) / 1000);
+    const figures = phaseFigures({
+      jobs,
+      outcomes,
+      finished: verdict.completed + verdict.failedTyped,
+      workerCpuMs,
+      peakRssBytes: usage.peakRssBytes,
+      serverCpuMs,
+      times,
+      samples,
+      t0,
+      loadAverage,
+    });
     const serverUsage = server.process ? usageOf(server.process.pid) : undefined;
     const round = (n: number | undefined, digits = 0) =>
       n === undefined ? null : Math.round(n * 10 ** digits) / 10 ** digits;
-    return {
+    const slowest = outcomes
+      .flatMap(({ job, closedAt }) =>
+        closedAt !== undefined && job.startedAt !== undefined
+          ? [{ workflowId: job.workflowId, ms: closedAt - job.startedAt }]
+          : [],
+      )
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 3);
+    const report: SoakReport = {
       profile: options.profileName,
-      jobs: jobs.length,
       workers: options.workers,
+      tuneflowFrom: tuneflowCommand().built ? 'bin' : 'sources',
       completed: verdict.completed,
       failedTyped: verdict.failedTyped,
       failedOther: verdict.failedOther,
@@ -485,22 +401,10 @@ async function run(options: SoakOptions): Promise<SoakReport> {
       apiCallsPerJob: round(apiCalls / jobs.length, 2)!,
       apiCallsByRoute: routes,
       apiCallsMinimum: jobs.reduce((sum, job) => sum + (job.kind === 'packTune' ? 2 : 1 + job.prompts), 0),
-      workerRssMiB: round(peakRss / 2 ** 20, 1)!,
-      workerCpuMsPerJob: round(workerCpuMs / jobs.length, 1)!,
+      ...figures,
       serverRssMiB: round(serverUsage && serverUsage.rssBytes / 2 ** 20, 1),
-      serverCpuMsPerJob: round(serverCpuMs && serverCpuMs / jobs.length, 1),
       receiverCpuMsPerJob: round(receiverCpuMs && receiverCpuMs / jobs.length, 1),
       harnessCpuMsPerJob: round(harnessCpuMs / jobs.length, 1)!,
-      reactionP50Ms: round(percentile(reactions, 50)),
-      reactionP99Ms: round(percentile(reactions, 99)),
-      reactions: reactions.length,
-      jobsPerSecond: round((verdict.completed + verdict.failedTyped) / wall, 2)!,
-      jobLatencyP50Ms: round(percentile(latencies, 50)),
-      jobLatencyP99Ms: round(percentile(latencies, 99)),
-      wallSeconds: round(wall, 1)!,
-      historyEventsPerJob: round(events / jobs.length, 1)!,
-      historyBytesPerJob: round(bytes / jobs.length)!,
-      workflowTasksPerJob: round(workflowTasks / jobs.length, 1)!,
       apiKeyLeaks: verdict.keyLeaks + logLeaks,
       forgedSent: faults.forgeries.sent,
       forgedAnswered: faults.forgeries.answered,
@@ -520,9 +424,12 @@ async function run(options: SoakOptions): Promise<SoakReport> {
         callbacksFailed: stats.callbacks.failed,
       },
       failureTypes: verdict.failureTypes,
-      slowest: slowest.sort((a, b) => b.ms - a.ms).slice(0, 3),
+      slowest,
       violations,
     };
+    const reactionMs = outcomes.flatMap((o) => o.reactions.map((r) => r.ms));
+    const sequences = jobs.map((job) => outcomes.find((o) => o.job === job)?.sequence ?? []);
+    return { report, detail: { samples, reactionMs, sequences, mockUrl: mock.url } };
   } finally {
     // Workers first, gracefully (a CPU profile is written on exit), then everything else in reverse.
     for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
@@ -531,10 +438,47 @@ async function run(options: SoakOptions): Promise<SoakReport> {
   }
 }
 
+/** A part of the run's reactions in words: `p50 / p99 ms (count, ~in flight, seconds)`. */
+function reactionText(part: ReactionFigures | null): string {
+  if (!part) return 'none';
+  return `${part.p50Ms} / ${part.p99Ms} ms (${part.count}; ~${part.inFlight} in flight over ${part.seconds} s)`;
+}
+
+/** The figures tuneflow is compared on, in words: name, tuneflow's, the floor's, the ratio. */
+export function comparisonRows(report: SoakReport): string[][] {
+  const floor = report.floor;
+  const row = (name: string, key: (typeof COMPARED)[number], unit = '') => {
+    const show = (n: number | null | undefined) => (n === null || n === undefined ? 'n/a' : `${n}${unit}`);
+    const ratio = report.ratios?.[key];
+    return floor
+      ? [name, show(report[key]), show(floor[key]), ratio === null || ratio === undefined ? 'n/a' : `${ratio}x`]
+      : [name, show(report[key])];
+  };
+  return [
+    row('worker CPU per job', 'workerCpuMsPerJob', ' ms'),
+    row('worker RSS peak', 'workerRssMiB', ' MiB'),
+    row('jobs/s', 'jobsPerSecond'),
+    row('server CPU per job', 'serverCpuMsPerJob', ' ms'),
+    row('history events per job', 'historyEventsPerJob'),
+    row('workflow tasks per job', 'workflowTasksPerJob'),
+    row('history bytes per job', 'historyBytesPerJob'),
+    row('activities per job', 'activitiesPerJob'),
+    row('timers per job', 'timersPerJob'),
+    row('signals per job', 'signalsPerJob'),
+    ...(
+      [
+        ['reaction p50 / p99, steady rate', (r) => reactionText(r.reaction.steady)],
+        ['reaction p50 / p99, burst', (r) => reactionText(r.reaction.burst)],
+        ['load average at start / end', (r) => `${r.loadAverage.start} / ${r.loadAverage.end}`],
+      ] as Array<[string, (r: PhaseFigures) => string]>
+    ).map(([name, text]) => (floor ? [name, text(report), text(floor), ''] : [name, text(report)])),
+  ];
+}
+
 function table(report: SoakReport): string {
   const rows: Array<[string, string | number | null]> = [
     ['profile', report.profile],
-    ['jobs / workers', `${report.jobs} / ${report.workers}`],
+    ['jobs / workers', `${report.jobs} / ${report.workers} (tuneflow from the ${report.tuneflowFrom})`],
     ['completed', report.completed],
     ['failed as the faults allow', `${report.failedTyped} ${JSON.stringify(report.failureTypes)}`],
     ['failed otherwise', report.failedOther],
@@ -544,8 +488,14 @@ function table(report: SoakReport): string {
     ['stuck', report.stuck],
     ['API calls (per job; needed)', `${report.apiCalls} (${report.apiCallsPerJob}; ${report.apiCallsMinimum})`],
     ['jobs/s (wall)', `${report.jobsPerSecond} (${report.wallSeconds} s)`],
+    [
+      'load average (1 min) at start / end',
+      `${report.loadAverage.start} / ${report.loadAverage.end} on ${os.cpus().length} CPUs`,
+    ],
     ['job latency p50 / p99', `${report.jobLatencyP50Ms} / ${report.jobLatencyP99Ms} ms`],
     ['callback-to-reaction p50 / p99', `${report.reactionP50Ms} / ${report.reactionP99Ms} ms (${report.reactions})`],
+    ['  at the steady rate', reactionText(report.reaction.steady)],
+    ['  in the burst', reactionText(report.reaction.burst)],
     ['worker peak RSS', `${report.workerRssMiB} MiB`],
     ['worker CPU per job', `${report.workerCpuMsPerJob} ms`],
     ['server RSS', report.serverRssMiB === null ? 'n/a' : `${report.serverRssMiB} MiB`],
@@ -573,13 +523,32 @@ function table(report: SoakReport): string {
     ['faults', JSON.stringify(report.faults)],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
-  return rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`).join('\n');
+  const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);
+  const floor = report.floor;
+  if (floor) {
+    const compared = [['', 'tuneflow', 'floor', 'tuneflow / floor'], ...comparisonRows(report)];
+    const widths = [0, 1, 2].map((i) => Math.max(...compared.map((row) => row[i].length)));
+    lines.push('', 'the floor: the same plan through bare workflows of the same Temporal shape (bench/floor)');
+    if (report.floorShape)
+      lines.push(
+        `jobs with the floor's activities in the floor's order: ${report.floorShape.sameActivities} of ` +
+          `${report.floorShape.compared}; with its whole sequence: ${report.floorShape.sameSequence} (callbacks ` +
+          'taken in one workflow task or in two part the others)',
+      );
+    for (const row of compared) lines.push(row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i]) : cell)).join('  '));
+  }
+  return lines.join('\n');
 }
 
 async function main(argv: string[]): Promise<number> {
   let options: SoakOptions | undefined;
   try {
     options = parseSoakOptions(argv);
+    if (options?.compareFloor && !tuneflowCommand().built)
+      throw new FlagError(
+        '--compare-floor: tuneflow must run from the built bin, as users run it (npm run build first): from the ' +
+          'sources each worker bundles at start and carries tsx',
+      );
   } catch (err) {
     if (!(err instanceof FlagError)) throw err;
     process.stderr.write(`soak: ${err.message} (see npm run soak -- --help)\n`);
@@ -589,9 +558,27 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  const report = await run(options);
+  const runId = Date.now().toString(36);
+  const { report, detail } = await run(options, runId);
+  const charted: ChartedRun[] = [{ name: 'tuneflow', color: TUNEFLOW_COLOR, ...detail }];
+  if (options.compareFloor) {
+    stderr('tuneflow done; now the floor, the same plan');
+    const floor = await runFloor(options, runId, detail.mockUrl, jobOptions(options), stderr);
+    report.floor = floor.figures;
+    report.ratios = ratiosOf(report, floor.figures);
+    report.violations.push(...floor.violations);
+    report.floorShape = sameShape(detail.sequences, floor.sequences);
+    charted.push({ name: 'floor', color: FLOOR_COLOR, samples: floor.samples, reactionMs: floor.reactionMs });
+  }
   process.stdout.write(`\n${table(report)}\n`);
   for (const violation of report.violations.slice(0, 20)) process.stdout.write(`VIOLATION ${violation}\n`);
+  if (options.reportDir) {
+    const rows = comparisonRows(report);
+    const head = report.floor ? ['', 'tuneflow', 'floor', 'tuneflow / floor'] : ['', 'tuneflow'];
+    const title = `npm run soak -- ${process.argv.slice(2).join(' ')}`;
+    const page = writeReportPage(options.reportDir, title, head, rows, charted, report);
+    stderr(`report page: ${page}`);
+  }
   if (options.json) process.stdout.write(`${JSON.stringify(report)}\n`);
   return report.violations.length ? 1 : 0;
 }

@@ -5,7 +5,7 @@
  */
 import type { TuneflowClient, TuneflowHandle } from '../../src/client';
 import { FLUX_BASE_TUNE, PACKS } from '../../src/mock-service';
-import type { TuneflowOptions } from '../../src/workflows/inputs';
+import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/workflows/inputs';
 
 export type JobKind = 'trainThenGenerate' | 'generate' | 'packTune';
 
@@ -50,6 +50,28 @@ export function planJobs(runId: string, count: number): SoakJob[] {
 }
 
 /**
+ * A job's input, the same for tuneflow and for the floor (so their histories carry the same payloads).
+ *
+ * @example
+ * jobInput(job, mock.url, { pollInterval: '5 seconds' });
+ */
+export function jobInput(job: SoakJob, mockUrl: string, options: TuneflowOptions): unknown {
+  const image_urls = [`${mockUrl}/images/training-1.png`, `${mockUrl}/images/training-2.png`];
+  const prompts = Array.from({ length: job.prompts }, (_, i) => ({
+    text: `sks dog, soak portrait ${promptMark(job.workflowId, i)}`,
+    num_images: 1 + (i % 2),
+  }));
+  switch (job.kind) {
+    case 'trainThenGenerate':
+      return { tune: { name: 'dog', branch: 'fast', image_urls }, prompts, options };
+    case 'generate':
+      return { tuneId: FLUX_BASE_TUNE.id, prompts, options };
+    case 'packTune':
+      return { packId: job.pack!.id, tune: { name: job.pack!.name, image_urls }, options };
+  }
+}
+
+/**
  * Starts one job through the typed starters (a start the server refused for a moment is tried again: the workflow ID
  * makes it idempotent).
  */
@@ -59,30 +81,18 @@ export async function startJob(
   mockUrl: string,
   options: TuneflowOptions,
 ): Promise<void> {
-  const image_urls = [`${mockUrl}/images/training-1.png`, `${mockUrl}/images/training-2.png`];
-  const prompts = Array.from({ length: job.prompts }, (_, i) => ({
-    text: `sks dog, soak portrait ${promptMark(job.workflowId, i)}`,
-    num_images: 1 + (i % 2),
-  }));
+  const input = jobInput(job, mockUrl, options);
   for (let attempt = 1; ; attempt++) {
     try {
       switch (job.kind) {
         case 'trainThenGenerate':
-          job.handle = await tuneflow.trainThenGenerate(job.workflowId, {
-            tune: { name: 'dog', branch: 'fast', image_urls },
-            prompts,
-            options,
-          });
+          job.handle = await tuneflow.trainThenGenerate(job.workflowId, input as TrainThenGenerateInput);
           break;
         case 'generate':
-          job.handle = await tuneflow.generate(job.workflowId, { tuneId: FLUX_BASE_TUNE.id, prompts, options });
+          job.handle = await tuneflow.generate(job.workflowId, input as GenerateInput);
           break;
         case 'packTune':
-          job.handle = await tuneflow.packTune(job.workflowId, {
-            packId: job.pack!.id,
-            tune: { name: job.pack!.name, image_urls },
-            options,
-          });
+          job.handle = await tuneflow.packTune(job.workflowId, input as PackTuneInput);
           break;
       }
       job.startedAt ??= Date.now();

@@ -54,8 +54,15 @@ export interface JobOutcome {
   forgedData: boolean;
   /** Why the run was terminated, when it was (Temporal terminates a run whose history grows too large). */
   terminated?: string;
-  /** Milliseconds from the mock's callback to the run's next command, for callbacks that alone moved the run on. */
-  reactions: number[];
+  /** From the mock's callback to the run's next command, for callbacks that alone moved the run on. */
+  reactions: Array<{ sentAt: number; ms: number }>;
+  /** The run's Temporal shape: activities scheduled, timers started, signals taken. */
+  commands: { activities: number; timers: number; signals: number };
+  /**
+   * The run's commands and what woke it, in order, markers aside: `createTune`, `timer 90s`, `cancel`, `fired`,
+   * `callback` ... Two runs of the same job with the same shape have the same sequence (bar timing races).
+   */
+  sequence: string[];
 }
 
 function millis(time: HistoryEvent['eventTime']): number {
@@ -89,7 +96,9 @@ function idsKey(ids: readonly number[]): string {
 }
 
 /** The first time the mock sent a callback about each object (or list of objects), keyed by their ids. */
-export function callbackTimes(journal: MockJournal): Map<string, number> {
+export function callbackTimes(journal: {
+  callbacks: ReadonlyArray<{ ids: readonly number[]; sentAt: number }>;
+}): Map<string, number> {
   const times = new Map<string, number>();
   for (const callback of journal.callbacks) {
     const key = idsKey(callback.ids);
@@ -146,6 +155,21 @@ export function readHistory(
     forgedSignals: 0,
     forgedData: raw.includes(FORGED_DATA_MARK),
     reactions: [],
+    commands: {
+      activities: events.filter((e) => e.activityTaskScheduledEventAttributes).length,
+      timers: events.filter((e) => e.timerStartedEventAttributes).length,
+      signals: events.filter((e) => e.workflowExecutionSignaledEventAttributes).length,
+    },
+    sequence: events.flatMap((e) => {
+      const step =
+        e.activityTaskScheduledEventAttributes?.activityType?.name ??
+        (e.timerStartedEventAttributes &&
+          `timer ${Number(e.timerStartedEventAttributes.startToFireTimeout?.seconds)}s`) ??
+        (e.timerCanceledEventAttributes && 'cancel') ??
+        (e.timerFiredEventAttributes && 'fired') ??
+        e.workflowExecutionSignaledEventAttributes?.signalName;
+      return step ? [step] : [];
+    }),
   };
   const last = events[events.length - 1];
   if (last?.workflowExecutionCompletedEventAttributes) {
@@ -205,7 +229,9 @@ export function readHistory(
             Number(e.workflowExecutionCompletedEventAttributes?.workflowTaskCompletedEventId ?? -1) ===
               Number(event.eventId),
         );
-      if (command) for (const signal of taken) outcome.reactions.push(millis(command.eventTime) - signal.sentAt);
+      if (command)
+        for (const signal of taken)
+          outcome.reactions.push({ sentAt: signal.sentAt, ms: millis(command.eventTime) - signal.sentAt });
       taken = [];
     }
   }

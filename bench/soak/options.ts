@@ -33,6 +33,12 @@ export interface SoakOptions {
   json: boolean;
   /** Jobs started per second; 0 starts them all at once. */
   rate: number;
+  /** With a rate: the last `burst` jobs start all at once midway (their reactions are reported apart). */
+  burst: number;
+  /** Run the same plan through the floor (bench/floor) afterwards and report tuneflow / floor. */
+  compareFloor: boolean;
+  /** Write a page with charts (and the full report) into this directory. */
+  reportDir?: string;
   trainingTime: string;
   inferenceTime: string;
   /** Keep the dev server's state in a file even when no fault needs it. */
@@ -71,7 +77,14 @@ ${Object.entries(PROFILES)
                                                 in the first minute; the cut ends once a callback was
                                                 refused, and the restart follows it)
   --duration D          deadline from the first start; runs open then are stuck (default 4 minutes)
-  --rate R              jobs started per second (default 0: all at once)
+  --rate R              jobs started per second (default 0: all at once, a burst); the reaction figures are
+                        then those of the steady part (runs in flight level) apart from any burst
+  --burst B             with --rate: the last B of the jobs start all at once midway, reported apart
+  --compare-floor       then the same plan through the floor (bench/floor: bare workflows of tuneflow's Temporal
+                        shape) on a fresh server with the same flags, workers and delays; the report adds the
+                        floor's figures and tuneflow / floor (needs npm run build and --profile none)
+  --report DIR          write DIR/index.html (charts: worker memory and runs in flight over time, reaction
+                        latencies; tuneflow beside the floor when compared) and DIR/report.json
   --training-time D     how long the mock trains a tune (default 10s)
   --inference-time D    how long the mock takes for a prompt (default 3s)
   --db-file             keep the dev server's state in a SQLite file even when no fault needs it
@@ -130,6 +143,9 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         profile: { type: 'string' },
         duration: { type: 'string' },
         rate: { type: 'string' },
+        burst: { type: 'string' },
+        'compare-floor': { type: 'boolean' },
+        report: { type: 'string' },
         'training-time': { type: 'string' },
         'inference-time': { type: 'string' },
         'db-file': { type: 'boolean' },
@@ -162,16 +178,28 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     if (!/^\d+(\.\d+)?$/.test(v.rate) || !(rate > 0))
       throw new FlagError(`--rate: must be a positive number of jobs per second, got '${v.rate}'`);
   }
+  const jobs = positiveInteger('--jobs', v.jobs, 100, 100_000);
+  const burst = v.burst === undefined ? 0 : positiveInteger('--burst', v.burst, 0, jobs);
+  if (burst && !rate) throw new FlagError('--burst: needs --rate (without a rate every job starts in one burst)');
+  if (burst >= jobs) throw new FlagError(`--burst: must leave jobs for the steady rate (at most ${jobs - 1})`);
+  const compareFloor = v['compare-floor'] ?? false;
+  if (compareFloor && profileName !== 'none')
+    throw new FlagError(`--compare-floor: the floor takes no faults; run it with --profile none, got '${profileName}'`);
+  if (compareFloor && v.cluster) throw new FlagError('--compare-floor: runs on the dev server, not with --cluster');
+  if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
   if (v['cpu-prof'] !== undefined && !v['cpu-prof'].trim())
     throw new FlagError('--cpu-prof: must be a directory to write the profiles into');
   return {
-    jobs: positiveInteger('--jobs', v.jobs, 100, 100_000),
+    jobs,
     workers: positiveInteger('--workers', v.workers, 1, 32),
     profiles,
     profileName,
     durationMs: durationToMs(duration('--duration', v.duration, '4 minutes'), '--duration'),
     json: v.json ?? false,
     rate,
+    burst,
+    compareFloor,
+    reportDir: v.report,
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),
     dbFile: v['db-file'] ?? false,

@@ -37,7 +37,7 @@ export function tuneflowCommand(): { args: string[]; built: boolean } {
     : { args: ['--import', 'tsx', path.join(ROOT, 'src', 'cli.ts')], built };
 }
 
-/** A `tuneflow` command run from the sources, its stderr (JSON log lines) appended to `logFile`. */
+/** A child process of the run (a `tuneflow` command, a floor worker), its output appended to a log file. */
 export interface TuneflowProcess {
   readonly name: string;
   readonly child: ChildProcess;
@@ -50,7 +50,7 @@ export interface TuneflowProcess {
  * @example
  * const worker = await startTuneflow('worker-1', ['worker'], env, 'tuneflow worker started', logFile);
  */
-export async function startTuneflow(
+export function startTuneflow(
   name: string,
   args: string[],
   env: NodeJS.ProcessEnv,
@@ -58,11 +58,29 @@ export async function startTuneflow(
   logFile: string,
   nodeFlags: string[] = [],
 ): Promise<TuneflowProcess> {
+  return startNode(name, [...nodeFlags, ...tuneflowCommand().args, ...args], env, ready, logFile);
+}
+
+/**
+ * Starts `node <args>` and resolves once a line of its output contains `ready`; with `ipc`, a message channel to it
+ * is open (the floor's workers ask the harness through it).
+ *
+ * @example
+ * const worker = await startNode('floor-1', [script], env, 'floor worker started', logFile, { ipc: true });
+ */
+export async function startNode(
+  name: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: string,
+  logFile: string,
+  { ipc = false } = {},
+): Promise<TuneflowProcess> {
   const log = fs.createWriteStream(logFile, { flags: 'a' });
-  const child = spawn(process.execPath, [...nodeFlags, ...tuneflowCommand().args, ...args], {
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   void exited.then(() => log.end());
@@ -85,6 +103,20 @@ export async function startTuneflow(
 export async function stopProcess(process: TuneflowProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   if (process.child.exitCode === null && process.child.signalCode === null) process.child.kill(signal);
   await process.exited;
+}
+
+/** Stops a worker with SIGTERM, so a CPU profile is written; SIGKILL if it hangs. */
+export async function stopGracefully(process: TuneflowProcess): Promise<void> {
+  const timer = setTimeout(() => process.child.kill('SIGKILL'), 15_000);
+  await stopProcess(process, 'SIGTERM');
+  clearTimeout(timer);
+}
+
+/** Node flags of every worker process (tuneflow's and the floor's alike): a CPU profile, a heap limit. */
+export function workerNodeFlags(options: { cpuProfDir?: string; workerHeapMiB?: number }): string[] {
+  const flags = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(options.cpuProfDir)] : [];
+  if (options.workerHeapMiB) flags.push(`--max-old-space-size=${options.workerHeapMiB}`);
+  return flags;
 }
 
 /** Resident memory and CPU time (user + system) of a process, from /proc; undefined once it is gone. */

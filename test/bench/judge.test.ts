@@ -236,7 +236,8 @@ test('reactions: from the mock sending a callback to the first command of the ta
   const journal: JournalFixture = goodJournal();
   const outcome = readHistory(ttgJob, goodHistories().get(ttgJob)!, API_KEY, callbackTimes(journal.journal()));
   // Tune 100's callback at 900, its task's createPrompt at 930; the prompts' at 1,500, completion at 1,530.
-  expect(outcome.reactions).toEqual([30, 30, 30]);
+  expect(outcome.reactions.map((r) => r.ms)).toEqual([30, 30, 30]);
+  expect(outcome.reactions.map((r) => r.sentAt - T0)).toEqual([900, 1_500, 1_500]);
   expect(outcome).toMatchObject({ status: 'completed', resultPrompts: 2, events: expect.any(Number) });
 });
 

@@ -1,0 +1,412 @@
+/**
+ * What the soak measures of a run, done the same way for tuneflow and for the floor (bench/floor), so that their
+ * ratios compare like with like: when the jobs start (all at once, or at a steady rate with an optional burst), the
+ * workers' CPU and memory, one sample a second of memory and runs in flight, and the figures per job read off the
+ * histories, the callback-to-reaction latency apart for the steady part and for a burst.
+ */
+import type { Client } from '@temporalio/client';
+import { percentile, type History, type JobOutcome } from './judge';
+import type { SoakJob } from './jobs';
+import { usageOf } from './processes';
+
+/** One sample: seconds since the first start, the live workers' resident memory together, runs open. */
+export interface Sample {
+  t: number;
+  rssMiB: number;
+  inFlight: number;
+}
+
+/**
+ * The workers' CPU for the jobs (what each spent after it was ready, killed ones included) and the peak resident
+ * memory of the largest.
+ */
+export class WorkerUsage {
+  private readonly startCpu = new Map<number, number>();
+  private deadCpuMs = 0;
+  peakRssBytes = 0;
+
+  /** A worker is ready: the CPU it spent starting (loading, bundling) is not the jobs'. */
+  started(pid: number | undefined): void {
+    if (pid !== undefined) this.startCpu.set(pid, usageOf(pid)?.cpuMs ?? 0);
+  }
+
+  /** A worker is about to be killed: its CPU so far counts. */
+  dying(pid: number | undefined): void {
+    if (pid === undefined) return;
+    this.deadCpuMs += (usageOf(pid)?.cpuMs ?? 0) - (this.startCpu.get(pid) ?? 0);
+    this.startCpu.delete(pid);
+  }
+
+  /** CPU the jobs took so far, and the live workers' resident memory together. */
+  sample(pids: ReadonlyArray<number | undefined>): { cpuMs: number; rssBytes: number } {
+    let cpuMs = this.deadCpuMs;
+    let rssBytes = 0;
+    for (const pid of pids) {
+      const usage = usageOf(pid);
+      if (!usage || pid === undefined) continue;
+      this.peakRssBytes = Math.max(this.peakRssBytes, usage.rssBytes);
+      rssBytes += usage.rssBytes;
+      cpuMs += usage.cpuMs - (this.startCpu.get(pid) ?? 0);
+    }
+    return { cpuMs, rssBytes };
+  }
+}
+
+/** When the jobs start: all at once without a rate; else `rate` a second, and the last `burst` of them at once. */
+export interface StartPlan {
+  rate: number;
+  burst: number;
+}
+
+/** When the starts happened: what tells the steady part of a run from its burst. */
+export interface StartTimes {
+  /** The last start at the steady rate; undefined without a rate. */
+  lastSteadyAt?: number;
+  /** When the burst's jobs were started (all at once: the first start of a run without a rate). */
+  burstAt?: number;
+  burstIds: Set<string>;
+}
+
+/**
+ * Starts `jobs` as `plan` says: without a rate, all at once (32 starts in flight); with one, at that rate, and the last
+ * `plan.burst` jobs all at once when half of the others have started (so the burst lands on a run in full flow).
+ *
+ * @example
+ * const times = await startOnSchedule(jobs, { rate: 10, burst: 100 }, Date.now(), start);
+ */
+export async function startOnSchedule(
+  jobs: readonly SoakJob[],
+  plan: StartPlan,
+  t0: number,
+  start: (job: SoakJob) => Promise<void>,
+): Promise<StartTimes> {
+  if (plan.rate <= 0) {
+    await eachLimited(jobs, 32, start);
+    return { burstAt: t0, burstIds: new Set(jobs.map((j) => j.workflowId)) };
+  }
+  const steady = jobs.slice(0, jobs.length - plan.burst);
+  const burst = jobs.slice(steady.length);
+  const times: StartTimes = { burstIds: new Set(burst.map((j) => j.workflowId)) };
+  const starts: Promise<void>[] = [];
+  for (let i = 0; i < steady.length; i++) {
+    const due = t0 + (i * 1000) / plan.rate;
+    if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
+    starts.push(start(steady[i]));
+    times.lastSteadyAt = Date.now();
+    if (burst.length && i === Math.floor(steady.length / 2)) {
+      times.burstAt = Date.now();
+      starts.push(...burst.map(start));
+    }
+  }
+  if (burst.length && times.burstAt === undefined) {
+    times.burstAt = Date.now();
+    starts.push(...burst.map(start));
+  }
+  await Promise.all(starts);
+  return times;
+}
+
+/** What a run's progress loop reads each second. */
+export interface Follow {
+  client: Client;
+  taskQueue: string;
+  t0: number;
+  deadline: number;
+  allStarted: () => boolean;
+  /** The workers' process ids right now, and how to take their sample. */
+  sample: () => { rssBytes: number };
+  /** Told the runs in flight and closed-as-failed each second; returns a progress line every few seconds. */
+  progress: (inFlight: number, failed: number) => string;
+  log: (line: string) => void;
+}
+
+/**
+ * Samples the workers and the runs in flight every second until every run is closed (visibility says so) or the
+ * deadline; returns the samples.
+ */
+export async function followRuns(follow: Follow): Promise<Sample[]> {
+  const query = `TaskQueue = "${follow.taskQueue}"`;
+  const samples: Sample[] = [];
+  let lastLine = 0;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const { rssBytes } = follow.sample();
+    try {
+      const running = (await follow.client.workflow.count(`${query} AND ExecutionStatus = "Running"`)).count;
+      const failed = (await follow.client.workflow.count(`${query} AND ExecutionStatus = "Failed"`)).count;
+      samples.push({ t: (Date.now() - follow.t0) / 1000, rssMiB: rssBytes / 2 ** 20, inFlight: running });
+      const line = follow.progress(running, failed);
+      const done = follow.allStarted() && running === 0;
+      if (Date.now() - lastLine > 5_000 || done) {
+        lastLine = Date.now();
+        follow.log(line);
+      }
+      if (done) break;
+    } catch (err) {
+      if (Date.now() - lastLine > 5_000) {
+        lastLine = Date.now();
+        follow.log(`progress unavailable: ${(err as Error).message.split('\n')[0]}`);
+      }
+    }
+    if (Date.now() > follow.deadline) {
+      follow.log('deadline reached: runs still open are stuck');
+      break;
+    }
+  }
+  return samples;
+}
+
+/** Runs `work` over `items`, `limit` at a time. */
+export async function eachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await work(items[next++]);
+    }),
+  );
+}
+
+/**
+ * Reads each started job's history (`read` makes its outcome). A job that visibility reported closed but whose history
+ * still ends open (visibility leads) is read again until the deadline.
+ */
+export async function readOutcomes(
+  client: Client,
+  started: readonly SoakJob[],
+  deadline: number,
+  read: (job: SoakJob, history: History) => JobOutcome,
+): Promise<JobOutcome[]> {
+  const outcomes = new Map<string, JobOutcome>();
+  const open = (job: SoakJob) => (outcomes.get(job.workflowId)?.status ?? 'open') === 'open';
+  for (;;) {
+    await eachLimited(started.filter(open), 16, async (job) => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const history = (await client.workflow.getHandle(job.workflowId).fetchHistory()) as History;
+          outcomes.set(job.workflowId, read(job, history));
+          return;
+        } catch (err) {
+          if (attempt >= 5) throw err;
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+        }
+      }
+    });
+    if (!started.some(open) || Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+  }
+  return [...outcomes.values()];
+}
+
+/** Callback-to-reaction latency in one part of a run. */
+export interface ReactionFigures {
+  p50Ms: number;
+  p99Ms: number;
+  count: number;
+  /** Runs in flight meanwhile (the median of the samples). */
+  inFlight: number;
+  /** How long the part lasted. */
+  seconds: number;
+}
+
+/** A reaction: when the callback was sent, how long until the run's next command. */
+export interface Reaction {
+  sentAt: number;
+  ms: number;
+}
+
+/**
+ * The reactions of the steady part and of the burst, apart. The steady part runs from the first run closing (from then
+ * on, runs in flight hold level) to the last start at the rate, the burst from its starts until its last run closed;
+ * a callback sent in both counts for the burst. Null for a part the run did not have (no rate: all of it is a burst).
+ *
+ * @example
+ * reactionsApart(reactions, times, outcomes, samples, t0); // { steady: { p99Ms: 80, inFlight: 990, ... }, burst: null }
+ */
+export function reactionsApart(
+  reactions: readonly Reaction[],
+  times: StartTimes,
+  outcomes: readonly JobOutcome[],
+  samples: readonly Sample[],
+  t0: number,
+): { steady: ReactionFigures | null; burst: ReactionFigures | null } {
+  const closes = (burst: boolean) =>
+    outcomes
+      .filter((o) => o.closedAt !== undefined && times.burstIds.has(o.job.workflowId) === burst)
+      .map((o) => o.closedAt as number);
+  const burstWindow =
+    times.burstAt === undefined ? undefined : ([times.burstAt, Math.max(times.burstAt, ...closes(true))] as const);
+  const firstClose = Math.min(...closes(false));
+  const steadyWindow =
+    times.lastSteadyAt !== undefined && firstClose < times.lastSteadyAt
+      ? ([firstClose, times.lastSteadyAt] as const)
+      : undefined;
+  const within = (at: number, window: readonly [number, number] | undefined) =>
+    window !== undefined && at >= window[0] && at <= window[1];
+  const figures = (window: readonly [number, number] | undefined, picked: readonly Reaction[]) => {
+    if (!window || picked.length === 0) return null;
+    const ms = picked.map((r) => r.ms);
+    const inFlight = samples
+      .filter((s) => within(t0 + s.t * 1000, window))
+      .map((s) => s.inFlight)
+      .sort((a, b) => a - b);
+    return {
+      p50Ms: Math.round(percentile(ms, 50) as number),
+      p99Ms: Math.round(percentile(ms, 99) as number),
+      count: picked.length,
+      inFlight: inFlight.length ? inFlight[Math.floor(inFlight.length / 2)] : 0,
+      seconds: Math.round((window[1] - window[0]) / 100) / 10,
+    };
+  };
+  const burst = reactions.filter((r) => within(r.sentAt, burstWindow));
+  const steady = reactions.filter((r) => within(r.sentAt, steadyWindow) && !within(r.sentAt, burstWindow));
+  return { steady: figures(steadyWindow, steady), burst: figures(burstWindow, burst) };
+}
+
+/** The figures of one run that tuneflow and the floor are compared on, and what the report shows of both. */
+export interface PhaseFigures {
+  jobs: number;
+  /** Runs that closed as the job allows (tuneflow: completed or failed as the faults allow; the floor: completed). */
+  finished: number;
+  workerRssMiB: number;
+  workerCpuMsPerJob: number;
+  serverCpuMsPerJob: number | null;
+  jobsPerSecond: number;
+  wallSeconds: number;
+  jobLatencyP50Ms: number | null;
+  jobLatencyP99Ms: number | null;
+  reactionP50Ms: number | null;
+  reactionP99Ms: number | null;
+  reactions: number;
+  /** Callback-to-reaction at the steady rate and in the burst, apart. */
+  reaction: { steady: ReactionFigures | null; burst: ReactionFigures | null };
+  historyEventsPerJob: number;
+  historyBytesPerJob: number;
+  workflowTasksPerJob: number;
+  /** The run's Temporal shape: activities scheduled, timers started and signals taken, per job. */
+  activitiesPerJob: number;
+  timersPerJob: number;
+  signalsPerJob: number;
+  /** The machine's 1-minute load average at the first start and when the last run closed: others' work shows here. */
+  loadAverage: { start: number; end: number };
+}
+
+const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
+const orNull = (n: number | undefined, digits = 0) => (n === undefined ? null : round(n, digits));
+
+/**
+ * A run's figures from its outcomes (one per started job) and what was measured meanwhile.
+ *
+ * @example
+ * const figures = phaseFigures({ jobs, outcomes, finished, workerCpuMs, peakRssBytes, serverCpuMs, times, samples, ... });
+ */
+export function phaseFigures(run: {
+  jobs: readonly SoakJob[];
+  outcomes: readonly JobOutcome[];
+  finished: number;
+  workerCpuMs: number;
+  peakRssBytes: number;
+  serverCpuMs: number | undefined;
+  times: StartTimes;
+  samples: readonly Sample[];
+  t0: number;
+  loadAverage: { start: number; end: number };
+}): PhaseFigures {
+  const { jobs, outcomes, t0 } = run;
+  const count = jobs.length;
+  const sum = (pick: (o: JobOutcome) => number) => outcomes.reduce((total, o) => total + pick(o), 0);
+  const reactions = outcomes.flatMap((o) => o.reactions);
+  const latencies = outcomes.flatMap((o) =>
+    o.closedAt !== undefined && o.job.startedAt !== undefined ? [o.closedAt - o.job.startedAt] : [],
+  );
+  const lastClose = Math.max(t0, ...outcomes.map((o) => o.closedAt ?? t0));
+  const wall = Math.max(1, (lastClose - t0) / 1000);
+  const ms = reactions.map((r) => r.ms);
+  return {
+    jobs: count,
+    finished: run.finished,
+    workerRssMiB: round(run.peakRssBytes / 2 ** 20, 1),
+    workerCpuMsPerJob: round(run.workerCpuMs / count, 1),
+    serverCpuMsPerJob: orNull(run.serverCpuMs && run.serverCpuMs / count, 1),
+    jobsPerSecond: round(run.finished / wall, 2),
+    wallSeconds: round(wall, 1),
+    jobLatencyP50Ms: orNull(percentile(latencies, 50)),
+    jobLatencyP99Ms: orNull(percentile(latencies, 99)),
+    reactionP50Ms: orNull(percentile(ms, 50)),
+    reactionP99Ms: orNull(percentile(ms, 99)),
+    reactions: reactions.length,
+    reaction: reactionsApart(reactions, run.times, outcomes, run.samples, t0),
+    historyEventsPerJob: round(sum((o) => o.events) / count, 1),
+    historyBytesPerJob: round(sum((o) => o.bytes) / count),
+    workflowTasksPerJob: round(sum((o) => o.workflowTasks) / count, 1),
+    activitiesPerJob: round(sum((o) => o.commands.activities) / count, 2),
+    timersPerJob: round(sum((o) => o.commands.timers) / count, 2),
+    signalsPerJob: round(sum((o) => o.commands.signals) / count, 2),
+    loadAverage: { start: round(run.loadAverage.start, 1), end: round(run.loadAverage.end, 1) },
+  };
+}
+
+export interface FloorShape {
+  /** Jobs that scheduled the same activities in the same order as the floor's run of the same job. */
+  sameActivities: number;
+  /** Of those, jobs whose whole sequence (timers, cancels, callbacks) is the floor's too. */
+  sameSequence: number;
+  compared: number;
+  /** The first few jobs whose activities differ, with both sequences. */
+  differing: Array<{ job: number; tuneflow: string; floor: string }>;
+}
+
+/**
+ * How many jobs issued the floor's commands: the same activities in the same order, and the same whole sequence
+ * (timing may part those: callbacks taken in one workflow task or in two start and cancel a different number of
+ * gathering timers).
+ */
+export function sameShape(tuneflow: string[][], floor: string[][]): FloorShape {
+  const timersAside = (sequence: string[]) =>
+    sequence.filter((step) => !/^(timer |cancel$|fired$|callback$)/.test(step)).join(' ');
+  const shape: FloorShape = { sameActivities: 0, sameSequence: 0, compared: tuneflow.length, differing: [] };
+  tuneflow.forEach((sequence, job) => {
+    const other = floor[job] ?? [];
+    if (timersAside(sequence) !== timersAside(other)) {
+      if (shape.differing.length < 5)
+        shape.differing.push({ job, tuneflow: sequence.join(' '), floor: other.join(' ') });
+      return;
+    }
+    shape.sameActivities++;
+    if (sequence.join(' ') === other.join(' ')) shape.sameSequence++;
+  });
+  return shape;
+}
+
+/** The figures tuneflow is held to against the floor: tuneflow's divided by the floor's. */
+export const COMPARED = [
+  'workerCpuMsPerJob',
+  'workerRssMiB',
+  'serverCpuMsPerJob',
+  'historyEventsPerJob',
+  'workflowTasksPerJob',
+  'historyBytesPerJob',
+  'jobsPerSecond',
+  'activitiesPerJob',
+  'timersPerJob',
+  'signalsPerJob',
+] as const;
+export type Ratios = Record<(typeof COMPARED)[number], number | null>;
+
+/**
+ * tuneflow / floor for each compared figure (null where either is unknown or the floor's is 0).
+ *
+ * @example
+ * ratiosOf({ workerCpuMsPerJob: 30, ... }, { workerCpuMsPerJob: 20, ... }).workerCpuMsPerJob; // 1.5
+ */
+export function ratiosOf(tuneflow: PhaseFigures, floor: PhaseFigures): Ratios {
+  return Object.fromEntries(
+    COMPARED.map((key) => {
+      const [a, b] = [tuneflow[key], floor[key]];
+      return [key, a === null || b === null || b === 0 ? null : round(a / b, 2)];
+    }),
+  ) as Ratios;
+}

@@ -1,0 +1,219 @@
+/**
+ * What the soak measures the same way for tuneflow and the floor: start schedules, the steady part and the burst
+ * told apart, figures per job, ratios, and whether two runs of a job issued the same commands.
+ */
+import type { SoakJob } from '../../bench/soak/jobs';
+import type { JobOutcome } from '../../bench/soak/judge';
+import {
+  phaseFigures,
+  ratiosOf,
+  reactionsApart,
+  sameShape,
+  startOnSchedule,
+  type PhaseFigures,
+  type Sample,
+  type StartTimes,
+} from '../../bench/soak/measure';
+import { FlagError, parseSoakOptions } from '../../bench/soak/options';
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+const job = (i: number, startedAt = T0): SoakJob => ({
+  workflowId: `job-${i}`,
+  kind: 'trainThenGenerate',
+  prompts: 1,
+  startedAt,
+});
+const outcome = (j: SoakJob, closedAt: number, reactions: Array<[number, number]> = []): JobOutcome => ({
+  job: j,
+  status: 'completed',
+  closedAt,
+  events: 40,
+  workflowTasks: 6,
+  bytes: 10_000,
+  reported: { tuneIds: [], promptIds: [] },
+  keyInHistory: false,
+  unmatchedSignals: 0,
+  forgedSignals: 0,
+  forgedData: false,
+  reactions: reactions.map(([sentAt, ms]) => ({ sentAt: T0 + sentAt, ms })),
+  commands: { activities: 4, timers: 6, signals: 2 },
+  sequence: [],
+});
+
+describe('startOnSchedule', () => {
+  test('without a rate every job starts at once: all of it is the burst', async () => {
+    const jobs = [0, 1, 2].map((i) => job(i));
+    const started: string[] = [];
+    const times = await startOnSchedule(jobs, { rate: 0, burst: 0 }, T0, async (j) => void started.push(j.workflowId));
+    expect(started).toEqual(['job-0', 'job-1', 'job-2']);
+    expect(times).toEqual({ burstAt: T0, burstIds: new Set(['job-0', 'job-1', 'job-2']) });
+  });
+
+  test('at a rate, the last `burst` jobs start together once half of the others have', async () => {
+    const jobs = Array.from({ length: 10 }, (_, i) => job(i));
+    const started: Array<{ id: string; at: number }> = [];
+    const t0 = Date.now();
+    const times = await startOnSchedule(jobs, { rate: 200, burst: 4 }, t0, async (j) => {
+      started.push({ id: j.workflowId, at: Date.now() });
+    });
+    expect(started.map((s) => s.id)).toEqual([
+      ...['job-0', 'job-1', 'job-2', 'job-3'],
+      ...['job-6', 'job-7', 'job-8', 'job-9'],
+      ...['job-4', 'job-5'],
+    ]);
+    expect(times.burstIds).toEqual(new Set(['job-6', 'job-7', 'job-8', 'job-9']));
+    // Six steady starts 5 ms apart: the last one at least 25 ms after the first.
+    expect(times.lastSteadyAt! - t0).toBeGreaterThanOrEqual(24);
+    expect(times.burstAt).toBeGreaterThanOrEqual(t0 + 14);
+  });
+});
+
+describe('reactionsApart', () => {
+  const samples: Sample[] = [10, 20, 30, 40, 50, 60].map((t, i) => ({
+    t,
+    rssMiB: 100,
+    inFlight: [5, 9, 10, 11, 40, 3][i],
+  }));
+
+  test('the steady part runs from the first close to the last steady start; the burst until its last run closed', () => {
+    const steady = [job(0), job(1), job(2)];
+    const burst = [job(3)];
+    const times: StartTimes = { lastSteadyAt: T0 + 45_000, burstAt: T0 + 44_000, burstIds: new Set(['job-3']) };
+    const outcomes = [
+      // Closes at 15 s: the steady part starts there; a reaction before it is the ramp, in neither part.
+      outcome(steady[0], T0 + 15_000, [[12_000, 900]]),
+      outcome(steady[1], T0 + 40_000, [
+        [16_000, 40],
+        [30_000, 60],
+      ]),
+      // A steady job's callback during the burst counts for the burst.
+      outcome(steady[2], T0 + 58_000, [[50_000, 700]]),
+      outcome(burst[0], T0 + 52_000, [[46_000, 2_000]]),
+    ];
+    const reactions = outcomes.flatMap((o) => o.reactions);
+    const parts = reactionsApart(reactions, times, outcomes, samples, T0);
+    expect(parts.steady).toEqual({ p50Ms: 40, p99Ms: 60, count: 2, inFlight: 10, seconds: 30 });
+    expect(parts.burst).toEqual({ p50Ms: 700, p99Ms: 2_000, count: 2, inFlight: 40, seconds: 8 });
+  });
+
+  test('all at once: only a burst', () => {
+    const jobs = [job(0), job(1)];
+    const times: StartTimes = { burstAt: T0, burstIds: new Set(['job-0', 'job-1']) };
+    const outcomes = [outcome(jobs[0], T0 + 20_000, [[10_000, 300]]), outcome(jobs[1], T0 + 25_000, [[11_000, 500]])];
+    const parts = reactionsApart(
+      outcomes.flatMap((o) => o.reactions),
+      times,
+      outcomes,
+      samples,
+      T0,
+    );
+    expect(parts.steady).toBeNull();
+    expect(parts.burst).toMatchObject({ p50Ms: 300, p99Ms: 500, count: 2, seconds: 25 });
+  });
+});
+
+test('phaseFigures: per job, jobs/s over the wall time to the last close', () => {
+  const jobs = [job(0), job(1)];
+  const outcomes = [outcome(jobs[0], T0 + 8_000, [[5_000, 30]]), outcome(jobs[1], T0 + 10_000, [[6_000, 50]])];
+  const figures = phaseFigures({
+    jobs,
+    outcomes,
+    finished: 2,
+    workerCpuMs: 300,
+    peakRssBytes: 200 * 2 ** 20,
+    serverCpuMs: undefined,
+    times: { burstAt: T0, burstIds: new Set(['job-0', 'job-1']) },
+    samples: [],
+    t0: T0,
+    loadAverage: { start: 1.23, end: 2 },
+  });
+  expect(figures).toMatchObject({
+    jobs: 2,
+    workerCpuMsPerJob: 150,
+    workerRssMiB: 200,
+    serverCpuMsPerJob: null,
+    jobsPerSecond: 0.2,
+    wallSeconds: 10,
+    jobLatencyP50Ms: 8_000,
+    reactionP99Ms: 50,
+    historyEventsPerJob: 40,
+    activitiesPerJob: 4,
+    timersPerJob: 6,
+    signalsPerJob: 2,
+    loadAverage: { start: 1.2, end: 2 },
+  });
+});
+
+test('ratiosOf: tuneflow divided by the floor, null where either is unknown', () => {
+  const figures = (over: Partial<PhaseFigures>) =>
+    ({
+      workerCpuMsPerJob: 30,
+      workerRssMiB: 500,
+      serverCpuMsPerJob: 40,
+      historyEventsPerJob: 46,
+      workflowTasksPerJob: 6,
+      historyBytesPerJob: 18_000,
+      jobsPerSecond: 15,
+      activitiesPerJob: 4.8,
+      timersPerJob: 6,
+      signalsPerJob: 5,
+      ...over,
+    }) as PhaseFigures;
+  const ratios = ratiosOf(figures({}), figures({ workerCpuMsPerJob: 20, jobsPerSecond: 30, serverCpuMsPerJob: null }));
+  expect(ratios).toMatchObject({
+    workerCpuMsPerJob: 1.5,
+    jobsPerSecond: 0.5,
+    serverCpuMsPerJob: null,
+    workerRssMiB: 1,
+  });
+});
+
+test('sameShape: activities in order decide; a gathering timer more or less only parts the whole sequence', () => {
+  const tuneflow = [
+    ['createTune', 'timer 90s', 'callback', 'cancel', 'retrieveTune', 'createPrompt'],
+    ['retrieveTune', 'createPrompt', 'timer 2s', 'callback', 'callback', 'cancel', 'listPrompts'],
+    ['createPackTune', 'listPrompts'],
+  ];
+  const floor = [
+    ['createTune', 'timer 90s', 'callback', 'cancel', 'retrieveTune', 'createPrompt'],
+    ['retrieveTune', 'createPrompt', 'timer 2s', 'callback', 'cancel', 'timer 1s', 'callback', 'cancel', 'listPrompts'],
+    ['createPackTune', 'retrieveTune', 'listPrompts'],
+  ];
+  const shape = sameShape(tuneflow, floor);
+  expect(shape).toMatchObject({ sameActivities: 2, sameSequence: 1, compared: 3 });
+  expect(shape.differing).toEqual([
+    { job: 2, tuneflow: 'createPackTune listPrompts', floor: 'createPackTune retrieveTune listPrompts' },
+  ]);
+});
+
+describe('the flags of the floor, the burst and the report', () => {
+  test('--compare-floor, --rate with --burst, --report', () => {
+    const options = parseSoakOptions([
+      '--jobs',
+      '50',
+      '--rate',
+      '5',
+      '--burst',
+      '10',
+      '--compare-floor',
+      '--report',
+      'out',
+    ]);
+    expect(options).toMatchObject({ jobs: 50, rate: 5, burst: 10, compareFloor: true, reportDir: 'out' });
+    expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined });
+  });
+
+  test.each([
+    [['--burst', '5'], '--burst: needs --rate'],
+    [['--jobs', '10', '--rate', '2', '--burst', '10'], '--burst: must leave jobs for the steady rate (at most 9)'],
+    [
+      ['--compare-floor', '--profile', 'all'],
+      "--compare-floor: the floor takes no faults; run it with --profile none, got 'all'",
+    ],
+    [['--compare-floor', '--cluster'], '--compare-floor: runs on the dev server'],
+    [['--report', ' '], '--report: must be a directory'],
+  ])('%j is refused: %s', (argv, message) => {
+    expect(() => parseSoakOptions(argv)).toThrow(FlagError);
+    expect(() => parseSoakOptions(argv)).toThrow(message);
+  });
+});
