@@ -5,14 +5,14 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { FloorService, type FloorAnswer } from '../../bench/floor/service';
 import { FLOOR_DEFAULTS, type FloorObject } from '../../bench/floor/workflows';
 import { PACKS } from '../../src/mock-service';
 import type { CallbackWakeUp } from '../../src/workflows/messages';
 import { DEFAULT_OPTIONS } from '../../src/workflows/options';
 import { historyFromJson } from '../workflows/history-json';
-import { bundleForStrictReplay, replayStrictly } from '../workflows/strict-replay';
+import { replayStrictly } from '../workflows/strict-replay';
 
 const HISTORIES = path.join(__dirname, '..', 'histories');
 
@@ -65,7 +65,12 @@ describe('the floor replays tuneflow', () => {
     } catch {
       // Installed already by another test file of this process.
     }
-    bundle = await bundleForStrictReplay(require.resolve('../../bench/floor/workflows'));
+    // As bench/floor/phase.ts bundles it (nothing preloaded), with the interceptor the strict replay reads.
+    bundle = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../../bench/floor/workflows'),
+      workflowInterceptorModules: [require.resolve('../replay-fixtures/command-interceptors')],
+      logger: new DefaultLogger('WARN'),
+    });
   }, 120_000);
 
   test.each(SAME_SHAPE)('%s: the same activities and timers, in order', async (name) => {
