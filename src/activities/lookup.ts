@@ -72,7 +72,7 @@ export async function findCreatedPackPrompts(
   if (!promptCallback) return false;
   let seen = 0;
   for await (const prompt of api.prompts.list(tuneId, { limit: PAGE }, options)) {
-    if (prompt.callback === promptCallback) return true;
+    if (sameCallback(prompt.callback, promptCallback)) return true;
     if (++seen >= pages * PAGE) return false;
   }
   return false;
@@ -86,12 +86,37 @@ export function promptMatches(prompt: Record<string, unknown>, wanted: Record<st
   for (const key of PROMPT_CONSIDERED_ATTRIBUTES) {
     const value = wanted[key];
     if (value === undefined || !(key in prompt)) continue;
-    if (!sameValue(prompt[key], value)) return false;
+    if (!sameValue(prompt[key], value, key)) return false;
   }
   return true;
 }
 
-function sameValue(actual: unknown, wanted: unknown): boolean {
+/**
+ * The same callback: the same receiver path, workflow and prompt key. The rest of the URL may differ between the
+ * attempts of one create (an attempt made by an earlier release signed the URL without a run ID; a traced one adds the
+ * trace context), and a look-up that missed for it would create the prompt twice.
+ *
+ * @example
+ * sameCallback('https://h/callbacks/prompt?workflowId=w&sig=a&key=1', 'https://h/callbacks/prompt?workflowId=w&runId=r&sig=b&key=1'); // true
+ */
+export function sameCallback(actual: unknown, wanted: unknown): boolean {
+  if (actual === wanted) return true;
+  if (typeof actual !== 'string' || typeof wanted !== 'string') return false;
+  try {
+    const [a, b] = [new URL(actual), new URL(wanted)];
+    return (
+      a.origin === b.origin &&
+      a.pathname === b.pathname &&
+      a.searchParams.get('workflowId') === b.searchParams.get('workflowId') &&
+      a.searchParams.get('key') === b.searchParams.get('key')
+    );
+  } catch {
+    return false;
+  }
+}
+
+function sameValue(actual: unknown, wanted: unknown, key?: string): boolean {
+  if (key === 'callback') return sameCallback(actual, wanted);
   if (actual === wanted) return true;
   if (actual === null || actual === undefined) return false;
   // Multipart requests and some answers carry numbers and booleans as strings; decimals as Rails renders them

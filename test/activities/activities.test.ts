@@ -12,6 +12,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, toApplicationFailure, type TuneflowActivities } from '../../src/activities';
 import { backoffMs } from '../../src/activities/failures';
+import { sameCallback } from '../../src/activities/lookup';
 import { APIError, RateLimitError, TunesApi, type Duration } from '../../src/api';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { startMockService } from '../../src/mock-service';
@@ -247,6 +248,23 @@ describe('createPrompt', () => {
     expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(posts);
     expect(found.text).toBe('ohwx woman, portrait');
     expect(await api.prompts.list(t.id)).toHaveLength(1);
+  });
+
+  test("a retry finds the prompt an earlier release's attempt made (its callback signed without a run ID)", async () => {
+    const { api, activities } = account();
+    const t = await trainedTune(activities, 'job-upgrade');
+    // The first attempt ran before the upgrade: the URL it sent had no run ID and another signature.
+    const earlier = `${signer.baseUrl}/callbacks/prompt?workflowId=job-upgrade&sig=${'ab'.repeat(32)}&key=p0`;
+    await api.prompts.create(t.id, { text: 'ohwx woman', seed: 3, callback: earlier });
+    const posts = mock.stats().routes['POST /tunes/:id/prompts'];
+    const input = { tuneId: t.id, prompt: { text: 'ohwx woman', seed: 3 }, key: 'p0' };
+    const found = await run(activities, 'createPrompt', input, { attempt: 2, workflowId: 'job-upgrade' });
+    expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(posts);
+    expect(await api.prompts.list(t.id)).toHaveLength(1);
+    expect(found.text).toBe('ohwx woman');
+    // Another key or another workflow is another prompt.
+    expect(sameCallback(earlier, earlier.replace('key=p0', 'key=p1'))).toBe(false);
+    expect(sameCallback(earlier, earlier.replace('job-upgrade', 'job-other'))).toBe(false);
   });
 
   test('a retry does not mistake another prompt of the job (same text, other key) for its own', async () => {
