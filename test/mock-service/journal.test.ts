@@ -69,6 +69,10 @@ test('records each callback POST with its workflow ID, the ids it reports and wh
     })
   ).body;
   const arrived = await receiver.waitFor('/journal-tune', 2);
+  // The receiver has them; the mock records each answer when it comes back (a moment later).
+  const answered = () => mock.journal().callbacks.filter((c) => c.path === '/journal-tune' && c.status !== null);
+  for (const start = Date.now(); answered().length < 2 && Date.now() - start < 5_000; )
+    await new Promise((resolve) => setTimeout(resolve, 10));
   const sent = mock.journal().callbacks.filter((c) => c.path === '/journal-tune');
   const entry = { path: '/journal-tune', workflowId: 'job-7', ids: [tune.id], sentAt: expect.any(Number) };
   expect(sent).toEqual([
