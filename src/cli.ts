@@ -2,6 +2,8 @@
  * `tuneflow <command> [flags]`: a table of commands, each `(argv) => Promise<exit code>`. Adding a command is one
  * row in COMMANDS. Each command's module loads only when it runs, so `--help` does not load Temporal's worker.
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 
 interface Command {
   /** One line for the list of commands. */
@@ -38,6 +40,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "list the service's packs and their classes",
     run: async (argv) => (await import('./commands/packs')).packsCommand(argv),
   },
+  'dev-server': {
+    summary: 'run a Temporal dev server with its Web UI (localhost:7233, UI on :8233), for a worker of your own',
+    run: async (argv) => (await import('./commands/dev-server')).devServerCommand(argv),
+  },
   'mock-service': {
     summary: 'run an in-memory mock of the fine-tuning service (callbacks, faults)',
     run: async (argv) => (await import('./mock-service/command')).mockServiceCommand(argv),
@@ -47,7 +53,16 @@ const COMMANDS: Record<string, Command> = {
 function commandList(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
-  return `Usage: tuneflow <command> [flags]\n\nCommands:\n${rows.join('\n')}\n\nRun 'tuneflow <command> --help' for its flags.\n`;
+  return `Usage: tuneflow <command> [flags]\n\nCommands:\n${rows.join('\n')}\n\nRun 'tuneflow <command> --help' for its flags; 'tuneflow --version' for the version.\n`;
+}
+
+/** `tuneflow 0.1.0 (tuneflow-temporal)`: from the package's manifest, beside lib/ and src/ alike. */
+function version(): string {
+  const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as {
+    name: string;
+    version: string;
+  };
+  return `tuneflow ${manifest.version} (${manifest.name})\n`;
 }
 
 /**
@@ -58,6 +73,10 @@ export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(commandList());
+    return 0;
+  }
+  if (name === '--version' || name === '-V') {
+    process.stdout.write(version());
     return 0;
   }
   if (name === undefined) {

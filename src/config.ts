@@ -95,7 +95,9 @@ export function loadReceiverConfig(env: Env = process.env): ReceiverConfig {
       env,
       'TUNEFLOW_CALLBACK_SECRET',
       z.string().min(16),
-      'is required with callbacks: the HMAC key of callback URLs, at least 16 characters',
+      env.TUNEFLOW_CALLBACK_SECRET
+        ? `must be at least 16 characters (it has ${env.TUNEFLOW_CALLBACK_SECRET.length}): the HMAC key of callback URLs`
+        : 'is required with callbacks: the HMAC key of callback URLs, at least 16 characters',
     ),
     port: env.TUNEFLOW_CALLBACK_PORT
       ? read(env, 'TUNEFLOW_CALLBACK_PORT', port, 'must be a port number from 0 to 65535')
@@ -108,6 +110,11 @@ export function loadReceiverConfig(env: Env = process.env): ReceiverConfig {
 export function loadCallbackConfig(env: Env = process.env): CallbackConfig | undefined {
   if (!env.TUNEFLOW_CALLBACK_BASE_URL) return undefined;
   return loadReceiverConfig(env) as CallbackConfig;
+}
+
+/** The service's base URL from TUNEFLOW_API_URL (default the public service); a bad one is named by the variable. */
+export function loadApiUrl(env: Env = process.env): string {
+  return env.TUNEFLOW_API_URL ? read(env, 'TUNEFLOW_API_URL', httpUrl, 'must be an http(s) URL') : DEFAULT_API_URL;
 }
 
 export function loadLogLevel(env: Env = process.env): LogLevel {
@@ -135,12 +142,7 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
   const apiKey = read(env, 'TUNEFLOW_API_KEY', z.string().trim().min(1), 'is required: the service API key');
   const metrics = env.TUNEFLOW_METRICS_ADDRESS ?? DEFAULT_METRICS_ADDRESS;
   return {
-    api: {
-      baseUrl: env.TUNEFLOW_API_URL
-        ? read(env, 'TUNEFLOW_API_URL', httpUrl, 'must be an http(s) URL')
-        : DEFAULT_API_URL,
-      apiKey,
-    },
+    api: { baseUrl: loadApiUrl(env), apiKey },
     callbacks: loadCallbackConfig(env),
     taskQueue: env.TUNEFLOW_TASK_QUEUE
       ? read(env, 'TUNEFLOW_TASK_QUEUE', z.string().regex(/^\S+$/), 'must be a name without spaces')

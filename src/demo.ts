@@ -5,28 +5,28 @@
  * images saved under ./out/<run>/ beside a gallery page, index.html.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { Client } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Runtime, Worker } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { TunesApi } from './api';
 import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
 import { CallbackSigner } from './callbacks/signing';
 import { TuneflowClient } from './client';
 import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './commands/command-line';
-import { describeCost, follow } from './commands/progress-view';
+import { describeCost, follow, LiveLine, type LineOutput } from './commands/progress-view';
 import { listenForStop } from './commands/stop-signal';
-import { DEFAULT_API_URL, loadCallbackConfig } from './config';
+import { DEFAULT_API_URL, loadApiUrl, loadCallbackConfig } from './config';
 import { saveImages, writeGallery } from './demo-gallery';
+import { createLogger } from './logging';
 import { startMockService } from './mock-service';
 import { workflowSource } from './plugin';
 import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from './temporal-server';
-import { freePort } from './temporal-server/dev-server';
+import { freePort, portIsFree, startDevServerProcess } from './temporal-server/dev-server';
 import type { PromptSpec, TrainThenGenerateInput } from './workflows/inputs';
 
-export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--help]
+export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--keep] [--help]
 
 Trains a tune and generates images with it through a durable workflow, all in this process.
 
@@ -48,14 +48,20 @@ Options:
   --prompt TEXT   a prompt to generate (repeat; default: three portraits)
   --images URL    a training image URL (repeat; real service only: the mock serves its own)
   --out DIR       where to save the images and the gallery page, DIR/<run>/index.html (default ./out)
-  --help          show this help
+  --keep          after the run, keep the dev server, its Web UI and the mock service up until Ctrl-C, so the
+                  history link and the image URLs go on working
+  -h, --help      show this help
 
-Ctrl-C stops the demo and everything it started (the run, if it is still going, stays in the dev server's memory
-only until then).
+Ctrl-C stops the demo and everything it started, and exits 130 (the run, if it is still going, stays in the dev
+server's memory only until then).
 `;
 
 /** Ctrl-C or SIGTERM while the demo runs. */
-class DemoStopped extends Error {}
+class DemoStopped extends Error {
+  constructor(readonly signal: NodeJS.Signals | 'abort') {
+    super(signal === 'SIGINT' ? 'Ctrl-C' : signal);
+  }
+}
 
 /** Three sizes and fixed seeds, so the gallery shows what each setting did. */
 const DEFAULT_PROMPTS: PromptSpec[] = [
@@ -72,27 +78,43 @@ interface Temporal {
   description: string;
   /** The Web UI's base URL, when this process started a dev server with it. */
   ui?: string;
+  /** Stops what this process started. */
+  close(): Promise<void>;
 }
 
 /** The first Temporal that applies (see DEMO_USAGE); TemporalUnavailableError when none can be had. */
 async function openDemoTemporal(env: NodeJS.ProcessEnv, say: (line: string) => void): Promise<Temporal> {
   const server = await provisionTemporal('dev-server', { env, log: (line) => say(`Temporal:  ${line}`) });
-  if (server.kind !== 'dev-server') return { env: await openTemporal(server), description: describeServer(server) };
-  const uiPort = (await portIsFree(UI_PORT)) ? UI_PORT : await freePort();
-  const temporalEnv = await openTemporal(server, { ui: true, uiPort });
-  return {
+  const opened = (temporalEnv: TestWorkflowEnvironment, description: string, ui?: string): Temporal => ({
     env: temporalEnv,
-    description: `${describeServer(server)} at ${temporalEnv.address}`,
-    ui: `http://127.0.0.1:${uiPort}`,
-  };
-}
-
-async function portIsFree(port: number): Promise<boolean> {
-  const server = net.createServer();
-  return new Promise((resolve) => {
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    description,
+    ui,
+    close: () => temporalEnv.teardown(),
   });
+  if (server.kind !== 'dev-server') return opened(await openTemporal(server), describeServer(server));
+  const uiPort = (await portIsFree(UI_PORT)) ? UI_PORT : await freePort();
+  if (server.executable.type !== 'existing-path') {
+    // The SDK's download runs only inside the SDK's server process, whose banner goes to our stdout.
+    const temporalEnv = await openTemporal(server, { ui: true, uiPort });
+    return opened(temporalEnv, `${describeServer(server)} at ${temporalEnv.address}`, `http://127.0.0.1:${uiPort}`);
+  }
+  // A process of our own: its banner stays out of the demo's output, and --keep can leave it up.
+  const child = await startDevServerProcess({ executable: server.executable.path, uiPort });
+  try {
+    const temporalEnv = await TestWorkflowEnvironment.createFromExistingServer({ address: child.address });
+    return {
+      env: temporalEnv,
+      description: `${describeServer(server)} at ${child.address}`,
+      ui: child.ui,
+      close: async () => {
+        await temporalEnv.teardown();
+        await child.stop();
+      },
+    };
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
 }
 
 export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
@@ -103,14 +125,14 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
         prompt: { type: 'string', multiple: true },
         images: { type: 'string', multiple: true },
         out: { type: 'string' },
-        help: { type: 'boolean' },
+        keep: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
       },
     });
     if (values.help) {
       io.stdout.write(DEMO_USAGE);
       return ExitCode.ok;
     }
-    const say = (line: string) => io.stdout.write(`${line}\n`);
     const real = !!io.env.TUNEFLOW_API_KEY;
     const realImages = values.images ?? io.env.TUNEFLOW_DEMO_IMAGES?.split(',').filter(Boolean) ?? [];
     if (real && realImages.length === 0)
@@ -118,41 +140,52 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
         'with TUNEFLOW_API_KEY the demo needs training image URLs: --images URL or TUNEFLOW_DEMO_IMAGES',
       );
     const callbackConfig = real ? loadCallbackConfig(io.env) : undefined;
+    const apiUrl = real ? loadApiUrl(io.env) : undefined;
 
+    // One live progress line on stdout; the demo's lines and every log line (human on a terminal) go above it.
+    const line = new LiveLine(io.stdout as LineOutput);
+    const say = (text: string) => line.print(text);
     // Quiet SDK logs: the demo's own lines are the story.
-    Runtime.install({ logger: new DefaultLogger('WARN') });
+    Runtime.install({ logger: createLogger(line.sink(io.stderr), 'WARN') });
     // Ctrl-C or SIGTERM ends the demo through the cleanups below, not by killing the process under them.
     const stop = listenForStop();
+    const following = new AbortController();
     const stopped = stop.stopped.then((signal) => {
+      following.abort(signal);
       throw new DemoStopped(signal);
     });
     stopped.catch(() => undefined);
+    const exitFor = (err: DemoStopped) => (err.signal === 'SIGTERM' ? ExitCode.terminated : ExitCode.interrupted);
+    const opening = openDemoTemporal(io.env, say);
     let temporal: Temporal;
     try {
-      temporal = await Promise.race([openDemoTemporal(io.env, say), stopped]);
+      temporal = await Promise.race([opening, stopped]);
     } catch (err) {
       stop.dispose();
       if (err instanceof TemporalUnavailableError) {
         io.stderr.write(`${err.message}\n`);
         return ExitCode.unavailable;
       }
-      if (err instanceof DemoStopped) return ExitCode.failed;
+      if (err instanceof DemoStopped) {
+        // A server that was starting is stopped once it is up.
+        await opening.then((late) => late.close()).catch(() => undefined);
+        return exitFor(err);
+      }
       throw err;
     }
 
-    const cleanups: Array<() => Promise<unknown>> = [() => temporal.env.teardown()];
+    const cleanups: Array<() => Promise<unknown>> = [() => temporal.close()];
     try {
       say(`Temporal:  ${temporal.description}`);
       if (temporal.ui) say(`Web UI:    ${temporal.ui}`);
       let api: TunesApi;
       let trainingImages: string[];
       let branch: TrainThenGenerateInput['tune']['branch'];
-      if (real) {
-        const baseUrl = io.env.TUNEFLOW_API_URL || DEFAULT_API_URL;
-        api = new TunesApi({ apiKey: io.env.TUNEFLOW_API_KEY!, baseUrl });
+      if (apiUrl) {
+        api = new TunesApi({ apiKey: io.env.TUNEFLOW_API_KEY!, baseUrl: apiUrl });
         trainingImages = realImages;
         branch = (io.env.TUNEFLOW_DEMO_BRANCH as typeof branch) || 'fast';
-        say(`service:   ${baseUrl} (branch ${branch})`);
+        say(`service:   ${apiUrl} (branch ${branch})`);
       } else {
         const mock = await startMockService({ port: 0, trainingTime: '3s', inferenceTime: '2s' });
         cleanups.push(() => mock.close());
@@ -174,6 +207,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
           signaler: temporalSignaler(
             new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
           ),
+          logger: createLogger(line.sink(io.stderr), 'INFO'),
         });
         cleanups.push(() => receiver.close());
         signer = new CallbackSigner({ baseUrl: callbackConfig?.baseUrl ?? receiver.url, secret });
@@ -195,6 +229,9 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const client = new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace });
       const tuneflow = new TuneflowClient({ client, taskQueue });
       const workflowId = `demo-${randomUUID().slice(0, 8)}`;
+      const history = temporal.ui
+        ? `${temporal.ui}/namespaces/${temporal.env.namespace ?? 'default'}/workflows/${workflowId}`
+        : undefined;
       const input: TrainThenGenerateInput = {
         tune: { name: 'woman', branch, image_urls: trainingImages },
         prompts: values.prompt ? values.prompt.map((text) => ({ text, num_images: 1 })) : DEFAULT_PROMPTS,
@@ -216,12 +253,14 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const running = worker.runUntil(async () => {
         const handle = await tuneflow.trainThenGenerate(workflowId, input);
         say(`started:   trainThenGenerate ${workflowId}`);
-        if (temporal.ui)
-          say(`history:   ${temporal.ui}/namespaces/${temporal.env.namespace ?? 'default'}/workflows/${workflowId}`);
-        return follow(handle, { out: io.stdout });
+        if (history) say(`history:   ${history}`);
+        return follow(handle, { line, signal: following.signal });
       });
-      // Stopped early: the worker shuts down before the server it polls goes away.
+      running.catch(() => undefined);
+      // Stopped early: following stops before the connection it uses closes, and the worker shuts down before the
+      // server it polls goes away.
       cleanups.push(async () => {
+        following.abort('cleanup');
         if (worker.getState() === 'RUNNING') worker.shutdown();
         await running.catch(() => undefined);
       });
@@ -237,16 +276,31 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const saved = await saveImages(result.prompts, dir);
       say(`saved ${saved.length} images to ${path.relative(process.cwd(), dir) || dir}`);
       const gallery = await writeGallery(
-        { workflowId, tune: result.tune, prompts: result.prompts, cost: result.cost },
+        {
+          workflowId,
+          tune: result.tune,
+          prompts: result.prompts,
+          cost: result.cost,
+          mockImages: !real,
+          history,
+          keptUp: !!values.keep,
+        },
         saved,
         dir,
       );
       say(`gallery:   ${gallery}`);
+      if (values.keep) {
+        say(
+          `kept up until Ctrl-C: ${temporal.ui ? `the Web UI (${temporal.ui}) and ` : ''}${real ? 'the server' : 'the mock service (the image URLs)'}`,
+        );
+        await stopped.catch(() => undefined);
+      }
       return ExitCode.ok;
     } catch (err) {
       if (!(err instanceof DemoStopped)) throw err;
+      line.end();
       say(`stopped by ${err.message}: stopping what the demo started`);
-      return ExitCode.failed;
+      return exitFor(err);
     } finally {
       stop.dispose();
       for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);

@@ -6,9 +6,12 @@
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { isUnavailable, unreachableTemporal } from './commands/command-line';
+import { listenForStop } from './commands/stop-signal';
 import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from './config';
-import { createJsonLogger } from './logging';
+import { createLogger } from './logging';
 import { TuneflowPlugin } from './plugin';
+import { portIsFree } from './temporal-server/dev-server';
 import type { TuneflowTracingOptions } from './tracing';
 import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from './tracing-environment';
 
@@ -79,7 +82,9 @@ export async function createTuneflowWorker(
 
 export const WORKER_USAGE = `Usage: tuneflow worker [--help]
 
-Runs the tuneflow workflows and activities, the callback receiver and Prometheus metrics until SIGINT/SIGTERM.
+Runs the tuneflow workflows and activities, the callback receiver and Prometheus metrics until SIGINT/SIGTERM,
+which drain it (the tasks under way finish) and exit 0. Logs go to stderr: lines for a person on a terminal, JSON
+otherwise. Exit 2: a missing or bad setting, or a port already taken; 3: Temporal unreachable.
 Every setting comes from the environment:
 ${Object.entries(ENVIRONMENT)
   .map(([name, meaning]) => `  ${name.padEnd(27)} ${meaning}`)
@@ -105,28 +110,59 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv = pro
   return runWorker(env);
 }
 
-/** The worker: settings from the environment, metrics and JSON logs, until SIGINT/SIGTERM. */
+/**
+ * The worker: settings from the environment, metrics and logs, until SIGINT/SIGTERM. Every way it cannot start is
+ * one line naming the variable, and an exit code (2 a setting or a taken port, 3 Temporal unreachable).
+ */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const say = (line: string) => process.stderr.write(`tuneflow worker: ${line}\n`);
   let config: WorkerConfig;
   let tracingConfig: TracingConfig | undefined;
   try {
     config = loadWorkerConfig(env);
     tracingConfig = loadTracingConfig(env);
+    // Before anything binds: the SDK's own error for a taken metrics port is a stack trace, and a receiver that
+    // cannot listen would leave a worker that never polls.
+    await checkPortsFree(config);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`tuneflow worker: ${err.message}\n`);
+      say(err.message);
       return 2;
     }
     throw err;
   }
-  const logger = createJsonLogger(process.stderr, config.logLevel);
-  Runtime.install({
-    logger,
-    telemetryOptions: config.metricsAddress ? { metrics: { prometheus: { bindAddress: config.metricsAddress } } } : {},
-  });
+  const logger = createLogger(process.stderr, config.logLevel);
+  try {
+    Runtime.install({
+      logger,
+      telemetryOptions: config.metricsAddress
+        ? { metrics: { prometheus: { bindAddress: config.metricsAddress } } }
+        : {},
+    });
+  } catch (err) {
+    say(`TUNEFLOW_METRICS_ADDRESS: cannot serve metrics on ${config.metricsAddress}: ${(err as Error).message}`);
+    return 2;
+  }
   const traces = tracingConfig && (await startTracing(tracingConfig, logger));
   try {
-    const tuneflow = await createTuneflowWorker(config, logger, traces?.tracing);
+    // A signal while connecting (up to the connect timeout) ends the worker then: it has nothing to drain yet.
+    const stop = listenForStop();
+    let tuneflow: TuneflowWorker | NodeJS.Signals | 'abort';
+    try {
+      tuneflow = await Promise.race([createTuneflowWorker(config, logger, traces?.tracing), stop.stopped]);
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+      say(unreachableTemporal(env, err));
+      return 3;
+    } finally {
+      stop.dispose();
+    }
+    if (typeof tuneflow === 'string') {
+      say(`stopped by ${tuneflow} while connecting to Temporal`);
+      await traces?.shutdown();
+      // The core's connect cannot be cancelled, and holds the process until it times out (half a minute).
+      process.exit(0);
+    }
     logger.info('tuneflow worker started', {
       taskQueue: config.taskQueue,
       namespace: config.temporal.namespace ?? 'default',
@@ -136,12 +172,35 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
       // The origin alone: a URL's user and password are not for the log.
       traces: tracingConfig ? new URL(tracingConfig.url).origin : 'off',
     });
-    await tuneflow.run();
+    try {
+      await tuneflow.run();
+    } catch (err) {
+      // Taken between the check and the listen: the worker did not poll, and stops here.
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      say(`TUNEFLOW_CALLBACK_PORT: port ${config.callbacks?.port} is taken (another worker on this machine?)`);
+      return 2;
+    }
   } finally {
     await traces?.shutdown();
   }
   logger.info('tuneflow worker stopped');
   return 0;
+}
+
+/** The metrics and callback ports, free to listen on; a ConfigError names the variable of a taken one. */
+async function checkPortsFree(config: WorkerConfig): Promise<void> {
+  const metrics = config.metricsAddress?.match(/^(.*):(\d+)$/);
+  if (metrics && Number(metrics[2]) !== 0 && !(await portIsFree(Number(metrics[2]), metrics[1])))
+    throw new ConfigError(
+      'TUNEFLOW_METRICS_ADDRESS',
+      `${config.metricsAddress} is taken (another worker on this machine?): choose another port, or "off"`,
+    );
+  const callbacks = config.callbacks;
+  if (callbacks && callbacks.port !== 0 && !(await portIsFree(callbacks.port, callbacks.host)))
+    throw new ConfigError(
+      'TUNEFLOW_CALLBACK_PORT',
+      `port ${callbacks.port} is taken (another worker or receiver on this machine?): choose another, and point TUNEFLOW_CALLBACK_BASE_URL at it`,
+    );
 }
 
 if (require.main === module) {

@@ -14,7 +14,7 @@ import {
   type ReceiverConfig,
 } from '../config';
 import { listenForStop } from '../commands/stop-signal';
-import { createJsonLogger } from '../logging';
+import { createLogger } from '../logging';
 import { tracedClient } from '../tracing';
 import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from '../tracing-environment';
 import { startCallbackReceiver, temporalSignaler } from './receiver';
@@ -98,7 +98,7 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
 
   const { port, host, secret, logLevel } = settings;
   const urlHost = host.includes(':') ? `[${host}]` : host;
-  const logger = createJsonLogger(process.stderr, logLevel);
+  const logger = createLogger(process.stderr, logLevel);
   const signer = new CallbackSigner({ baseUrl: settings.baseUrl, secret });
   const namespace = temporal.namespace ?? 'default';
   // Lazy: the receiver answers health checks (and 503 to callbacks) while Temporal is still out of reach.

@@ -3,7 +3,7 @@
  * Temporal connection from the standard environment.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { CancelledFailure, Client, Connection, TerminatedFailure, WorkflowFailedError } from '@temporalio/client';
 import { ErrorKind, InvalidInputError, TunesError } from '../api/errors';
 import { ConfigError, loadTemporalConfig } from '../config';
 
@@ -18,6 +18,12 @@ export const ExitCode = {
   unavailable: 3,
   /** No workflow with that ID. */
   notFound: 4,
+  /** The run was cancelled (followed with --wait). */
+  cancelled: 5,
+  /** Stopped by Ctrl-C (SIGINT), after cleaning up: 128 + 2, as shells report it. */
+  interrupted: 130,
+  /** Stopped by SIGTERM, after cleaning up: 128 + 15. */
+  terminated: 143,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -74,12 +80,16 @@ export async function runCommand(
       say(`the service refused the API key: ${err.message}. Check TUNEFLOW_API_KEY.`);
       return ExitCode.usage;
     }
+    if (err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure) {
+      say('the run was cancelled');
+      return ExitCode.cancelled;
+    }
     if (err instanceof WorkflowFailedError) {
-      say(`the run failed: ${describeFailure(err)}`);
+      say(`the run ${err.cause instanceof TerminatedFailure ? 'was terminated' : 'failed'}: ${describeFailure(err)}`);
       return ExitCode.failed;
     }
     if (isUnavailable(err)) {
-      say(`cannot reach Temporal: ${(err as Error).message}. Check TEMPORAL_ADDRESS (and TLS/API key settings).`);
+      say(unreachableTemporal(io.env, err));
       return ExitCode.unavailable;
     }
     if ((err as Error)?.name === 'WorkflowNotFoundError') {
@@ -91,7 +101,8 @@ export async function runCommand(
   }
 }
 
-function isUnavailable(err: unknown): boolean {
+/** A Temporal that did not answer: gRPC UNAVAILABLE or DEADLINE_EXCEEDED, or a failed first connect. */
+export function isUnavailable(err: unknown): boolean {
   const e = err as { name?: string; code?: number; message?: string } | undefined;
   if (!e) return false;
   // gRPC UNAVAILABLE (14) and DEADLINE_EXCEEDED (4), or a failed first connect.
@@ -101,6 +112,20 @@ function isUnavailable(err: unknown): boolean {
     e.code === 4 ||
     /Failed to connect|UNAVAILABLE|ECONNREFUSED|connect timeout/i.test(e.message ?? '')
   );
+}
+
+/**
+ * One line for a Temporal that does not answer: where it was looked for, the variable that says so, and how to get one.
+ * @example unreachableTemporal({}, err) // "cannot reach Temporal at localhost:7233 (TEMPORAL_ADDRESS unset): ..."
+ */
+export function unreachableTemporal(env: NodeJS.ProcessEnv, err: unknown): string {
+  const address = env.TEMPORAL_ADDRESS
+    ? `${env.TEMPORAL_ADDRESS} (TEMPORAL_ADDRESS)`
+    : 'localhost:7233 (TEMPORAL_ADDRESS unset)';
+  const message = (err as Error)?.message ?? String(err);
+  // The core's transport errors wrap the reason in Rust debug output: `... message: "Connection refused" }`.
+  const why = (/(?:message|error): "([^"]+)"/.exec(message)?.[1] ?? message.split('\n')[0]).replace(/\.$/, '');
+  return `cannot reach Temporal at ${address}: ${why}. Start one with \`tuneflow dev-server\`, or set TEMPORAL_ADDRESS.`;
 }
 
 /** A Temporal client from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS and API key variables (or the profile file). */
@@ -113,14 +138,26 @@ export async function connectTemporal(env: NodeJS.ProcessEnv): Promise<{ client:
   return { client: new Client({ connection, namespace }), close: () => connection.close() };
 }
 
-/** The chain of causes of a failed run, down to the typed error the workflow raised (TuneNeverTrained, Validation...). */
+/**
+ * The chain of causes of a failed run, down to the typed error the workflow raised (TuneNeverTrained, Validation...),
+ * each message once: a workflow that fails with its activity's failure repeats that message.
+ */
 export function describeFailure(err: unknown): string {
   if (!(err instanceof WorkflowFailedError)) return err instanceof Error ? err.message : String(err);
   let cause: unknown = err.cause;
   const chain: string[] = [];
+  const said = new Set<string>();
   while (cause instanceof Error) {
     const type = (cause as { type?: string }).type;
-    chain.push(type ? `${type}: ${cause.message}` : cause.message);
+    // The SDK's wrappers ("Activity task failed") say nothing their cause does not.
+    if (
+      cause.message &&
+      !said.has(cause.message) &&
+      !/^(Activity task|Child Workflow execution) failed$/.test(cause.message)
+    ) {
+      said.add(cause.message);
+      chain.push(type ? `${type}: ${cause.message}` : cause.message);
+    }
     cause = cause.cause;
   }
   return chain.join(' <- ') || err.message;

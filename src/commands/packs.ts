@@ -1,6 +1,6 @@
 /** `tuneflow packs`: the packs the account can use, with their classes. Talks to the service directly. */
 import { TunesApi } from '../api';
-import { ConfigError, DEFAULT_API_URL } from '../config';
+import { ConfigError, DEFAULT_API_URL, loadApiUrl } from '../config';
 import { ExitCode, parseFlags, processIO, runCommand, type CommandIO } from './command-line';
 
 export const PACKS_USAGE = `Usage: tuneflow packs [--json]
@@ -8,22 +8,25 @@ export const PACKS_USAGE = `Usage: tuneflow packs [--json]
 Lists the service's packs: id, title, model type and supported classes.
 
 Options:
-  --json   machine-readable output on stdout
-  --help   show this help
+  --json       machine-readable output on stdout
+  -h, --help   show this help
 
 Environment: TUNEFLOW_API_KEY (required), TUNEFLOW_API_URL (default ${DEFAULT_API_URL}).
 `;
 
 export async function packsCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
   return runCommand('packs', PACKS_USAGE, io, async () => {
-    const { values } = parseFlags({ args: argv, options: { json: { type: 'boolean' }, help: { type: 'boolean' } } });
+    const { values } = parseFlags({
+      args: argv,
+      options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+    });
     if (values.help) {
       io.stdout.write(PACKS_USAGE);
       return ExitCode.ok;
     }
     const apiKey = io.env.TUNEFLOW_API_KEY;
     if (!apiKey?.trim()) throw new ConfigError('TUNEFLOW_API_KEY', 'is required: the service API key');
-    const api = new TunesApi({ apiKey, baseUrl: io.env.TUNEFLOW_API_URL || DEFAULT_API_URL });
+    const api = new TunesApi({ apiKey, baseUrl: loadApiUrl(io.env) });
     try {
       const packs = await api.packs.list();
       if (values.json) {

@@ -1,12 +1,21 @@
 /**
- * Following a run in a terminal: one line of phase, a bar over prompts, and callbacks vs polls, redrawn in place
- * on a TTY and printed on change elsewhere. Driven by the workflow's `progress` query.
+ * Following a run in a terminal: one line that says what the run does and waits for, how long it has run, its
+ * prompts, cost and counts; redrawn in place (and cut to the terminal's width) on a TTY, printed on change
+ * elsewhere. Log lines and notices go above it, never glued to it. Driven by the `progress` query, the run's
+ * history (its next timer) and the workers on its task queue (src/commands/run-watch.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TuneflowHandle } from '../client';
 import type { Progress } from '../workflows/messages';
-
-const BAR_WIDTH = 20;
+import {
+  asksForCallbacks,
+  formatDuration,
+  nextTimer,
+  progressWithin,
+  workersOn,
+  type PendingTimer,
+  type TaskQueueWorkers,
+} from './run-watch';
 
 /**
  * Money as the service counts it and in dollars: `156000 mc ($1.56)`.
@@ -16,56 +25,226 @@ export function describeCost(cost: { mc: number; usd: number }): string {
   return `${cost.mc} mc ($${cost.usd.toFixed(2)})`;
 }
 
-/** `training      [####------]  2/5 prompts  tune 123  cost $1.50  callbacks 3  polls 1  api calls 7` */
-export function renderProgress(p: Progress): string {
-  const { total, settled, failed } = p.prompts;
-  const filled = total > 0 ? Math.round((settled / total) * BAR_WIDTH) : 0;
-  const bar = `[${'#'.repeat(filled)}${'-'.repeat(BAR_WIDTH - filled)}]`;
-  const parts = [
-    p.phase.padEnd(16),
-    bar,
-    `${settled}/${total} prompts${failed ? ` (${failed} failed)` : ''}`,
-    p.tuneId ? `tune ${p.tuneId}` : 'no tune yet',
-    // Runs of an older worker answer without a cost.
-    ...(p.cost ? [`cost $${p.cost.usd.toFixed(2)}`] : []),
-    `callbacks ${p.counts.callbacks}`,
-    `polls ${p.counts.polls}`,
-    `api calls ${p.counts.apiCalls}`,
-  ];
+/** What one redraw shows. */
+export interface RunView {
+  /** The last answer of the progress query; none before the first. */
+  progress?: Progress;
+  elapsedMs: number;
+  taskQueue: string;
+  /** The run's earliest pending timer, and now, to say "in 1m52s". */
+  timer?: PendingTimer;
+  /** Whether the run asked for callbacks (false: its worker polls only); unknown before its first create. */
+  callbacks?: boolean;
+  now: number;
+  /** Unknown until asked; `polling: false` is said first, before anything else. */
+  workers?: TaskQueueWorkers;
+}
+
+/**
+ * What the run does now, in words: `waiting for the training callback, next poll in 1m52s`.
+ * @example describeWait({ progress, elapsedMs: 9_000, taskQueue: 'tuneflow', now: Date.now() })
+ */
+export function describeWait(view: RunView): string {
+  const { progress, timer, workers, taskQueue } = view;
+  if (workers && !workers.polling) return `no worker polls task queue ${taskQueue}`;
+  if (!progress) return 'waiting for a worker to take the run';
+  const due = timer ? formatDuration(timer.firesAt.getTime() - view.now) : '';
+  const next = !timer
+    ? undefined
+    : timer.summary
+      ? `next: ${timer.summary} (in ${due})`
+      : `${timer.deadline ? 'deadline' : 'next poll'} in ${due}`;
+  // A run whose worker polls only waits for the poll, not for a callback.
+  const waiting = (what: string, callback: string) => {
+    const head =
+      view.callbacks === undefined
+        ? `waiting for ${what}`
+        : view.callbacks
+          ? `waiting for ${callback}`
+          : `waiting for ${what} (polling only)`;
+    return next ? `${head}, ${next}` : head;
+  };
+  switch (progress.phase) {
+    case 'creating-tune':
+      return 'creating the tune';
+    case 'training':
+      return waiting('training', 'the training callback');
+    case 'creating-prompts':
+      return 'creating the prompts';
+    case 'generating': {
+      const left = progress.prompts.total - progress.prompts.settled;
+      const prompts = left === 1 ? '1 prompt' : `${left} prompts`;
+      return waiting(prompts, left === 1 ? "the prompt's callback" : `${prompts}' callbacks`);
+    }
+    case 'cleaning-up':
+      return 'deleting what the run created';
+    default:
+      return progress.phase;
+  }
+}
+
+/**
+ * One line, most telling first (what is cut to fit a narrow terminal is the counts at the end):
+ * `training  elapsed 12s  waiting for the training callback, next poll in 1m52s  0/3 prompts  tune 123 ...`
+ */
+export function renderProgress(view: RunView): string {
+  const p = view.progress;
+  const parts = [p?.phase ?? 'started', `elapsed ${formatDuration(view.elapsedMs)}`];
+  const wait = describeWait(view);
+  if (wait !== p?.phase) parts.push(wait);
+  if (p) {
+    const { total, settled, failed } = p.prompts;
+    parts.push(
+      `${settled}/${total} prompts${failed ? ` (${failed} failed)` : ''}`,
+      p.tuneId ? `tune ${p.tuneId}` : 'no tune yet',
+      // Runs of an older worker answer without a cost.
+      ...(p.cost ? [`cost $${p.cost.usd.toFixed(2)}`] : []),
+      `callbacks ${p.counts.callbacks}`,
+      `polls ${p.counts.polls}`,
+      `api calls ${p.counts.apiCalls}`,
+    );
+  }
   return parts.join('  ');
 }
 
-export interface FollowOptions {
-  out: NodeJS.WritableStream & { isTTY?: boolean };
-  /** How often to ask the workflow. @default 500 ms */
-  intervalMs?: number;
+/** Where the live line goes: stdout, and whether it is a terminal and how wide. */
+export type LineOutput = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
+
+/**
+ * The one line that redraws in place on a terminal. Everything else printed while it shows (log lines, notices) goes
+ * through `print`, which clears it, prints, and draws it again: nothing is glued to it and no half line is left.
+ */
+export class LiveLine {
+  private current = '';
+  private change: string | undefined;
+  private shown = false;
+
+  constructor(private readonly out: LineOutput) {}
+
+  get isTTY(): boolean {
+    return !!this.out.isTTY;
+  }
+
+  /**
+   * Shows `line`: in place on a terminal (cut to its width); elsewhere as a new line when `change` (default: the line
+   * itself) changed, so a log file gets a line per event, not one per second of a ticking clock.
+   */
+  draw(line: string, change = line): void {
+    if (!this.isTTY) {
+      if (change !== this.change) this.out.write(`${line}\n`);
+      this.current = line;
+      this.change = change;
+      return;
+    }
+    if (line === this.current && this.shown) return;
+    this.current = line;
+    this.out.write(`\r\x1b[2K${fit(line, this.out.columns)}`);
+    this.shown = true;
+  }
+
+  /** Prints `text` (whole lines) above the live line, on `stream` (default: the line's own output). */
+  print(text: string, stream: NodeJS.WritableStream = this.out): void {
+    if (this.shown) this.out.write('\r\x1b[2K');
+    stream.write(text.endsWith('\n') ? text : `${text}\n`);
+    if (this.shown) this.out.write(fit(this.current, this.out.columns));
+  }
+
+  /** A sink for a logger: its lines go above the live line. */
+  sink(stream: NodeJS.WritableStream): { write(text: string): void; isTTY?: boolean } {
+    return { write: (text) => this.print(text, stream), isTTY: (stream as { isTTY?: boolean }).isTTY };
+  }
+
+  /** Leaves the last line on screen and moves below it. */
+  end(): void {
+    if (this.shown) this.out.write('\n');
+    this.shown = false;
+  }
 }
 
-/** Shows progress until the run ends, then returns its result (or throws its failure). */
-export async function follow<R>(handle: TuneflowHandle<R>, { out, intervalMs = 500 }: FollowOptions): Promise<R> {
+/** The line without its clocks (elapsed time, time to the next timer): what makes a new line in a log file. */
+function whatChanged(view: RunView): string {
+  return renderProgress({ ...view, elapsedMs: 0, now: view.timer?.firesAt.getTime() ?? view.now });
+}
+
+/** Cuts a line to a terminal's width, leaving the last column free so it never wraps. */
+function fit(line: string, columns: number | undefined): string {
+  if (!columns || line.length < columns) return line;
+  return `${line.slice(0, Math.max(1, columns - 2))}…`;
+}
+
+export interface FollowOptions {
+  line: LiveLine;
+  /** Stops following (Ctrl-C): `follow` rejects with the signal's reason, the run goes on. */
+  signal?: AbortSignal;
+  /** How often to redraw and ask the workflow. @default 500 ms */
+  intervalMs?: number;
+  /** How often to ask which workers poll and what timer the run sleeps on. @default 2 s */
+  lookEveryMs?: number;
+}
+
+/**
+ * Shows progress until the run ends, then returns its result (or throws its failure). Says once when no worker polls
+ * the run's task queue, and again when one does.
+ */
+export async function follow<R>(handle: TuneflowHandle<R>, options: FollowOptions): Promise<R> {
+  const { line, signal, intervalMs = 500, lookEveryMs = 2_000 } = options;
+  const connection = handle.handle.client.connection;
   let done = false;
-  const result = handle.result().finally(() => {
+  // The result's long poll is cut when following stops: the connection may close under it (the demo's Ctrl-C).
+  const result = (signal ? connection.withAbortSignal(signal, () => handle.result()) : handle.result()).finally(() => {
     done = true;
   });
-  let last = '';
-  const draw = (line: string) => {
-    if (line === last) return;
-    last = line;
-    out.write(out.isTTY ? `\r\x1b[2K${line}` : `${line}\n`);
+  result.catch(() => undefined);
+  const aborted = new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true }));
+  const description = await handle.handle.describe();
+  const startedAt = description.startTime.getTime();
+  const taskQueue = description.taskQueue;
+  const view: RunView = { elapsedMs: 0, taskQueue, now: Date.now() };
+  let lookedAt = 0;
+  let historyLength = -1;
+  const look = async () => {
+    lookedAt = Date.now();
+    const workers = await workersOn(handle.handle.client, taskQueue).catch(() => view.workers);
+    if (workers && view.workers?.polling !== workers.polling && (view.workers || !workers.polling))
+      line.print(
+        workers.polling
+          ? `a worker polls task queue ${taskQueue} now`
+          : `no worker polls task queue ${taskQueue}${workers.lastSeenAt ? ` (last seen ${formatDuration(Date.now() - workers.lastSeenAt.getTime())} ago)` : ''}: the run waits until one does (\`tuneflow worker\` with TUNEFLOW_TASK_QUEUE=${taskQueue})`,
+      );
+    view.workers = workers;
+    // The history only when it grew: a timer starts or ends with an event.
+    const { historyLength: length } = await handle.handle.describe();
+    if (length !== historyLength) {
+      const history = await handle.handle.fetchHistory();
+      view.timer = nextTimer(history);
+      view.callbacks ??= asksForCallbacks(history);
+      historyLength = length;
+    }
   };
   while (!done) {
+    signal?.throwIfAborted();
     try {
-      draw(renderProgress(await handle.progress()));
-    } catch {
-      // A query can fail while the worker restarts; the next one will tell.
+      if (Date.now() - lookedAt >= lookEveryMs) await look();
+      // A query waits for a worker: asked only when one polls.
+      if (view.workers?.polling) view.progress = (await progressWithin(handle)) ?? view.progress;
+    } catch (err) {
+      signal?.throwIfAborted();
+      // The server or a worker restarting: the next round will tell.
+      void err;
     }
-    await Promise.race([sleep(intervalMs), result.catch(() => undefined)]);
+    view.now = Date.now();
+    view.elapsedMs = view.now - startedAt;
+    if (!done) line.draw(renderProgress(view), whatChanged(view));
+    // One abort listener for the whole follow, not one per tick.
+    await Promise.race([sleep(intervalMs), aborted, result.catch(() => undefined)]);
   }
-  try {
-    draw(renderProgress(await handle.progress()));
-  } catch {
-    // Closed runs answer queries only while a worker can replay them.
-  }
-  if (out.isTTY) out.write('\n');
+  signal?.throwIfAborted();
+  // The last state: asked without the worker check (the run just closed, so a worker was there).
+  view.progress = (await progressWithin(handle)) ?? view.progress;
+  const closedAt = (await handle.handle.describe().catch(() => undefined))?.closeTime;
+  Object.assign(view, { workers: undefined, timer: undefined, now: Date.now() });
+  view.elapsedMs = (closedAt?.getTime() ?? view.now) - startedAt;
+  line.draw(renderProgress(view));
+  line.end();
   return result;
 }

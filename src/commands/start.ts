@@ -2,7 +2,7 @@
  * `tuneflow start`: starts trainThenGenerate from flags or a JSON file, prints the workflow ID, and with --wait
  * follows it to the end.
  */
-import { promises as fs } from 'node:fs';
+import { constants as fsConstants, promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { redactCallbackSignatures } from '../callbacks/signing';
@@ -19,7 +19,9 @@ import {
   UsageError,
   type CommandIO,
 } from './command-line';
-import { follow } from './progress-view';
+import { describeCost, follow, LiveLine } from './progress-view';
+import { formatDuration, workersOn } from './run-watch';
+import { listenForStop } from './stop-signal';
 
 export const START_USAGE = `Usage: tuneflow start [--id KEY] --name CLASS --images PATH|URL... --prompt TEXT... [options]
        tuneflow start [--id KEY] --file job.json [options]
@@ -31,17 +33,21 @@ Options:
   --id KEY          workflow ID (default: a new tuneflow-<uuid>, printed)
   --file PATH       JSON input: { "tune": {...}, "prompts": [...], "options": {...} } (flags below add to it)
   --name CLASS      the tune's class name: man, woman, cat, dog, ...
-  --images X        a training image: an http(s) URL, or a path the worker can read (repeat; not both kinds)
+  --images X        a training image: an http(s) URL, or a file here that the worker can read at the same path
+                    (repeat; not both kinds)
   --prompt TEXT     a prompt to generate after training (repeat)
-  --num-images N    images per prompt, 1-8
-  --branch B        flux1, sd15, sdxl1, or fast (free mock mode)
+  --num-images N    images per prompt, 1-8 (default: the service's)
+  --branch B        flux1, sd15, sdxl1, or fast (free: mock images, nothing charged)
+                    (default: the service's: the base tune's branch, else sd15, which is charged)
   --title T         the tune's title (default: the workflow ID)
-  --task-queue Q    default TUNEFLOW_TASK_QUEUE, else ${DEFAULT_TASK_QUEUE}
-  --wait            follow progress until the run ends; exit 0 when it completes, 1 when it fails
+  --task-queue Q    (default: TUNEFLOW_TASK_QUEUE, else ${DEFAULT_TASK_QUEUE})
+  --wait            follow the run until it ends: what it waits for, elapsed time, the workers on its task queue;
+                    exit 0 completed, 1 failed, 5 cancelled; Ctrl-C stops following (exit 130), the run goes on
   --json            machine-readable output on stdout
-  --help            show this help
+  -h, --help        show this help
 
-Environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS* (the Temporal connection).
+Environment: TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE (default default), TEMPORAL_API_KEY,
+TEMPORAL_TLS* (the Temporal connection); TUNEFLOW_TASK_QUEUE.
 `;
 
 const FLAGS = {
@@ -56,7 +62,7 @@ const FLAGS = {
   'task-queue': { type: 'string' },
   wait: { type: 'boolean' },
   json: { type: 'boolean' },
-  help: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
 } as const;
 
 type Flags = ReturnType<typeof parseFlags<{ args: string[]; options: typeof FLAGS }>>['values'];
@@ -85,10 +91,13 @@ export async function startInput(values: Flags): Promise<TrainThenGenerateInput>
   if (values.title) tune.title = values.title;
   if (values.images?.length) {
     const urls = values.images.filter((i) => /^https?:\/\//i.test(i));
+    // ftp:, file:, s3:... would start a run that fails a moment later on the worker.
+    const other = values.images.find((i) => !urls.includes(i) && /^[a-z][a-z\d+.-]*:/i.test(i));
+    if (other) throw new UsageError(`--images: ${other}: only http(s) URLs or file paths`);
     if (urls.length && urls.length !== values.images.length)
       throw new UsageError('--images: give all URLs or all paths, not a mix');
     if (urls.length) tune.image_urls = urls;
-    else tune.images = values.images.map((p) => path.resolve(p));
+    else tune.images = await readableFiles(values.images);
   }
   if (!tune.name)
     throw new UsageError('--name is required (the class name, such as woman or dog), or a tune.name in --file');
@@ -105,6 +114,20 @@ export async function startInput(values: Flags): Promise<TrainThenGenerateInput>
   );
   if (prompts.length === 0) throw new UsageError('--prompt is required at least once (or prompts in --file)');
   return { tune, prompts, options: input.options };
+}
+
+/** Paths made absolute, each a file this process can read (the worker reads it at the same path). */
+async function readableFiles(paths: string[]): Promise<string[]> {
+  const files = paths.map((p) => path.resolve(p));
+  for (const [i, file] of files.entries()) {
+    const readable = await fs
+      .access(file, fsConstants.R_OK)
+      .then(() => fs.stat(file))
+      .then((stat) => stat.isFile())
+      .catch(() => false);
+    if (!readable) throw new UsageError(`--images: ${paths[i]}: not a readable file here (or give http(s) URLs)`);
+  }
+  return files;
 }
 
 export async function startCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
@@ -125,15 +148,39 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
       const handle = await tuneflow.trainThenGenerate(workflowId, input);
       if (!values.json) io.stdout.write(`${handle.started ? 'started' : 'attached to'} ${workflowId}\n`);
       if (!values.wait) {
+        // Said at once: a run nobody picks up looks the same as one that runs, until much later.
+        const workers = await workersOn(temporal.client.workflow, taskQueue).catch(() => undefined);
+        if (workers && !workers.polling)
+          io.stderr.write(
+            `tuneflow start: no worker polls task queue ${taskQueue}${workers.lastSeenAt ? ` (last seen ${formatDuration(Date.now() - workers.lastSeenAt.getTime())} ago)` : ''}: the run waits until one does\n`,
+          );
         if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started })}\n`);
         return ExitCode.ok;
       }
-      const result = redactCallbackSignatures(await follow(handle, { out: values.json ? io.stderr : io.stdout }));
+      const line = new LiveLine(values.json ? (io.stderr as NodeJS.WriteStream) : (io.stdout as NodeJS.WriteStream));
+      // Ctrl-C stops following, not the run.
+      const stop = listenForStop();
+      const following = new AbortController();
+      void stop.stopped.then((signal) => following.abort(signal));
+      let result;
+      try {
+        result = redactCallbackSignatures(await follow(handle, { line, signal: following.signal }));
+      } catch (err) {
+        if (!following.signal.aborted) throw err;
+        line.end();
+        io.stderr.write(
+          `tuneflow start: stopped following ${workflowId}; the run goes on (tuneflow status ${workflowId}, tuneflow cancel ${workflowId})\n`,
+        );
+        return following.signal.reason === 'SIGTERM' ? ExitCode.terminated : ExitCode.interrupted;
+      } finally {
+        stop.dispose();
+      }
       if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started, result })}\n`);
       else {
         io.stdout.write(`tune ${result.tune.id} trained at ${result.tune.trained_at}\n`);
         for (const p of result.prompts)
           io.stdout.write(`prompt ${p.id}: ${p.user_error ? `failed: ${p.user_error}` : (p.images ?? []).join(' ')}\n`);
+        if (result.cost) io.stdout.write(`cost: ${describeCost(result.cost)}\n`);
       }
       return ExitCode.ok;
     } finally {

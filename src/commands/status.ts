@@ -1,4 +1,9 @@
-/** `tuneflow status <id>` and `tuneflow cancel <id>`: a run's state, progress and result; or its cancellation. */
+/**
+ * `tuneflow status <id>` and `tuneflow cancel <id>`: a run's state in a few readable lines (what it waits for, its
+ * tune, prompts and cost, or why it failed), or its cancellation. Neither blocks on a run no worker serves.
+ */
+import type { WorkflowExecutionDescription } from '@temporalio/client';
+import type { Prompt, Tune } from '../api/schemas';
 import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
 import type { Cost } from '../workflows/cost';
@@ -13,22 +18,32 @@ import {
   UsageError,
   type CommandIO,
 } from './command-line';
-import { describeCost, renderProgress } from './progress-view';
+import { describeCost, describeWait } from './progress-view';
+import {
+  asksForCallbacks,
+  formatDuration,
+  nextTimer,
+  progressWithin,
+  workersOn,
+  type TaskQueueWorkers,
+} from './run-watch';
 
 export const STATUS_USAGE = `Usage: tuneflow status <workflow-id> [--json]
 
-Shows a run's status (RUNNING, COMPLETED, FAILED, ...), its progress and, once completed, its result.
-Exit code: 0 running or completed, 1 failed/cancelled/terminated/timed out, 4 no such workflow.
+Shows a run's state: RUNNING with what it waits for (and whether a worker polls its task queue), or how it ended,
+with its tune, prompts, images and cost, or why it failed. Signed callback URLs are never shown.
+Exit code: 0 running or completed, 1 failed, terminated or timed out, 5 cancelled, 4 no such workflow.
 
 Options:
-  --json   machine-readable output on stdout
-  --help   show this help
+  --json       the raw state on stdout: { workflowId, status, startTime, closeTime, taskQueue, workers, progress,
+               result, failure }
+  -h, --help   show this help
 `;
 
 export const CANCEL_USAGE = `Usage: tuneflow cancel <workflow-id>
 
 Requests cancellation. A run started with options.cleanupOnCancel deletes what it created.
-Exit code: 0 requested, 4 no such workflow.
+Exit code: 0 requested (or the run had already ended: it says how), 4 no such workflow.
 `;
 
 function oneId(positionals: string[]): string {
@@ -36,11 +51,24 @@ function oneId(positionals: string[]): string {
   return positionals[0];
 }
 
+/** What `status` learned about a run. */
+interface RunState {
+  workflowId: string;
+  status: string;
+  startTime: Date;
+  closeTime?: Date;
+  taskQueue: string;
+  workers?: TaskQueueWorkers;
+  progress?: Progress;
+  result?: { tune?: Tune; prompts?: Prompt[]; cost?: Cost };
+  failure?: string;
+}
+
 export async function statusCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
   return runCommand('status', STATUS_USAGE, io, async () => {
     const { values, positionals } = parseFlags({
       args: argv,
-      options: { json: { type: 'boolean' }, help: { type: 'boolean' } },
+      options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
       allowPositionals: true,
     });
     if (values.help) {
@@ -52,43 +80,114 @@ export async function statusCommand(argv: string[], io: CommandIO = processIO())
     try {
       const handle = new TuneflowClient({ client: temporal.client }).getHandle(workflowId);
       const description = await handle.handle.describe();
-      const status = description.status.name;
-      let progress: Progress | undefined;
-      try {
-        progress = await handle.progress();
-      } catch {
-        // Closed runs answer queries only while a worker can replay them.
-      }
-      let result: unknown;
-      let failure: string | undefined;
+      const state: RunState = {
+        workflowId,
+        status: description.status.name,
+        startTime: description.startTime,
+        closeTime: description.closeTime,
+        taskQueue: description.taskQueue,
+      };
+      state.workers = await workersOn(temporal.client.workflow, state.taskQueue).catch(() => undefined);
+      // A query waits for a worker (closed runs too: one replays them to answer): asked only when one polls.
+      if (state.workers?.polling) state.progress = await progressWithin(handle);
       // Runs started before callbacks became wake-ups hold signed callback URLs in their results: never printed.
-      if (status === 'COMPLETED') result = redactCallbackSignatures(await handle.result());
-      else if (status !== 'RUNNING')
-        failure = await handle.result().then(
+      if (state.status === 'COMPLETED')
+        state.result = redactCallbackSignatures(await handle.result()) as RunState['result'];
+      else if (state.status !== 'RUNNING' && state.status !== 'CANCELLED')
+        state.failure = await handle.result().then(
           () => undefined,
-          (err: unknown) => describeFailure(err),
+          (err: unknown) => redactCallbackSignatures(describeFailure(err)),
         );
-      if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, status, progress, result, failure })}\n`);
+      if (values.json) io.stdout.write(`${JSON.stringify(redactCallbackSignatures(state))}\n`);
       else {
-        io.stdout.write(`${workflowId}: ${status}\n`);
-        if (progress) io.stdout.write(`${renderProgress(progress)}\n`);
-        const cost = progress?.cost ?? (result as { cost?: Cost } | undefined)?.cost;
-        if (cost) io.stdout.write(`cost: ${describeCost(cost)}\n`);
-        if (failure) io.stdout.write(`failure: ${failure}\n`);
-        if (result) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+        const history = state.status === 'RUNNING' ? await handle.handle.fetchHistory() : undefined;
+        io.stdout.write(summarize(state, description, history));
       }
-      return status === 'RUNNING' || status === 'COMPLETED' ? ExitCode.ok : ExitCode.failed;
+      if (state.status === 'RUNNING' || state.status === 'COMPLETED') return ExitCode.ok;
+      return state.status === 'CANCELLED' ? ExitCode.cancelled : ExitCode.failed;
     } finally {
       await temporal.close();
     }
   });
 }
 
+/** The readable summary: labels in a column, one fact a line. */
+function summarize(
+  state: RunState,
+  description: WorkflowExecutionDescription,
+  history: Parameters<typeof nextTimer>[0] | undefined,
+): string {
+  const now = Date.now();
+  const lines: Array<[string, string]> = [];
+  const ran = formatDuration((state.closeTime?.getTime() ?? now) - state.startTime.getTime());
+  const head =
+    state.status === 'RUNNING'
+      ? `RUNNING for ${ran}`
+      : `${state.status} after ${ran} (${state.closeTime?.toISOString()})`;
+  lines.push(['run', `${state.workflowId}: ${head}`]);
+  lines.push(['started', `${state.startTime.toISOString()} on task queue ${state.taskQueue} (${description.type})`]);
+  const { progress, result } = state;
+  if (state.status === 'RUNNING') {
+    const view = {
+      progress,
+      elapsedMs: 0,
+      taskQueue: state.taskQueue,
+      timer: history && nextTimer(history),
+      callbacks: history && asksForCallbacks(history),
+      now,
+      workers: state.workers,
+    };
+    let doing = describeWait(view);
+    if (state.workers && !state.workers.polling)
+      doing += `${state.workers.lastSeenAt ? ` (last seen ${formatDuration(now - state.workers.lastSeenAt.getTime())} ago)` : ''}: the run waits until one does (\`tuneflow worker\` with TUNEFLOW_TASK_QUEUE=${state.taskQueue})`;
+    else if (!progress) doing = `${doing} (the progress query did not answer within seconds)`;
+    lines.push(['now', progress && doing !== progress.phase ? `${progress.phase}: ${doing}` : doing]);
+  }
+  if (state.failure) lines.push(['failure', state.failure]);
+  const tune = result?.tune;
+  if (tune)
+    lines.push([
+      'tune',
+      [
+        `${tune.id} "${tune.title}"`,
+        tune.name && `class ${tune.name}`,
+        tune.branch && `branch ${tune.branch}`,
+        tune.trained_at && `trained at ${tune.trained_at}`,
+      ]
+        .filter(Boolean)
+        .join(', '),
+    ]);
+  else if (progress?.tuneId) lines.push(['tune', String(progress.tuneId)]);
+  if (result?.prompts) {
+    const failed = result.prompts.filter((p) => p.user_error).length;
+    lines.push(['prompts', `${result.prompts.length} settled${failed ? `, ${failed} failed` : ''}`]);
+    for (const p of result.prompts) {
+      const outcome = p.user_error
+        ? `failed: ${p.user_error}`
+        : `${(p.images ?? []).length} image${(p.images ?? []).length === 1 ? '' : 's'}: ${(p.images ?? []).join(' ')}`;
+      lines.push(['', `${p.id} "${p.text}" ${outcome}`]);
+    }
+  } else if (progress)
+    lines.push([
+      'prompts',
+      `${progress.prompts.settled}/${progress.prompts.total} settled${progress.prompts.failed ? `, ${progress.prompts.failed} failed` : ''}`,
+    ]);
+  const cost = result?.cost ?? progress?.cost;
+  if (cost) lines.push(['cost', describeCost(cost)]);
+  if (progress)
+    lines.push([
+      'counts',
+      `callbacks ${progress.counts.callbacks}, polls ${progress.counts.polls}, api calls ${progress.counts.apiCalls}`,
+    ]);
+  const width = Math.max(...lines.map(([label]) => label.length)) + 2;
+  return lines.map(([label, value]) => `${(label ? `${label}:` : '').padEnd(width)}${value}\n`).join('');
+}
+
 export async function cancelCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
   return runCommand('cancel', CANCEL_USAGE, io, async () => {
     const { values, positionals } = parseFlags({
       args: argv,
-      options: { help: { type: 'boolean' } },
+      options: { help: { type: 'boolean', short: 'h' } },
       allowPositionals: true,
     });
     if (values.help) {
@@ -98,7 +197,15 @@ export async function cancelCommand(argv: string[], io: CommandIO = processIO())
     const workflowId = oneId(positionals);
     const temporal = await connectTemporal(io.env);
     try {
-      await new TuneflowClient({ client: temporal.client }).getHandle(workflowId).cancel();
+      const handle = new TuneflowClient({ client: temporal.client }).getHandle(workflowId);
+      const { status, closeTime } = await handle.handle.describe();
+      if (status.name !== 'RUNNING') {
+        io.stdout.write(
+          `${workflowId} already ended: ${status.name} at ${closeTime?.toISOString()}; nothing to cancel\n`,
+        );
+        return ExitCode.ok;
+      }
+      await handle.cancel();
       io.stdout.write(`cancellation requested for ${workflowId}\n`);
       return ExitCode.ok;
     } finally {

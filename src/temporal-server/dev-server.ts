@@ -1,6 +1,8 @@
 /**
  * A dev server as a child process of its own, for what the SDK's ephemeral server cannot do: stop the server while
- * its clients and workers stay up, and start it again on the same port with the same state (`--db-filename`).
+ * its clients and workers stay up, start it again on the same port with the same state (`--db-filename`), keep it
+ * up after its starter is done (`demo --keep`), and keep its banner out of our output (the SDK's child writes
+ * to our stdout).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as net from 'node:net';
@@ -17,14 +19,24 @@ export interface DevServerProcessOptions {
   namespace?: string;
   /** More flags for `temporal server start-dev`, e.g. `['--dynamic-config-value', 'frontend.rps=10000']`. */
   extraArgs?: string[];
+  /** Serve the Web UI on this port. @default no UI */
+  uiPort?: number;
 }
 
 export interface DevServerProcess {
   readonly address: string;
   readonly port: number;
   readonly pid: number;
+  /** The Web UI's base URL, when it serves one. */
+  readonly ui?: string;
   /** Stops the server (SIGTERM, or SIGKILL for a crash) and waits until it is gone. */
   stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** A dev server this process started. */
+export interface DevServerChild extends DevServerProcess {
+  /** Resolves when the server exits, on its own or stopped. */
+  readonly exited: Promise<void>;
 }
 
 /** A free port on loopback, for a server that must come back on the same one. */
@@ -44,9 +56,10 @@ export async function freePort(): Promise<number> {
  * await server.stop();
  * const again = await startDevServerProcess({ executable, port, dbFilename: '/tmp/x/temporal.db' });
  */
-export async function startDevServerProcess(options: DevServerProcessOptions): Promise<DevServerProcess> {
+export async function startDevServerProcess(options: DevServerProcessOptions): Promise<DevServerChild> {
   const port = options.port ?? (await freePort());
-  const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port)];
+  args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
   args.push('--namespace', options.namespace ?? 'default', '--log-level', 'error');
   if (options.dbFilename) args.push('--db-filename', options.dbFilename);
   args.push(...(options.extraArgs ?? []));
@@ -66,11 +79,22 @@ export async function startDevServerProcess(options: DevServerProcessOptions): P
     address,
     port,
     pid: child.pid!,
+    ui: options.uiPort === undefined ? undefined : `http://127.0.0.1:${options.uiPort}`,
+    exited,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       await exited;
     },
   };
+}
+
+/** True when nothing listens on `port` of `host` yet. */
+export async function portIsFree(port: number, host = '127.0.0.1'): Promise<boolean> {
+  const server = net.createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, host, () => server.close(() => resolve(true)));
+  });
 }
 
 /** Waits for the server's gRPC to answer, or fails with what it printed when it exits first or takes over 60 s. */

@@ -54,7 +54,17 @@ describe('tuneflow', () => {
   test('--help lists every command, exit 0', async () => {
     const { code, stdout } = await tuneflow(['--help']);
     expect(code).toBe(0);
-    for (const name of ['demo', 'worker', 'callbacks', 'mock-service', 'start', 'status', 'cancel', 'packs'])
+    for (const name of [
+      'demo',
+      'dev-server',
+      'worker',
+      'callbacks',
+      'mock-service',
+      'start',
+      'status',
+      'cancel',
+      'packs',
+    ])
       expect(stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
   });
 
@@ -65,14 +75,35 @@ describe('tuneflow', () => {
     expect(unknown.stderr).toContain("unknown command 'train'");
   });
 
-  test.each(['demo', 'worker', 'callbacks', 'start', 'status', 'cancel', 'packs', 'mock-service'])(
-    '%s --help prints its usage, exit 0',
+  test.each(['demo', 'dev-server', 'worker', 'callbacks', 'start', 'status', 'cancel', 'packs', 'mock-service'])(
+    '%s --help and -h print its usage, exit 0',
     async (name) => {
-      const { code, stdout } = await tuneflow([name, '--help']);
-      expect(code).toBe(0);
-      expect(stdout).toContain(`Usage: tuneflow ${name}`);
+      for (const flag of ['--help', '-h']) {
+        const { code, stdout } = await tuneflow([name, flag]);
+        expect({ flag, code }).toEqual({ flag, code: 0 });
+        expect(stdout).toContain(`Usage: tuneflow ${name}`);
+      }
     },
   );
+
+  test('--version and -V name the version and the package, exit 0', async () => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, string>;
+    for (const flag of ['--version', '-V']) {
+      const { code, stdout } = await tuneflow([flag]);
+      expect(code).toBe(0);
+      expect(stdout).toBe(`tuneflow ${manifest.version} (${manifest.name})\n`);
+    }
+  });
+
+  test("start --help shows every default, the branch's included", async () => {
+    const { stdout } = await tuneflow(['start', '--help']);
+    expect(stdout).toMatch(
+      /--branch B .*\n.*default: the service's: the base tune's branch, else sd15, which is charged/,
+    );
+    expect(stdout).toContain('(default: TUNEFLOW_TASK_QUEUE, else tuneflow)');
+    expect(stdout).toContain('TEMPORAL_ADDRESS (default localhost:7233)');
+    expect(stdout).toContain('exit 0 completed, 1 failed, 5 cancelled');
+  });
 
   test.each([
     ['demo', ['demo', '--bogus']],
@@ -169,10 +200,158 @@ describe('missing or bad settings', () => {
     ['start', '--name', 'man', '--images', 'https://a.example.com/1.png', '--prompt', 'x'],
     ['status', 'job-1'],
     ['cancel', 'job-1'],
-  ])('%s with Temporal unreachable: says so, exit 3', async (...args) => {
-    const { code, stderr } = await tuneflow(args, baseEnv({ TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}` }));
+  ])('%s with Temporal unreachable: one line naming the address and TEMPORAL_ADDRESS, exit 3', async (...args) => {
+    const address = `127.0.0.1:${await closedPort()}`;
+    const { code, stderr } = await tuneflow(args, baseEnv({ TEMPORAL_ADDRESS: address }));
     expect(code).toBe(3);
-    expect(stderr).toContain('cannot reach Temporal');
+    // The client's words for a refused connection: "Failed to connect before the deadline".
+    expect(stderr).toMatch(
+      new RegExp(
+        `^tuneflow ${args[0]}: cannot reach Temporal at ${address} \\(TEMPORAL_ADDRESS\\): [^\\n]+\\. ` +
+          'Start one with `tuneflow dev-server`, or set TEMPORAL_ADDRESS\\.\\n$',
+      ),
+    );
+  });
+
+  test.each([
+    ['ftp://images.example.com/1.png', '--images: ftp://images.example.com/1.png: only http(s) URLs or file paths'],
+    ['s3://bucket/1.png', '--images: s3://bucket/1.png: only http(s) URLs or file paths'],
+    ['not-a-url', '--images: not-a-url: not a readable file here (or give http(s) URLs)'],
+  ])('start --images %s is refused before anything starts, said once, exit 2', async (image, message) => {
+    // An unreachable Temporal: exit 2 shows nothing was contacted.
+    const env = baseEnv({ TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}` });
+    const { code, stderr } = await tuneflow(['start', '--name', 'man', '--images', image, '--prompt', 'x'], env);
+    expect(code).toBe(2);
+    expect(stderr.split(message)).toHaveLength(2);
+  });
+
+  test('start --images with a readable file takes its absolute path', async () => {
+    const file = path.join(os.tmpdir(), `tuneflow-image-${process.pid}.png`);
+    fs.writeFileSync(file, 'png');
+    try {
+      const env = baseEnv({ TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}` });
+      const { code } = await tuneflow(['start', '--name', 'man', '--images', file, '--prompt', 'x'], env);
+      expect(code).toBe(3); // accepted, then Temporal was tried
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+  });
+
+  test.each([
+    [['packs'], { TUNEFLOW_API_KEY: 'k', TUNEFLOW_API_URL: 'not-a-url' }, 'TUNEFLOW_API_URL: must be an http(s) URL'],
+    [['worker'], { TUNEFLOW_API_KEY: 'k', TUNEFLOW_API_URL: 'ftp://x' }, 'TUNEFLOW_API_URL: must be an http(s) URL'],
+    [
+      ['worker'],
+      {
+        TUNEFLOW_API_KEY: 'k',
+        TUNEFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com',
+        TUNEFLOW_CALLBACK_SECRET: '...',
+      },
+      'TUNEFLOW_CALLBACK_SECRET: must be at least 16 characters (it has 3)',
+    ],
+  ])('%j with a bad setting names the variable, exit 2', async (args, settings, message) => {
+    const { code, stderr } = await tuneflow(args, baseEnv(settings));
+    expect(code).toBe(2);
+    expect(stderr).toContain(message);
+    expect(stderr).not.toContain('TunesApiOptions');
+  });
+});
+
+describe('the worker and dev-server end in one line when they cannot start', () => {
+  /** A port some other process holds, as another worker on the machine would. */
+  async function heldPort(host = '0.0.0.0'): Promise<{ port: number; release: () => Promise<void> }> {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    const { port } = server.address() as net.AddressInfo;
+    return { port, release: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  }
+  const workerEnv = (extra: Record<string, string>) =>
+    baseEnv({ TUNEFLOW_API_KEY: 'k', TUNEFLOW_METRICS_ADDRESS: 'off', ...extra });
+
+  test('a taken metrics port: exit 2 naming TUNEFLOW_METRICS_ADDRESS, no stack trace', async () => {
+    const held = await heldPort();
+    try {
+      const { code, stderr } = await tuneflow(
+        ['worker'],
+        workerEnv({
+          TUNEFLOW_METRICS_ADDRESS: `0.0.0.0:${held.port}`,
+          TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}`,
+        }),
+      );
+      expect(code).toBe(2);
+      expect(stderr).toBe(
+        `tuneflow worker: TUNEFLOW_METRICS_ADDRESS: 0.0.0.0:${held.port} is taken (another worker on this machine?): choose another port, or "off"\n`,
+      );
+    } finally {
+      await held.release();
+    }
+  });
+
+  test('a taken callback port: exit 2 naming TUNEFLOW_CALLBACK_PORT, and the process ends', async () => {
+    const held = await heldPort();
+    try {
+      const { code, stderr } = await tuneflow(
+        ['worker'],
+        workerEnv({
+          TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}`,
+          TUNEFLOW_CALLBACK_BASE_URL: `http://127.0.0.1:${held.port}`,
+          TUNEFLOW_CALLBACK_SECRET: 'a-secret-of-16-characters',
+          TUNEFLOW_CALLBACK_PORT: String(held.port),
+        }),
+      );
+      expect(code).toBe(2);
+      expect(stderr).toMatch(new RegExp(`^tuneflow worker: TUNEFLOW_CALLBACK_PORT: port ${held.port} is taken .*\n$`));
+    } finally {
+      await held.release();
+    }
+  });
+
+  test('no Temporal: exit 3, one line naming the address and TEMPORAL_ADDRESS', async () => {
+    const address = `127.0.0.1:${await closedPort()}`;
+    const { code, stderr } = await tuneflow(['worker'], workerEnv({ TEMPORAL_ADDRESS: address }));
+    expect(code).toBe(3);
+    expect(stderr).toBe(
+      `tuneflow worker: cannot reach Temporal at ${address} (TEMPORAL_ADDRESS): Connection refused. ` +
+        'Start one with `tuneflow dev-server`, or set TEMPORAL_ADDRESS.\n',
+    );
+  });
+
+  test('SIGTERM while it connects to a Temporal that does not answer: it ends at once, exit 0', async () => {
+    // Accepts connections and never answers: the connect would wait for its timeout.
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as net.AddressInfo;
+    try {
+      const child = spawn(process.execPath, [BIN, 'worker'], {
+        env: workerEnv({ TEMPORAL_ADDRESS: `127.0.0.1:${port}` }),
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (c: Buffer) => (stderr += c));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      await new Promise((resolve) => silent.once('connection', resolve));
+      const signalled = Date.now();
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(Date.now() - signalled).toBeLessThan(3_000);
+      expect(stderr).toBe('tuneflow worker: stopped by SIGTERM while connecting to Temporal\n');
+    } finally {
+      silent.close();
+    }
+  });
+
+  test('dev-server on a taken port: exit 2 naming --port, nothing started', async () => {
+    const held = await heldPort('127.0.0.1');
+    try {
+      const { code, stderr, stdout } = await tuneflow(['dev-server', '--port', String(held.port)]);
+      expect(code).toBe(2);
+      expect(stderr).toBe(
+        `tuneflow dev-server: --port: port ${held.port} is taken (another Temporal server?): choose another with --port\n`,
+      );
+      expect(stdout).toBe('');
+    } finally {
+      await held.release();
+    }
   });
 });
 

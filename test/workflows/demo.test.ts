@@ -2,8 +2,10 @@
  * The demo as a new user runs it, a real child process: no Temporal setting at all, so it provisions the dev server
  * itself (from the cache global-setup.ts filled), runs the job with the mock service, the receiver and a worker in its
  * own process, prints the run's Web UI link (which answers while the run goes on), saves the images with a gallery
- * page (index.html, checked by parsing it and the PNGs' IHDR) and exits 0.
- * Ctrl-C stops it and everything it started.
+ * page (index.html, checked by parsing it and the PNGs' IHDR) and exits 0; its output holds no dev-server banner and
+ * no log line glued to a progress line, in a pipe and on a terminal (a pseudo-terminal by `script`, 80 columns).
+ * Ctrl-C stops it and everything it started, exit 130 and no stack trace; `--keep` keeps the server, the Web UI and
+ * the mock up after the run until Ctrl-C.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -13,6 +15,7 @@ import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Client, Connection } from '@temporalio/client';
 import { request } from 'undici';
+import { screen } from '../cli/terminal';
 import { devServerTest } from './environment';
 
 jest.setTimeout(240_000);
@@ -29,10 +32,13 @@ interface Demo {
   line(pattern: RegExp): Promise<RegExpExecArray>;
 }
 
+/** The lines of the Temporal CLI's own banner, which the SDK's server process writes to its parent's stdout. */
+const BANNER = /^(Temporal CLI |Temporal Server:|Temporal UI:|Temporal Metrics:|Temporal Persistence:)/m;
+
 /** `tuneflow demo` with only PATH and the cache's home: no TEMPORAL_* variable. */
-function startDemo(out: string): Demo {
+function startDemo(out: string, ...flags: string[]): Demo {
   const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME };
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'tuneflow.js'), 'demo', '--out', out], {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'tuneflow.js'), 'demo', '--out', out, ...flags], {
     cwd: ROOT,
     env,
   });
@@ -100,13 +106,19 @@ devServerTest(
 
     const stdout = demo.stdout();
     expect({ code, stderr: demo.stderr() }).toEqual({ code: 0, stderr: expect.any(String) });
+    // Its own lines only: no banner of the server's, and progress lines whole (the logs are on stderr, one a line).
+    expect(stdout).not.toMatch(BANNER);
+    expect(stdout).not.toContain('{"time"');
+    for (const line of demo.stderr().trim().split('\n').filter(Boolean))
+      expect(JSON.parse(line)).toHaveProperty('level');
     expect(stdout).toMatch(/^Temporal: {2}dev server \S+ \(from \w+\) at 127\.0\.0\.1:\d+$/m);
     expect(stdout).toMatch(/^started: {3}trainThenGenerate demo-/m);
     expect(stdout).toMatch(/^tune \d+ "demo-[\w-]+" trained at /m);
     const printed = [...stdout.matchAll(/^prompt (\d+): (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/gm)];
     expect(printed).toHaveLength(3);
     expect(stdout).toMatch(/^saved 3 images to /m);
-    expect(stdout).toMatch(/completed/); // the progress line reached the end
+    expect(stdout).toMatch(/^completed {2}elapsed \d+s {2}3\/3 prompts /m); // the progress line reached the end
+    expect(stdout).toMatch(/^(training|generating) {2}elapsed \d+s {2}waiting for /m);
 
     // The gallery: out/<run>/index.html, printed, listing the run's tune, prompts and saved images.
     const [, workflowId] = /^started: {3}trainThenGenerate (demo-\S+)$/m.exec(stdout)!;
@@ -119,7 +131,11 @@ devServerTest(
     expect(html).toContain(`<h2>tune ${tuneId}</h2>`);
     // branch fast: the job cost nothing, and says so.
     expect(stdout).toMatch(/^cost: {6}0 mc \(\$0\.00\)$/m);
-    expect(html).toContain('<dt>job cost</dt><dd>0 mc ($0.00)</dd>');
+    expect(html).toContain('<tr><th>job cost</th><td>0 mc ($0.00)</td></tr>');
+    // It says the images are the mock's, and links the run's history, saying the link dies with the demo.
+    expect(html).toContain("These images are the mock service's");
+    expect(html).toContain(`<a href="${link}">`);
+    expect(html).toContain('<code>tuneflow demo --keep</code> keeps it up');
     const sections = [...html.matchAll(/<section class="prompt" id="prompt-(\d+)">([\s\S]*?)<\/section>/g)];
     expect(sections.map((m) => m[1])).toEqual(printed.map((m) => m[1]));
     const texts = ['studio portrait', 'astronaut', 'watercolor'];
@@ -166,8 +182,61 @@ devServerTest('Ctrl-C stops the demo and the dev server and Web UI it started', 
     await connection.close();
   }
   demo.child.kill('SIGINT');
-  expect(await demo.exited).toBe(1);
-  expect(demo.stdout()).toMatch(/^stopped by SIGINT: stopping what the demo started$/m);
+  expect(await demo.exited).toBe(130);
+  expect(demo.stdout()).toMatch(/^stopped by Ctrl-C: stopping what the demo started$/m);
+  // Quietly: no stack trace, no error of a connection closed under a call.
+  expect(demo.stderr()).not.toMatch(/Error|^\s+at /m);
   expect(await portAnswers(Number(port))).toBe(false);
   expect(await portAnswers(Number(uiPort))).toBe(false);
 });
+
+devServerTest('--keep keeps the Web UI and the mock service up after the run, until Ctrl-C (then exit 0)', async () => {
+  const demo = startDemo(out, '--keep');
+  const [, link] = await demo.line(/^history: {3}(http:\S+)$/);
+  const [, image] = await demo.line(/^prompt \d+: (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/);
+  const [, gallery] = await demo.line(/^gallery: {3}(\S+)$/);
+  await demo.line(/^kept up until Ctrl-C: the Web UI \(http:\/\/127\.0\.0\.1:\d+\) and the mock service/);
+  // After the run: the history link and the image URLs still answer.
+  for (const url of [link, image]) {
+    const answer = await request(url);
+    await answer.body.dump();
+    expect({ url, status: answer.statusCode }).toEqual({ url, status: 200 });
+  }
+  expect(fs.readFileSync(gallery, 'utf8')).toContain('the demo keeps its Temporal server up until Ctrl-C');
+  const [, port] = /^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/m.exec(demo.stdout())!;
+  demo.child.kill('SIGINT');
+  expect(await demo.exited).toBe(0);
+  expect(await portAnswers(Number(port))).toBe(false);
+});
+
+devServerTest(
+  'on an 80-column terminal: no banner, log lines apart from the progress line, which fits the width',
+  async () => {
+    // A pseudo-terminal: `script` runs the demo with stdout and stderr on one, as a person sees it.
+    const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME };
+    const command = `stty cols 80; exec ${process.execPath} ${path.join(ROOT, 'bin', 'tuneflow.js')} demo --out ${out}`;
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let bytes = '';
+    child.stdout.on('data', (c: Buffer) => (bytes += c));
+    expect(await new Promise((resolve) => child.on('exit', resolve))).toBe(0);
+    // The lines as they stay on screen (wide, so the demo's long lines do not wrap: a terminal wraps those, harmless).
+    const lines = (await screen(bytes.replace(/\r\n/g, '\n'), 10_000)).filter(Boolean);
+    const kinds = [
+      /^(Temporal|Web UI|service|callbacks|started|history|cost|gallery): +\S/,
+      /^\d\d:\d\d:\d\d INFO callback delivered kind=(tune|prompt) /, // the receiver's log, for a person
+      /^completed {2}elapsed \d+s {2}3\/3 prompts/, // the progress line, as last drawn
+      /^tune \d+ "demo-/,
+      /^prompt \d+: http:/,
+      /^saved 3 images to /,
+    ];
+    for (const line of lines)
+      expect({ line, known: kinds.some((kind) => kind.test(line)) }).toEqual({ line, known: true });
+    expect(lines.join('\n')).not.toMatch(BANNER);
+    expect(lines.filter((line) => line.startsWith('completed '))).toHaveLength(1);
+    // Each drawing of the progress line fits in 79 columns: redrawn in place, it never wraps.
+    // (a drawing is what a carriage return follows: the next redraw goes over it; a log line ends in a newline)
+    const draws = [...bytes.matchAll(/([^\r\n]+)\r(?!\n)/g)].map((m) => m[1].replace(/\x1b\[2K/g, '')).filter(Boolean);
+    expect(draws.length).toBeGreaterThan(3);
+    for (const draw of draws) expect(draw.length).toBeLessThan(80);
+  },
+);

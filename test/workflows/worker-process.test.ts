@@ -80,9 +80,13 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
     // `tuneflow status` prints it, while the worker is there to answer the progress query.
     const status = await statusOf(workflowId, env!.address);
     expect(status.code).toBe(0);
-    expect(status.stdout).toContain(`${workflowId}: COMPLETED`);
-    expect(status.stdout).toMatch(/^completed .* cost \$1\.56 /m);
-    expect(status.stdout).toContain('cost: 156000 mc ($1.56)');
+    expect(status.stdout).toMatch(new RegExp(`^run: +${workflowId}: COMPLETED after \\d+s `, 'm'));
+    expect(status.stdout).toMatch(/^tune: +\d+ "worker-process-\d+", class dog, branch sd15, trained at /m);
+    expect(status.stdout).toMatch(/^prompts: +2 settled$/m);
+    expect(status.stdout).toMatch(/^cost: +156000 mc \(\$1\.56\)$/m);
+    expect(status.stdout).toMatch(/^counts: +callbacks [3-9]\d*, polls 0, api calls \d+$/m);
+    // The results' callback URLs: never with their signature.
+    expect(status.stdout).not.toMatch(/sig=(?!redacted)/);
     expect(result.tune.trained_at).toBeTruthy();
     expect(result.prompts.map((p) => p.images?.length)).toEqual(expect.arrayContaining([1, 2]));
     const progress = await run.progress();

@@ -1,0 +1,153 @@
+/**
+ * The progress line on a terminal and elsewhere: what a person sees, replayed through a small terminal model (carriage
+ * return, erase line, newline, and a width past which a line wraps). Log lines printed while the line shows never
+ * end up glued to it, and at 80 columns no redraw leaves half of an older line behind. Plus the words of a wait.
+ */
+import { Writable } from 'node:stream';
+import { describeWait, LiveLine, renderProgress, type RunView } from '../../src/commands/progress-view';
+import { formatDuration } from '../../src/commands/run-watch';
+import { createHumanLogger, createLogger } from '../../src/logging';
+import type { Progress } from '../../src/workflows/messages';
+import { Terminal } from './terminal';
+
+const progress = (over: Partial<Progress> = {}): Progress => ({
+  phase: 'training',
+  tuneId: 1504963,
+  prompts: { total: 3, settled: 0, failed: 0 },
+  cost: { mc: 0, usd: 0 },
+  counts: { apiCalls: 1, polls: 0, callbacks: 0 },
+  ...over,
+});
+
+const now = Date.parse('2026-01-01T00:00:00Z');
+const view = (over: Partial<RunView> = {}): RunView => ({
+  progress: progress(),
+  elapsedMs: 12_000,
+  taskQueue: 'tuneflow',
+  now,
+  workers: { polling: true },
+  ...over,
+});
+
+describe('the live line', () => {
+  test('on an 80-column terminal: redrawn in place, cut to fit, never wrapped, no half line left', () => {
+    const terminal = new Terminal(80);
+    const line = new LiveLine(terminal);
+    line.draw(renderProgress(view({ callbacks: true, timer: { firesAt: new Date(now + 112_000), deadline: false } })));
+    line.draw(renderProgress(view({ elapsedMs: 13_000 })));
+    line.draw('completed  elapsed 14s');
+    line.end();
+    expect(terminal.lines).toEqual(['completed  elapsed 14s', '']);
+  });
+
+  test('a cut line ends in an ellipsis, one column short of the width', () => {
+    const terminal = new Terminal(40);
+    const line = new LiveLine(terminal);
+    line.draw('x'.repeat(100));
+    expect(terminal.lines).toEqual([`${'x'.repeat(38)}…`]);
+  });
+
+  test('log lines print above the line, each on its own, and the line comes back under them', () => {
+    const terminal = new Terminal(80);
+    const line = new LiveLine(terminal);
+    const logger = createLogger(line.sink(terminal), 'INFO');
+    line.draw('training  elapsed 1s  waiting for the training callback');
+    logger.info('callback delivered', { kind: 'tune', ids: [1504963] });
+    logger.info('callback delivered', { kind: 'prompt', ids: [1504964] });
+    line.draw('generating  elapsed 2s');
+    line.end();
+    expect(terminal.lines).toEqual([
+      expect.stringMatching(/^\d\d:\d\d:\d\d INFO callback delivered kind=tune ids=\[1504963\]$/),
+      expect.stringMatching(/^\d\d:\d\d:\d\d INFO callback delivered kind=prompt ids=\[1504964\]$/),
+      'generating  elapsed 2s',
+      '',
+    ]);
+  });
+
+  test('elsewhere (a file, a pipe): a line per change, not per tick of its clocks; no escape codes', () => {
+    let written = '';
+    const out = new Writable({
+      write(chunk: Buffer, _e, done) {
+        written += chunk.toString();
+        done();
+      },
+    });
+    const line = new LiveLine(out);
+    const timer = { firesAt: new Date(now + 112_000), deadline: false };
+    for (const tick of [0, 1_000, 2_000]) {
+      const v = view({ elapsedMs: 12_000 + tick, now: now + tick, timer });
+      line.draw(renderProgress(v), renderProgress({ ...v, elapsedMs: 0, now: timer.firesAt.getTime() }));
+    }
+    line.draw('completed');
+    line.end();
+    expect(written.split('\n')).toEqual([expect.stringMatching(/^training {2}elapsed 12s {2}/), 'completed', '']);
+    expect(written).not.toContain('\x1b');
+  });
+});
+
+describe('what a wait says', () => {
+  test('with callbacks, poll-only, and before it is known', () => {
+    const timer = { firesAt: new Date(now + 112_000), deadline: false };
+    expect(describeWait(view({ callbacks: true, timer }))).toBe(
+      'waiting for the training callback, next poll in 1m52s',
+    );
+    expect(describeWait(view({ callbacks: false, timer }))).toBe(
+      'waiting for training (polling only), next poll in 1m52s',
+    );
+    expect(describeWait(view({ timer }))).toBe('waiting for training, next poll in 1m52s');
+  });
+
+  test("prompts, the deadline, and a timer's own summary", () => {
+    const generating = progress({ phase: 'generating', prompts: { total: 3, settled: 1, failed: 0 } });
+    expect(
+      describeWait(
+        view({ progress: generating, callbacks: true, timer: { firesAt: new Date(now + 4_000), deadline: false } }),
+      ),
+    ).toBe("waiting for 2 prompts' callbacks, next poll in 4s");
+    expect(
+      describeWait(view({ callbacks: false, timer: { firesAt: new Date(now + 6 * 3_600_000), deadline: true } })),
+    ).toBe('waiting for training (polling only), deadline in 6h00m');
+    const summarized = { firesAt: new Date(now + 3_000), deadline: false, summary: 'training poll at eta + 1 s' };
+    expect(describeWait(view({ callbacks: false, timer: summarized }))).toBe(
+      'waiting for training (polling only), next: training poll at eta + 1 s (in 3s)',
+    );
+  });
+
+  test('no worker on the task queue comes first; no answer yet says so', () => {
+    expect(describeWait(view({ workers: { polling: false } }))).toBe('no worker polls task queue tuneflow');
+    expect(describeWait(view({ progress: undefined }))).toBe('waiting for a worker to take the run');
+  });
+
+  test('the line: phase, elapsed, the wait, prompts, tune, cost, counts', () => {
+    expect(renderProgress(view({ callbacks: true }))).toBe(
+      'training  elapsed 12s  waiting for the training callback  0/3 prompts  tune 1504963  cost $0.00  callbacks 0  polls 0  api calls 1',
+    );
+  });
+
+  test.each([
+    [0, '0s'],
+    [42_400, '42s'],
+    [112_000, '1m52s'],
+    [3_600_000 + 5 * 60_000, '1h05m'],
+  ])('formatDuration(%d) is %s', (ms, text) => expect(formatDuration(ms)).toBe(text));
+});
+
+describe('log formats', () => {
+  test('a person gets one line: time, level, message, key=value', () => {
+    let written = '';
+    const logger = createHumanLogger({ write: (text: string) => (written += text) }, 'INFO');
+    logger.debug('dropped');
+    logger.warn('callbacks refused', { total: 3, reason: 'bad signature', error: new Error('boom') });
+    expect(written).toMatch(/^\d\d:\d\d:\d\d WARN callbacks refused total=3 reason="bad signature" error="boom"\n$/);
+  });
+
+  test('a terminal gets lines for a person, anything else JSON', () => {
+    let written = '';
+    const sink = (isTTY: boolean) => ({ isTTY, write: (text: string) => (written += text) });
+    createLogger(sink(false)).info('started', { taskQueue: 'tuneflow' });
+    expect(JSON.parse(written)).toMatchObject({ level: 'INFO', message: 'started', meta: { taskQueue: 'tuneflow' } });
+    written = '';
+    createLogger(sink(true)).info('started', { taskQueue: 'tuneflow' });
+    expect(written).toMatch(/^\d\d:\d\d:\d\d INFO started taskQueue=tuneflow\n$/);
+  });
+});

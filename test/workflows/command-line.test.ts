@@ -1,0 +1,196 @@
+/**
+ * `start`, `status` and `cancel` as a user runs them, real child processes of the built command against a real dev
+ * server: a run nobody serves is reported as such within seconds (by `start`, `start --wait` and `status`, which never
+ * waits on a query), Ctrl-C under `--wait` stops following and leaves the run going (exit 130), `cancel` says when a
+ * run had already ended, and a run cancelled under `--wait` is reported as cancelled (exit 5). With a worker
+ * (`tuneflow worker`, polling only, on the mock service), `start --wait` says what the run waits for and when the
+ * next poll comes.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import * as path from 'node:path';
+import { createInterface } from 'node:readline';
+import { startMockService, type MockService } from '../../src/mock-service';
+import { startDevServerProcess, type DevServerChild } from '../../src/temporal-server/dev-server';
+import { devServerExecutable, devServerTest, currentVerdict } from './environment';
+import { startWorkerProcess, type WorkerProcess } from './worker-process';
+
+jest.setTimeout(120_000);
+
+const BIN = path.resolve(__dirname, '../../bin/tuneflow.js');
+
+let server: DevServerChild | undefined;
+let mock: MockService | undefined;
+
+beforeAll(async () => {
+  if (currentVerdict().devServer.kind === 'unavailable') return;
+  server = await startDevServerProcess({ executable: devServerExecutable() });
+  // Slow enough to cancel a run while it trains.
+  mock = await startMockService({ port: 0, trainingTime: '20s', inferenceTime: '1s' });
+}, 120_000);
+
+afterAll(async () => {
+  await mock?.close();
+  await server?.stop();
+});
+
+interface Command {
+  child: ChildProcessWithoutNullStreams;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+  /** Resolves with the first line (stdout or stderr) matching `pattern`, and when it came. */
+  line(pattern: RegExp): Promise<{ match: RegExpExecArray; at: number }>;
+}
+
+function tuneflow(...args: string[]): Command {
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: server!.address };
+  const child = spawn(process.execPath, [BIN, ...args], { env });
+  let stdout = '';
+  let stderr = '';
+  const seen: string[] = [];
+  const waiting: Array<{ pattern: RegExp; resolve: (found: { match: RegExpExecArray; at: number }) => void }> = [];
+  const take = (line: string) => {
+    seen.push(line);
+    for (const w of [...waiting]) {
+      const match = w.pattern.exec(line);
+      if (match) {
+        waiting.splice(waiting.indexOf(w), 1);
+        w.resolve({ match, at: Date.now() });
+      }
+    }
+  };
+  child.stdout.on('data', (c: Buffer) => (stdout += c));
+  child.stderr.on('data', (c: Buffer) => (stderr += c));
+  createInterface({ input: child.stdout }).on('line', take);
+  createInterface({ input: child.stderr }).on('line', take);
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  return {
+    child,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exited,
+    line: (pattern) =>
+      Promise.race([
+        new Promise<{ match: RegExpExecArray; at: number }>((resolve) => {
+          const match = seen.map((l) => pattern.exec(l)).find(Boolean);
+          if (match) resolve({ match, at: Date.now() });
+          else waiting.push({ pattern, resolve });
+        }),
+        exited.then((code): never => {
+          throw new Error(
+            `tuneflow ${args.join(' ')} exited ${code} before printing ${pattern}:\n${stdout}\n${stderr}`,
+          );
+        }),
+      ]),
+  };
+}
+
+const job = (id: string, queue: string) => [
+  'start',
+  '--id',
+  id,
+  '--task-queue',
+  queue,
+  '--name',
+  'woman',
+  '--branch',
+  'fast',
+  '--images',
+  `${mock!.url}/images/training-1.png`,
+  '--prompt',
+  'ohwx woman, watercolor painting',
+];
+
+devServerTest(
+  'a run no worker serves: start, start --wait and status say so within seconds; Ctrl-C; cancel',
+  async () => {
+    const queue = `nobody-${Date.now()}`;
+    const started = Date.now();
+    const plain = tuneflow(...job(`${queue}-a`, queue));
+    expect(await plain.exited).toBe(0);
+    expect(plain.stdout()).toBe(`started ${queue}-a\n`);
+    expect(plain.stderr()).toBe(`tuneflow start: no worker polls task queue ${queue}: the run waits until one does\n`);
+
+    const spawned = Date.now();
+    const waiting = tuneflow(...job(`${queue}-b`, queue), '--wait');
+    const { at } = await waiting.line(new RegExp(`^no worker polls task queue ${queue}: the run waits until one does`));
+    const noticed = at - spawned;
+    expect(noticed).toBeLessThan(5_000);
+    await waiting.line(/^started {2}elapsed \d+s {2}no worker polls task queue /);
+    // Ctrl-C: stops following, says how to go on, exit 130; the run goes on.
+    waiting.child.kill('SIGINT');
+    expect(await waiting.exited).toBe(130);
+    expect(waiting.stderr()).toBe(
+      `tuneflow start: stopped following ${queue}-b; the run goes on (tuneflow status ${queue}-b, tuneflow cancel ${queue}-b)\n`,
+    );
+    expect(waiting.stderr() + waiting.stdout()).not.toMatch(/Error|^\s+at /m);
+
+    const asked = Date.now();
+    const status = tuneflow('status', `${queue}-b`);
+    expect(await status.exited).toBe(0);
+    const statusTook = Date.now() - asked;
+    expect(statusTook).toBeLessThan(5_000);
+    expect(status.stdout()).toMatch(new RegExp(`^run: +${queue}-b: RUNNING for \\d+s$`, 'm'));
+    expect(status.stdout()).toMatch(
+      new RegExp(`^now: +no worker polls task queue ${queue}: the run waits until one does`, 'm'),
+    );
+
+    const cancel = tuneflow('cancel', `${queue}-b`);
+    expect(await cancel.exited).toBe(0);
+    expect(cancel.stdout()).toBe(`cancellation requested for ${queue}-b\n`);
+    // With no worker the cancellation waits for one, and the run stays open: asking again is still a request.
+    const again = tuneflow('cancel', `${queue}-b`);
+    expect(await again.exited).toBe(0);
+    expect(again.stdout()).toBe(`cancellation requested for ${queue}-b\n`);
+    process.stdout.write(
+      `command-line test: no worker noticed by start --wait in ${noticed} ms; status answered in ${statusTook} ms; ` +
+        `plain start in ${spawned - started} ms\n`,
+    );
+  },
+);
+
+devServerTest(
+  'with a worker polling only: what the run waits for and the next poll; cancelled under --wait: exit 5, then cancel says it ended',
+  async () => {
+    const queue = `polling-${Date.now()}`;
+    let worker: WorkerProcess | undefined;
+    try {
+      worker = await startWorkerProcess({
+        temporalAddress: server!.address,
+        apiKey: 'command-line-test-key',
+        apiUrl: mock!.url,
+        taskQueue: queue,
+      });
+      const id = `${queue}-run`;
+      const waiting = tuneflow(...job(id, queue), '--wait');
+      // Training takes 20 s on this mock and the worker polls only: the line names the wait and the next poll.
+      const { match } = await waiting.line(
+        /^training {2}elapsed \d+s {2}waiting for training \(polling only\), next poll in (\d+m\d\ds|\d+s) {2}0\/1 prompts {2}tune \d+ /,
+      );
+      expect(match[1]).toMatch(/^2m\d\ds$|^1m[5-9]\ds$/); // the eta (20 s) plus pollInterval (2 minutes), from now
+      const status = tuneflow('status', id);
+      expect(await status.exited).toBe(0);
+      expect(status.stdout()).toMatch(/^now: +training: waiting for training \(polling only\), next poll in \S+$/m);
+      expect(status.stdout()).toMatch(/^counts: +callbacks 0, polls 0, api calls 1$/m);
+
+      const cancel = tuneflow('cancel', id);
+      expect(await cancel.exited).toBe(0);
+      expect(await waiting.exited).toBe(5);
+      expect(waiting.stderr()).toBe('tuneflow start: the run was cancelled\n');
+      expect(waiting.stdout()).toMatch(/^cancelled {2}elapsed \d+s /m);
+
+      const again = tuneflow('cancel', id);
+      expect(await again.exited).toBe(0);
+      expect(again.stdout()).toMatch(new RegExp(`^${id} already ended: CANCELLED at \\S+; nothing to cancel\\n$`));
+      const after = tuneflow('status', id);
+      expect(await after.exited).toBe(5);
+      expect(after.stdout()).toMatch(new RegExp(`^run: +${id}: CANCELLED after \\d+s `, 'm'));
+      const json = tuneflow('status', id, '--json');
+      expect(await json.exited).toBe(5);
+      expect(JSON.parse(json.stdout())).toMatchObject({ workflowId: id, status: 'CANCELLED', taskQueue: queue });
+    } finally {
+      worker?.child.kill('SIGTERM');
+      await worker?.exited;
+    }
+  },
+);

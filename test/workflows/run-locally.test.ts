@@ -1,0 +1,182 @@
+/**
+ * The README's "Run it locally" commands, replayed as printed: each line run by bash in the repository (`npx
+ * tuneflow ...`), the dev server, the mock service and the worker left running as a user leaves them in their
+ * terminals, then `start --wait` and `status` in order; then the servers stopped as a user stops them, by Ctrl-C.
+ * docker-compose.yml's comment, the run it tells users to start from the host, is replayed against the same stack.
+ *
+ * Two liberties, both so that runs of this test beside other work on one machine do not collide: the fixed ports the
+ * commands print (7233, 8233, 8080, 3001) are replaced by free ones, and the environment names the replaced Temporal
+ * ports in TEMPORAL_ADDRESS and TUNEFLOW_CALLBACK_PORT (what the commands take by default: localhost:7233, 3001) and a
+ * free metrics port for the worker.
+ * `npm ci`, the first line, is what this test run itself went through.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { createInterface } from 'node:readline';
+import { freePort, portIsFree } from '../../src/temporal-server/dev-server';
+import { devServerTest } from './environment';
+
+jest.setTimeout(240_000);
+
+const ROOT = path.resolve(__dirname, '../..');
+const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+const compose = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
+
+/** The commands of the first `sh` block after `heading`: continuation lines joined, comments and blanks dropped. */
+function commandsUnder(markdown: string, heading: string): string[] {
+  const section = markdown.slice(markdown.indexOf(`\n${heading}\n`));
+  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
+  return block
+    .replace(/\\\n\s*/g, '')
+    .split('\n')
+    .map((line) => line.replace(/\s+#.*$/, '').trim())
+    .filter((line) => line && !line.startsWith('#'));
+}
+
+/** What a user leaves running, and the line that says it is ready. */
+const SERVERS: Array<[RegExp, RegExp]> = [
+  [/tuneflow dev-server\b/, /^Ctrl-C stops it\.$/],
+  [/tuneflow mock-service\b/, /^listening on /],
+  [/tuneflow worker\b/, /tuneflow worker started/],
+];
+
+interface Running {
+  command: string;
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `bash -c command` in a process group of its own, as a terminal runs it (Ctrl-C reaches npx and tuneflow alike). */
+function run(command: string, env: NodeJS.ProcessEnv): Running {
+  const child = spawn('bash', ['-c', command], { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c));
+  child.stderr!.on('data', (c: Buffer) => (output += c));
+  // 'close': npx's own child (tuneflow) holds the pipes until it is done too.
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return { command, child, output: () => output, exited };
+}
+
+async function ready(server: Running, pattern: RegExp): Promise<void> {
+  const lines = createInterface({ input: server.child.stdout! });
+  const stderr = createInterface({ input: server.child.stderr! });
+  await Promise.race([
+    new Promise<void>((resolve) => {
+      lines.on('line', (line) => pattern.test(line) && resolve());
+      stderr.on('line', (line) => pattern.test(line) && resolve());
+    }),
+    server.exited.then((code) => {
+      throw new Error(`\`${server.command}\` exited ${code} before it was ready:\n${server.output()}`);
+    }),
+  ]);
+}
+
+let servers: Running[] = [];
+let env: NodeJS.ProcessEnv;
+let ports: Map<string, string>;
+
+/** The command as printed, on this test's ports. */
+const onOurPorts = (command: string) =>
+  command.replace(/\b(7233|8233|8080|3001)\b/g, (port) => ports.get(port) ?? port);
+
+beforeAll(async () => {
+  ports = new Map();
+  for (const port of ['7233', '8233', '8080', '3001']) ports.set(port, String(await freePort()));
+  env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    XDG_CACHE_HOME: process.env.XDG_CACHE_HOME,
+    TUNEFLOW_TEMPORAL_DOWNLOAD: 'off',
+    TEMPORAL_ADDRESS: `localhost:${ports.get('7233')}`,
+    // Printed, the receiver listens on its default port, 3001, which the callback base URL names.
+    TUNEFLOW_CALLBACK_PORT: ports.get('3001'),
+    TUNEFLOW_METRICS_ADDRESS: `127.0.0.1:${await freePort()}`,
+  };
+});
+
+afterAll(async () => {
+  for (const server of servers.reverse()) {
+    if (server.child.exitCode === null && server.child.signalCode === null) {
+      process.kill(-server.child.pid!, 'SIGKILL');
+      await server.exited;
+    }
+  }
+});
+
+devServerTest("the README's Run it locally commands work as printed, and so does docker-compose.yml's", async () => {
+  const commands = commandsUnder(readme, '## Run it locally');
+  expect(commands[0]).toBe('npm ci');
+  const [, ...rest] = commands;
+  // dev-server, the mock, the worker: in order, each ready before the next, as a user starts them.
+  const others: string[] = [];
+  for (const command of rest) {
+    const server = SERVERS.find(([name]) => name.test(command));
+    if (!server) {
+      others.push(command);
+      continue;
+    }
+    // The dev server is told its port here: printed, it takes the default one (7233 and 8233).
+    const local = /tuneflow dev-server$/.test(command)
+      ? `${command} --port ${ports.get('7233')} --ui-port ${ports.get('8233')}`
+      : onOurPorts(command);
+    const running = run(local, env);
+    servers.push(running);
+    await ready(running, server[1]);
+  }
+  expect(servers.map((s) => SERVERS.findIndex(([name]) => name.test(s.command)))).toEqual([0, 1, 2]);
+  expect(servers[0].output()).toContain(`Web UI:  http://127.0.0.1:${ports.get('8233')}`);
+
+  // start --wait, then status: each exits 0.
+  expect(others).toHaveLength(2);
+  const [start, status] = others;
+  expect(start).toMatch(/^npx tuneflow start .* --wait$/);
+  const started = Date.now();
+  const startRun = run(onOurPorts(start), env);
+  expect({ code: await startRun.exited, output: startRun.output() }).toEqual({ code: 0, output: expect.any(String) });
+  const took = Date.now() - started;
+  const startOutput = startRun.output();
+  expect(startOutput).toMatch(/^started my-first-run$/m);
+  expect(startOutput).toMatch(/^completed {2}elapsed \d+s {2}1\/1 prompts {2}tune \d+ /m);
+  // What it waited for, and since when (the phases pass in about a second each here).
+  expect(startOutput).toMatch(/^(training|generating) {2}elapsed \d+s {2}waiting for /m);
+  expect(startOutput).toMatch(
+    new RegExp(`^prompt \\d+: http://127\\.0\\.0\\.1:${ports.get('8080')}/images/\\S+\\.png$`, 'm'),
+  );
+  expect(startOutput).toMatch(/^cost: 0 mc \(\$0\.00\)$/m);
+  expect(startOutput).not.toMatch(/no worker polls/);
+  // By callbacks, through the worker's receiver: seconds, not the minutes polls take.
+  expect(took).toBeLessThan(60_000);
+
+  const statusRun = run(onOurPorts(status), env);
+  expect(await statusRun.exited).toBe(0);
+  expect(statusRun.output()).toMatch(/^run: +my-first-run: COMPLETED after \d+s /m);
+  expect(statusRun.output()).toMatch(/^tune: +\d+ "my-first-run", class woman, branch fast, trained at /m);
+  expect(statusRun.output()).toMatch(/^counts: +callbacks [1-9]\d*, polls 0, /m);
+  expect(statusRun.output()).not.toMatch(/sig=(?!redacted)/);
+
+  // docker-compose.yml's comment: its host command, on this stack (compose's mock-service:8080 is our mock).
+  const composeCommand = /^#\s+(TEMPORAL_ADDRESS=\S+ npx tuneflow start .*)$/m.exec(compose)?.[1];
+  expect(composeCommand).toBeDefined();
+  const composeRun = run(
+    composeCommand!
+      .replace('localhost:7233', `localhost:${ports.get('7233')}`)
+      .replace('mock-service:8080', `127.0.0.1:${ports.get('8080')}`),
+    env,
+  );
+  expect({ code: await composeRun.exited, output: composeRun.output() }).toEqual({
+    code: 0,
+    output: expect.stringMatching(/^completed /m),
+  });
+
+  // Ctrl-C, as a user stops them: each stops what it runs and ends (npx itself dies of the SIGINT, code null, which a
+  // shell shows as 130; tuneflow under it exits 0 after draining).
+  for (const server of [...servers].reverse()) {
+    process.kill(-server.child.pid!, 'SIGINT');
+    expect([0, null]).toContain(await server.exited);
+  }
+  expect(servers[2].output()).toContain('tuneflow worker stopped');
+  for (const port of ['7233', '8233', '8080', '3001']) expect(await portIsFree(Number(ports.get(port)))).toBe(true);
+  servers = [];
+});
