@@ -129,13 +129,23 @@ export function requireValidInput(check: () => void): void {
     check();
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
-    const [first] = err.issues;
-    throw ApplicationFailure.nonRetryable(err.message, FailureType.invalidInput, {
-      field: first?.field,
-      rule: first?.rule,
-      issues: err.issues,
-    });
+    throw invalidInput(err);
   }
+}
+
+/**
+ * The InvalidInput failure for an input the workflow refuses, naming every field and rule.
+ *
+ * @example
+ * throw invalidInput(new InvalidInputError('input', [{ field: 'tune.tune_ids', rule: 'must name one tune' }]));
+ */
+export function invalidInput(err: InvalidInputError): ApplicationFailure {
+  const [first] = err.issues;
+  return ApplicationFailure.nonRetryable(err.message, FailureType.invalidInput, {
+    field: first?.field,
+    rule: first?.rule,
+    issues: err.issues,
+  });
 }
 
 /**
@@ -147,10 +157,14 @@ export const MAX_PROMPTS_PER_RUN = 120;
 /** The details attached to an OverBudget failure. */
 export interface OverBudgetDetails {
   maxCostMc: number;
-  /** What the job had cost when it stopped (nothing, for a pack refused before it was created). */
+  /** What the job had cost when it stopped (nothing, when refused before anything was created). */
   cost: Cost;
   /** A pack's price for the class, when that is what was refused. */
   packPriceMc?: number;
+  /** The price stated for the tune (`tuneCostMc`), when that is what was refused. */
+  tuneCostMc?: number;
+  /** The tune the job created, when it created one: it stays, and trains on (use it with `generate`). */
+  tuneId?: number;
   /** Prompts not created because they would have passed the limit, by their position in the input. */
   notCreated: number[];
   /** The prompts the job did create (settled, or as last seen), with their images. */
@@ -165,38 +179,62 @@ export interface OverBudgetDetails {
  */
 export function packOverBudget(packId: number, name: string, priceMc: number, maxCostMc: number): ApplicationFailure {
   const details: OverBudgetDetails = { maxCostMc, cost: costOf(0), packPriceMc: priceMc, notCreated: [], prompts: [] };
-  return ApplicationFailure.create({
-    type: FailureType.overBudget,
-    nonRetryable: true,
-    message: `Pack ${packId} costs ${priceMc} mc for class ${name}, above maxCostMc ${maxCostMc}: nothing was created`,
-    details: [details],
-  });
+  return overBudget(
+    `Pack ${packId} costs ${priceMc} mc for class ${name}, above maxCostMc ${maxCostMc}: nothing was created`,
+    details,
+  );
 }
 
 /**
- * The job stopped creating prompts before its cost would pass `maxCostMc`; the prompts it made have settled.
+ * The tune's stated price (`tuneCostMc`) is above `maxCostMc`: refused before anything is created.
  *
  * @example
- * throw promptsOverBudget(100_000, costOf(96_000), [3, 4], prompts);
+ * throw tuneOverBudget(150_000, 100_000, 2);
  */
-export function promptsOverBudget(
+export function tuneOverBudget(tuneCostMc: number, maxCostMc: number, prompts: number): ApplicationFailure {
+  const notCreated = Array.from({ length: prompts }, (_, i) => i);
+  const details: OverBudgetDetails = { maxCostMc, cost: costOf(0), tuneCostMc, notCreated, prompts: [] };
+  return overBudget(
+    `The tune costs ${tuneCostMc} mc (tuneCostMc), above maxCostMc ${maxCostMc}: nothing was created`,
+    details,
+  );
+}
+
+/**
+ * The job stopped creating before its cost would pass `maxCostMc`, or a charge passed it (the service charged more
+ * than the price expected: a tune above `tuneCostMc`, a first prompt above what was left); what it made has settled,
+ * or, for a tune, goes on training.
+ *
+ * @example
+ * throw jobOverBudget(100_000, costOf(96_000), { notCreated: [3, 4], prompts, tuneId: 7 });
+ */
+export function jobOverBudget(
   maxCostMc: number,
   cost: Cost,
-  notCreated: number[],
-  prompts: readonly Prompt[],
+  made: { notCreated: number[]; prompts: readonly Prompt[]; tuneId?: number; tuneCostMc?: number },
 ): ApplicationFailure {
+  const { notCreated, prompts, tuneId, tuneCostMc } = made;
   const details: OverBudgetDetails = {
     maxCostMc,
     cost,
+    ...(tuneCostMc !== undefined && { tuneCostMc }),
+    ...(tuneId !== undefined && { tuneId }),
     notCreated,
     prompts: prompts.map((p) => ({ id: p.id, tune_id: p.tune_id, images: p.images, user_error: p.user_error })),
   };
-  return ApplicationFailure.create({
-    type: FailureType.overBudget,
-    nonRetryable: true,
-    message:
-      `Stopped before passing maxCostMc ${maxCostMc}: ${notCreated.length} of ${notCreated.length + prompts.length} ` +
-      `prompts not created (input positions ${notCreated.join(', ')}); the job cost ${cost.mc} mc ($${cost.usd})`,
-    details: [details],
-  });
+  const spent = `the job cost ${cost.mc} mc ($${cost.usd})`;
+  const head =
+    cost.mc > maxCostMc
+      ? `Passed maxCostMc ${maxCostMc}: the service charged more than the price expected, and ${spent}`
+      : `Stopped before passing maxCostMc ${maxCostMc}: ${spent}`;
+  const left = notCreated.length
+    ? `; ${notCreated.length} of ${notCreated.length + prompts.length} prompts not created (input positions ` +
+      `${notCreated.join(', ')})`
+    : '';
+  const tune = tuneId === undefined ? '' : `; tune ${tuneId} is kept`;
+  return overBudget(`${head}${left}${tune}`, details);
+}
+
+function overBudget(message: string, details: OverBudgetDetails): ApplicationFailure {
+  return ApplicationFailure.create({ type: FailureType.overBudget, nonRetryable: true, message, details: [details] });
 }

@@ -31,7 +31,7 @@ export async function generate(input: GenerateInput): Promise<GenerateResult> {
       const target = promptTarget(tune);
       const notCreated = await job.createPrompts(target, input.prompts);
       const prompts = await job.waitUntilSettled(target.tuneId);
-      job.requireAllCreated(notCreated);
+      job.requireWithinBudget(notCreated);
       return { prompts, cost: job.cost() };
     },
   );

@@ -73,13 +73,22 @@ export interface TuneflowOptions {
    */
   cleanupOnCancel?: boolean;
   /**
-   * The most the job may cost, in millicents (100,000 = 1 USD), as the service charges (`cost_mc`). A pack whose
-   * price for the class is above it is refused before anything is created; a job stops creating prompts before its
-   * cost would pass it (prompts priced per image as the first one was), waits for those it made, and fails with
-   * `OverBudget`.
+   * The most the job may cost, in millicents (100,000 = 1 USD), as the service charges (`cost_mc`): the tune it
+   * creates and every prompt it makes, a pack's included. Each charge is weighed before the create that makes it, at
+   * a price known beforehand: a pack's for the class (`cost_mc_hash`), `tuneCostMc` for a training, nothing on
+   * `branch: fast`; a job whose price cannot be known beforehand is refused (`InvalidOptions`), one whose price is
+   * above the limit fails `OverBudget` before anything is created. Prompts stop before the cost would pass it (priced
+   * per image as the first one was); a run never completes above it: it fails `OverBudget` once what it made settled.
    * @default no limit
    */
   maxCostMc?: number;
+  /**
+   * What training the tune costs your account, in millicents (the tune's `cost_mc`): the service publishes no price
+   * list and charges a tune when it is created, so `maxCostMc` needs this to train a tune not on `branch: fast`.
+   * Used by `trainThenGenerate` only; what the service charges is what counts afterwards.
+   * @default not stated
+   */
+  tuneCostMc?: number;
 }
 
 export interface TrainThenGenerateInput {
@@ -113,6 +122,9 @@ export interface PackTuneInput {
 export interface PackTuneResult {
   tune: Tune;
   prompts: Prompt[];
-  /** What the job cost: the pack's tune (its price covers the pack's prompts), or the prompts added to a reused one. */
+  /**
+   * What the job cost: the pack's tune (its price covers the pack's prompts, read from the tune once trained), or the
+   * prompts added to the reused one.
+   */
   cost: Cost;
 }

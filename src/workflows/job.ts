@@ -14,14 +14,17 @@ import {
   sleep,
 } from '@temporalio/workflow';
 import type { TuneflowActivities } from '../activities';
+import { InvalidInputError } from '../api/errors';
 import type { PackTuneSpec, PromptSpec, TuneSpec, TuneflowOptions } from './inputs';
 import type { Prompt, Tune } from '../api/schemas';
 import { costMcOf, costOf, PromptBudget, type Cost } from './cost';
 import {
+  invalidInput,
+  jobOverBudget,
   packOverBudget,
   promptsNeverSettled,
-  promptsOverBudget,
   requireValidInput,
+  tuneOverBudget,
   tuneNeverTrained,
   type WaitRecord,
 } from './failures';
@@ -36,7 +39,7 @@ import {
   tuneTrainedSignal,
 } from './messages';
 import { runBounded } from './concurrency';
-import { resolveOptions, type ResolvedOptions } from './options';
+import { invalidOption, resolveOptions, type ResolvedOptions } from './options';
 import { isTransientFailure, pollActivityOptions, serviceActivityOptions } from './policies';
 import { pollDelay } from './poll-schedule';
 import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
@@ -52,6 +55,16 @@ const polls = proxyActivities<TuneflowActivities>(pollActivityOptions);
  * (histories without the marker) keep taking a callback's body as the object, as they did when they started.
  */
 export const CALLBACKS_ARE_WAKE_UPS = 'callbacks-are-wake-ups';
+
+/**
+ * Runs with this marker hold `maxCostMc` before every charge: a price known before each create (or the job refused),
+ * a pack tune's price read once trained, and no completion above the limit. Runs started before it (no marker where
+ * one of these would first change a command) go on as they started. Decided at each such place.
+ */
+export const MAX_COST_HOLDS = 'max-cost-holds';
+
+/** True for runs that hold maxCostMc; false when replaying a run started before (see MAX_COST_HOLDS). */
+const maxCostHolds = (): boolean => patched(MAX_COST_HOLDS);
 
 /** The workflow's clock: the time of the activation being processed, the same on every replay. */
 const now = (): number => Date.now();
@@ -76,6 +89,8 @@ export class Job {
   private settings: ResolvedOptions | undefined;
   /** The tune this run created, deleted on cancellation when asked; never a tune it only uses. */
   private createdTuneId: number | undefined;
+  /** The tune's price as known before its create (maxCostMc): counted while no copy of the tune shows `cost_mc`. */
+  private tunePriceMc: number | undefined;
   /** Callbacks about the tune, and about prompts, waiting for a read. */
   private readonly tuneReads = new CallbackReads();
   private readonly promptReads = new CallbackReads();
@@ -288,38 +303,142 @@ export class Job {
   }
 
   /**
-   * Fails with OverBudget when prompts were left uncreated for `maxCostMc`, once those made have settled.
+   * With `maxCostMc`, a training's price must be known before the tune is created: nothing on `branch: fast` (spec 1),
+   * else the caller's `tuneCostMc` (the service publishes no price). Refused without it (InvalidOptions), and above
+   * the limit (OverBudget), having created nothing.
    *
    * @example
-   * job.requireAllCreated(notCreated);
+   * job.checkTunePrice(input.tune, input.prompts.length);
    */
-  requireAllCreated(notCreated: readonly number[]): void {
-    if (notCreated.length === 0 || this.options.maxCostMc === undefined) return;
-    throw promptsOverBudget(this.options.maxCostMc, this.cost(), [...notCreated], this.prompts.all());
+  checkTunePrice(tune: TuneSpec, prompts: number): void {
+    const { maxCostMc, tuneCostMc } = this.options;
+    if (maxCostMc === undefined) return;
+    this.tunePriceMc = tune.branch === 'fast' ? 0 : tuneCostMc;
+    if (tune.branch === 'fast') return;
+    if (tuneCostMc === undefined) {
+      if (maxCostHolds())
+        throw invalidOption(
+          'tuneCostMc',
+          'is needed with maxCostMc to train a tune not on branch fast: the service publishes no price for a tune ' +
+            "and charges it when the tune is created; state your account's price (the tune's cost_mc) or leave " +
+            'maxCostMc out',
+        );
+      return;
+    }
+    if (tuneCostMc > maxCostMc) throw tuneOverBudget(tuneCostMc, maxCostMc, prompts);
   }
 
   /**
-   * With `maxCostMc`, refuses a pack whose price for the class is above it (OverBudget), before anything is created.
+   * With `maxCostMc`, a pack's price must be known before the request: the pack's price for the class (read from the
+   * pack), nothing on `branch: fast`. Refused when the pack names no price for the class or the request is on
+   * existing tunes (InvalidOptions: the prompts it adds have no published price, and one request makes them all),
+   * and when the price is above the limit (OverBudget), having created nothing.
    *
    * @example
-   * await job.checkPackPrice(input.packId, input.tune.name);
+   * await job.checkPackPrice(input.packId, input.tune);
    */
-  async checkPackPrice(packId: number, name: string): Promise<void> {
+  async checkPackPrice(packId: number, tune: PackTuneSpec): Promise<void> {
     const maxCostMc = this.options.maxCostMc;
     if (maxCostMc === undefined) return;
+    if (tune.tune_ids !== undefined) {
+      if (maxCostHolds())
+        throw invalidOption(
+          'maxCostMc',
+          'cannot be held for a pack on existing tunes (tune.tune_ids): the service publishes no price for the ' +
+            'prompts it adds, and one request makes them all; leave maxCostMc out',
+        );
+      return;
+    }
+    if (tune.branch === 'fast' && maxCostHolds()) {
+      this.tunePriceMc = 0;
+      return;
+    }
+    const name = tune.name as string;
     const priceMc = await this.counted(service.packPrice({ packId, name }));
+    this.tunePriceMc = priceMc ?? undefined;
+    if (priceMc === null && maxCostHolds())
+      throw invalidOption(
+        'maxCostMc',
+        `cannot be held for pack ${packId}: it names no price for class ${name} (cost_mc_hash), and the service ` +
+          'charges the pack when the tune is created; leave maxCostMc out',
+      );
     if (priceMc !== null && priceMc > maxCostMc) throw packOverBudget(packId, name, priceMc, maxCostMc);
   }
 
   /**
-   * What the job has cost so far: the tune it created and its prompts, as the service charged them (`cost_mc`).
+   * A pack request on several existing tunes makes prompts on each, but a run follows one tune: the others' prompts
+   * would be neither waited for, nor cleaned up, nor in the cost. Refused (InvalidInput), having created nothing.
+   *
+   * @example
+   * job.requireOneTune(input.tune.tune_ids);
+   */
+  requireOneTune(tuneIds: readonly number[] | undefined): void {
+    if (tuneIds === undefined || tuneIds.length <= 1 || !maxCostHolds()) return;
+    const rule = 'must name one tune: a run follows one tune (its prompts, its cost); start one packTune per tune';
+    throw invalidInput(new InvalidInputError('input', [{ field: 'tune.tune_ids', rule }]));
+  }
+
+  /**
+   * Right after the tune's create: fails with OverBudget when its charge alone passed `maxCostMc` (the service
+   * charged more than `tuneCostMc`), before anything else is created. The tune is kept.
+   *
+   * @example
+   * job.requireTuneWithinBudget(input.prompts.length);
+   */
+  requireTuneWithinBudget(prompts: number): void {
+    const maxCostMc = this.options.maxCostMc;
+    if (maxCostMc === undefined || this.cost().mc <= maxCostMc || !maxCostHolds()) return;
+    const notCreated = Array.from({ length: prompts }, (_, i) => i);
+    throw this.overBudget(maxCostMc, notCreated);
+  }
+
+  /**
+   * At the end, once what was made has settled: fails with OverBudget when prompts were left uncreated for
+   * `maxCostMc`, or when the job's cost passed it (a first prompt's price is only learned from its answer).
+   *
+   * @example
+   * job.requireWithinBudget(notCreated);
+   */
+  requireWithinBudget(notCreated: readonly number[] = []): void {
+    const maxCostMc = this.options.maxCostMc;
+    if (maxCostMc === undefined) return;
+    if (notCreated.length === 0 && (this.cost().mc <= maxCostMc || !maxCostHolds())) return;
+    throw this.overBudget(maxCostMc, [...notCreated]);
+  }
+
+  private overBudget(maxCostMc: number, notCreated: number[]) {
+    return jobOverBudget(maxCostMc, this.cost(), {
+      notCreated,
+      prompts: this.prompts.all(),
+      tuneId: this.createdTuneId,
+      tuneCostMc: this.options.tuneCostMc,
+    });
+  }
+
+  /**
+   * A pack's tune shows its price only in a full copy (the create's answer is the pack form, without `cost_mc`): read
+   * once when none came, as for a FaceID pack, ready at creation.
+   *
+   * @example
+   * await job.readTunePrice();
+   */
+  async readTunePrice(): Promise<void> {
+    const tuneId = this.createdTuneId;
+    if (tuneId === undefined || costMcOf(this.tune.latest) !== undefined || !maxCostHolds()) return;
+    this.tune.adoptFull(await this.counted(service.retrieveTune({ tuneId })));
+  }
+
+  /**
+   * What the job has cost so far: the tune it created and its prompts, as the service charged them (`cost_mc`); a
+   * tune no copy of which shows its charge counts at the price known before its create.
    *
    * @example
    * return { tune, prompts, cost: job.cost() };
    */
   cost(): Cost {
     const tune = this.tune.latest;
-    let mc = tune !== undefined && tune.id === this.createdTuneId ? (costMcOf(tune) ?? 0) : 0;
+    const created = tune !== undefined && tune.id === this.createdTuneId;
+    let mc = created ? (costMcOf(tune) ?? this.tunePriceMc ?? 0) : 0;
     for (const prompt of this.prompts.all()) mc += costMcOf(prompt) ?? 0;
     return costOf(mc);
   }

@@ -19,7 +19,7 @@ export const DEFAULT_OPTIONS = {
   promptTimeout: '1 hour',
   promptConcurrency: 4,
   cleanupOnCancel: false,
-} as const satisfies Required<Omit<TuneflowOptions, 'maxCostMc'>>;
+} as const satisfies Required<Omit<TuneflowOptions, 'maxCostMc' | 'tuneCostMc'>>;
 
 /** The most prompt creates at once (the same bound the starters in client.ts check). */
 export const MAX_PROMPT_CONCURRENCY = 32;
@@ -41,11 +41,13 @@ export interface ResolvedOptions {
   cleanupOnCancel: boolean;
   /** Undefined: no limit. */
   maxCostMc: number | undefined;
+  /** The price the caller states for a training, which maxCostMc is held with; undefined when not stated. */
+  tuneCostMc: number | undefined;
 }
 
 type DurationOption = 'pollInterval' | 'maxPollInterval' | 'trainingTimeout' | 'promptTimeout';
-/** maxCostMc has no default: no limit unless given. */
-const KNOWN_OPTIONS: readonly string[] = [...Object.keys(DEFAULT_OPTIONS), 'maxCostMc'];
+/** maxCostMc and tuneCostMc have no default: no limit, no price, unless given. */
+const KNOWN_OPTIONS: readonly string[] = [...Object.keys(DEFAULT_OPTIONS), 'maxCostMc', 'tuneCostMc'];
 
 /**
  * Applies defaults and checks every option; throws a non-retryable ApplicationFailure of type `InvalidOptions` that
@@ -75,9 +77,8 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
     throw invalid('promptConcurrency', `must be an integer from 1 to ${MAX_PROMPT_CONCURRENCY}`);
   const cleanupOnCancel = options.cleanupOnCancel ?? DEFAULT_OPTIONS.cleanupOnCancel;
   if (typeof cleanupOnCancel !== 'boolean') throw invalid('cleanupOnCancel', 'must be true or false');
-  const maxCostMc = options.maxCostMc ?? undefined;
-  if (maxCostMc !== undefined && (!Number.isSafeInteger(maxCostMc) || maxCostMc < 0))
-    throw invalid('maxCostMc', `must be a whole number of millicents, 0 or more (got ${show(maxCostMc)})`);
+  const maxCostMc = millicents('maxCostMc', options.maxCostMc);
+  const tuneCostMc = millicents('tuneCostMc', options.tuneCostMc);
 
   const schedule = { pollIntervalMs, maxPollIntervalMs };
   const timeouts = { trainingTimeout: durationOf('trainingTimeout'), promptTimeout: durationOf('promptTimeout') };
@@ -99,7 +100,23 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
     promptConcurrency,
     cleanupOnCancel,
     maxCostMc,
+    tuneCostMc,
   };
+}
+
+/**
+ * InvalidOptions for a rule the workflow checks once it knows more than the options (the job's input, a price).
+ *
+ * @example
+ * throw invalidOption('tuneCostMc', 'is needed with maxCostMc ...');
+ */
+export const invalidOption = (option: string, rule: string): ApplicationFailure => invalid(option, rule);
+
+function millicents(key: 'maxCostMc' | 'tuneCostMc', value: unknown): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw invalid(key, `must be a whole number of millicents, 0 or more (got ${show(value)})`);
+  return value;
 }
 
 function positiveDuration(key: DurationOption, value: unknown): number {

@@ -13,10 +13,11 @@ import { untilEtaMs } from './poll-schedule';
  * Creates a tune from a pack, waits until it is trained, then until every prompt the pack put on it is settled
  * (prompt callbacks, the pack's prompts_callback, or polls of the tune's prompts); returns the final tune and prompts.
  *
- * With `tune_ids` (existing tunes) the service adds the pack's prompts to each of them and answers with the first:
- * the workflow follows that first tune. It notes the tune's newest prompt before the request, then waits for the
- * pack's prompts added after it, and returns that tune with them. To follow each tune, start one `packTune` per
- * tune. Reused tunes are never deleted on cancellation (only the prompts the request made).
+ * With `tune_ids` (one existing tune: a run follows one tune) the service adds the pack's prompts to it. The workflow
+ * notes the tune's newest prompt before the request, then waits for the pack's prompts added after it, and returns
+ * that tune with them. For several tunes, start one `packTune` per tune. A reused tune is never deleted on
+ * cancellation (only the prompts the request made). With `maxCostMc`, the pack's price for the class is read first;
+ * a pack on an existing tune has no published price and is refused.
  *
  * @example
  * await client.workflow.execute(packTune, {
@@ -33,15 +34,18 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
     input?.options,
     async () => {
       const reused = input.tune.tune_ids;
+      job.requireOneTune(reused);
       // A new tune costs the pack's price for its class: refused before anything is created when above maxCostMc.
-      if (!reused) await job.checkPackPrice(input.packId, input.tune.name as string);
+      await job.checkPackPrice(input.packId, input.tune);
       const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
       const title = input.tune.title ?? workflowId;
       const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
       // A reused tune's eta is from its own training, long ago.
       await job.waitUntilTrained(reused ? 0 : untilEtaMs(created));
+      await job.readTunePrice();
       await job.learnPrompts(created.id);
       const prompts = await job.waitUntilSettled(created.id);
+      job.requireWithinBudget();
       return { tune: job.tune.latest as Tune, prompts, cost: job.cost() };
     },
   );

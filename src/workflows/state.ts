@@ -104,6 +104,18 @@ export class TuneWatch {
   }
 
   /**
+   * Takes a full read over a copy of the same version with fewer fields (the pack form a pack's create answers with,
+   * which a tie in `adopt` would keep); a copy further along is still kept.
+   *
+   * @example
+   * watch.adoptFull(await retrieveTune({ tuneId }));
+   */
+  adoptFull(tune: Tune): void {
+    this.adopt(tune);
+    if (this.current !== tune && mergeTune(tune, this.current as Tune) === tune) this.current = tune;
+  }
+
+  /**
    * Takes a callback's copy; returns true when it was about this tune (or kept for when its id is known).
    *
    * @example

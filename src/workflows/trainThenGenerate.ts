@@ -13,7 +13,8 @@ import { promptTarget } from './tune-kinds';
 /**
  * Trains a tune (spec 4.1) and generates the prompts (spec 4.5) with it; returns the final tune and prompts, in the
  * caller's order. The tune's title defaults to the workflow ID, so a retried create finds the tune it made. A Flux
- * LoRA's prompts run on its base tune with the LoRA in their text; a FaceID tune needs no wait.
+ * LoRA's prompts run on its base tune with the LoRA in their text; a FaceID tune needs no wait. With `maxCostMc`, the
+ * tune's price is `tuneCostMc` (nothing on `branch: fast`), checked before the create.
  *
  * @example
  * await client.workflow.execute(trainThenGenerate, {
@@ -29,12 +30,15 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
     () => checkTrainThenGenerate(workflowId, input),
     input?.options,
     async () => {
+      // maxCostMc: the tune is charged at its create, so its price must be known, and fit, before.
+      job.checkTunePrice(input.tune, input.prompts.length);
       const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowId });
+      job.requireTuneWithinBudget(input.prompts.length);
       const tune = await job.waitUntilTrained(untilEtaMs(created));
       const target = promptTarget(tune);
       const notCreated = await job.createPrompts(target, input.prompts);
       const prompts = await job.waitUntilSettled(target.tuneId);
-      job.requireAllCreated(notCreated);
+      job.requireWithinBudget(notCreated);
       return { tune: job.tune.latest as Tune, prompts, cost: job.cost() };
     },
   );

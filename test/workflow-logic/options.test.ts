@@ -31,20 +31,25 @@ describe('resolveOptions', () => {
       promptConcurrency: 4,
       cleanupOnCancel: false,
       maxCostMc: undefined, // no limit
+      tuneCostMc: undefined, // no price stated
     });
     expect(resolveOptions({})).toEqual(resolved);
     expect(resolveOptions(null)).toEqual(resolved);
   });
 
-  test('maxCostMc: a whole number of millicents, 0 or more; anything else is InvalidOptions naming it', () => {
-    expect(resolveOptions({ maxCostMc: 155_000 }).maxCostMc).toBe(155_000);
-    expect(resolveOptions({ maxCostMc: 0 }).maxCostMc).toBe(0);
-    for (const bad of [-1, 1.5, '1000', Number.NaN, true]) {
-      const failure = failureOf({ maxCostMc: bad });
-      expect(failure.type).toBe(FailureType.invalidOptions);
-      expect(failure.message).toContain('maxCostMc: must be a whole number of millicents');
-    }
-  });
+  test.each(['maxCostMc', 'tuneCostMc'] as const)(
+    '%s: a whole number of millicents, 0 or more; anything else is InvalidOptions naming it',
+    (option) => {
+      expect(resolveOptions({ [option]: 155_000 })[option]).toBe(155_000);
+      expect(resolveOptions({ [option]: 0 })[option]).toBe(0);
+      for (const bad of [-1, 1.5, '1000', Number.NaN, true]) {
+        const failure = failureOf({ [option]: bad });
+        expect(failure.type).toBe(FailureType.invalidOptions);
+        expect(failure.message).toContain(`${option}: must be a whole number of millicents`);
+        expect(failure.details?.[0]).toMatchObject({ option });
+      }
+    },
+  );
 
   test('the documented defaults are the ones applied', () => {
     expect(DEFAULT_OPTIONS).toEqual({

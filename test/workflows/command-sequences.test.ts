@@ -11,7 +11,7 @@ import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker'
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { bundleForStrictReplay, replayStrictly } from './strict-replay';
 import { HistoryBuilder } from './history-builder';
-import { CALLBACKS_ARE_WAKE_UPS } from '../../src/workflows/job';
+import { CALLBACKS_ARE_WAKE_UPS, MAX_COST_HOLDS } from '../../src/workflows/job';
 
 const HOUR = 3600_000;
 /** A tune input the job's contract accepts (the workflow checks its whole input before its first activity). */
@@ -553,5 +553,41 @@ describe('runs that take callbacks as wake-ups (histories with the callbacks-are
       .signal('callback', { kind: 'prompt', ids: [987_654] })
       .workflowTask();
     await replay(history);
+  });
+});
+
+describe('maxCostMc on a pack that names no price for the class (runs with the max-cost-holds marker refuse it)', () => {
+  const input = {
+    packId: 261,
+    tune: { name: 'dog', image_urls: ['https://example.com/1.jpg'] },
+    options: { maxCostMc: 100_000 },
+  };
+  /** The price read first; the pack names none for dogs. */
+  const priceRead = (...patches: string[]) => {
+    const history = new HistoryBuilder('packTune', input).workflowTask();
+    for (const patch of patches) history.patchMarker(patch);
+    return history.scheduleActivity('1', 'packPrice').completeActivity('1', null).workflowTask();
+  };
+
+  test('a run started before goes on, as it did: the pack is created and its training waited for', async () => {
+    const history = priceRead()
+      .scheduleActivity('2', 'createPackTune')
+      .completeActivity('2', training())
+      .workflowTask()
+      .startTimer('1', 6 * HOUR)
+      .startTimer('2', FIRST_TUNE_POLL);
+    await replay(history);
+  });
+
+  test('a run started since fails InvalidOptions right after the read: no pack created', async () => {
+    await replay(priceRead(CALLBACKS_ARE_WAKE_UPS).patchMarker(MAX_COST_HOLDS).failed());
+  });
+
+  test('a run started since that created the pack anyway does not replay: the refusal is a command', async () => {
+    const history = priceRead(CALLBACKS_ARE_WAKE_UPS)
+      .patchMarker(MAX_COST_HOLDS)
+      .scheduleActivity('2', 'createPackTune')
+      .completeActivity('2', training());
+    await expect(replay(history)).rejects.toThrow(/Fail workflow machine does not handle this event/);
   });
 });

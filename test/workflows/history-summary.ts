@@ -43,6 +43,8 @@ export interface HistorySummary {
   timers: Timer[];
   /** Signal names, in the order they arrived. */
   signals: string[];
+  /** The ids of the patch markers (`patched()`), in the order they were recorded. */
+  patches: string[];
   events: number;
   /** The history's size in Temporal's JSON form. */
   bytes: number;
@@ -60,6 +62,7 @@ export function summarize(history: History): HistorySummary {
   const attempts: Attempt[] = [];
   const timers = new Map<string, Timer>();
   const signals: string[] = [];
+  const patches: string[] = [];
   const scheduledAt = new Map<number, { activity: string; at: number }>();
   for (const event of events) {
     const eventId = Number(event.eventId);
@@ -95,6 +98,9 @@ export function summarize(history: History): HistorySummary {
     if (fired) timers.get(fired)!.ended = event.timerFiredEventAttributes ? 'fired' : 'cancelled';
     const signal = event.workflowExecutionSignaledEventAttributes;
     if (signal) signals.push(signal.signalName ?? '?');
+    const marker = event.markerRecordedEventAttributes;
+    if (marker?.markerName === 'core_patch')
+      patches.push((decode(marker.details?.['patch-data']?.payloads?.[0]) as { id: string }).id);
   }
   return {
     activities,
@@ -102,6 +108,7 @@ export function summarize(history: History): HistorySummary {
     attempts,
     timers: [...timers.values()],
     signals,
+    patches,
     events: events.length,
     bytes: Buffer.byteLength(historyToJson(history)),
   };

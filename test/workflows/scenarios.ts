@@ -26,6 +26,8 @@ export interface ScenarioDefinition {
 export const IMAGE_URLS = ['https://example.com/training/1.jpg', 'https://example.com/training/2.jpg'];
 /** The pet pack of the mock: a checkpoint pack for cats and dogs, two prompts per class. */
 export const PET_PACK_ID = 261;
+/** The instant avatars pack of the mock: FaceID tunes, ready at creation, 40,000 mc a class. */
+export const FACEID_PACK_ID = 262;
 
 /** Quick polls for scenarios that rely on them (the defaults are minutes), and deadlines to match. */
 export const QUICK_POLLS: TuneflowOptions = {
@@ -237,8 +239,9 @@ export const scenarios = {
   },
 
   /**
-   * A paid job with `maxCostMc`: training (150,000 mc) and two 2,000 mc images fit under 155,000, a third would
-   * pass it. The mock answers the way Rails renders (`"cost_mc": "150000.0"`): the cost is read all the same.
+   * A paid job with `maxCostMc`: training (150,000 mc, stated as `tuneCostMc`) and two 2,000 mc images fit under
+   * 155,000, a third would pass it. The mock answers the way Rails renders (`"cost_mc": "150000.0"`): the cost is read
+   * all the same.
    */
   overBudgetPrompts: {
     name: 'over-budget-prompts',
@@ -250,7 +253,7 @@ export const scenarios = {
         prompts: ['on a beach', 'in the snow', 'in a forest', 'on a boat'].map((where) => ({
           text: `sks dog ${where}`,
         })),
-        options: { maxCostMc: 155_000 },
+        options: { maxCostMc: 155_000, tuneCostMc: 150_000 },
       } satisfies TrainThenGenerateInput,
       'real',
     ),
@@ -263,6 +266,148 @@ export const scenarios = {
     run: startAndSettle(
       'packTune',
       { packId: PET_PACK_ID, tune: { name: 'dog', image_urls: IMAGE_URLS }, options: { maxCostMc: 50_000 } },
+      'real',
+    ),
+  },
+
+  /** A training priced (`tuneCostMc`) above `maxCostMc`: refused before anything is created. */
+  overBudgetTune: {
+    name: 'over-budget-tune',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+        prompts: twoPrompts,
+        options: { maxCostMc: 100_000, tuneCostMc: 150_000 },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
+  /**
+   * A training whose stated price (`tuneCostMc` 100,000) is below what the service charges (150,000), under
+   * `maxCostMc` 120,000: the create passes the limit, and the run stops right there, creating no prompt.
+   */
+  tunePriceUnderstated: {
+    name: 'tune-price-understated',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+        prompts: twoPrompts,
+        options: { maxCostMc: 120_000, tuneCostMc: 100_000 },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
+  /** A priced training and no prompts, exactly within `maxCostMc`: the job is the tune, and completes. */
+  pricedTrainingNoPrompts: {
+    name: 'priced-training-no-prompts',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+        prompts: [],
+        options: { maxCostMc: 150_000, tuneCostMc: 150_000 },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
+  /**
+   * `maxCostMc` on a paid training whose price the caller does not state, and no prompts: the service publishes no
+   * price for a tune and charges it when the tune is created (150,000 mc here, above the limit).
+   */
+  unpricedTraining: {
+    name: 'unpriced-training',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      { tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS }, prompts: [], options: { maxCostMc: 100_000 } },
+      'real',
+    ),
+  },
+
+  /**
+   * `generate` on a paid tune with one 4-image prompt (8,000 mc) under `maxCostMc` 5,000: the price per image is
+   * learned from the first create's answer, so that create can pass the limit.
+   */
+  firstPromptOverBudget: {
+    name: 'first-prompt-over-budget',
+    options: {},
+    run: async (s, workflowId) => {
+      const tune = await trainedTune(s, 'paid-dog', 'sd15');
+      const input: GenerateInput = {
+        tuneId: tune.id,
+        prompts: [{ text: 'sks dog on a beach', num_images: 4 }],
+        options: { maxCostMc: 5_000 },
+      };
+      const outcome = await startAndSettle('generate', input, 'real')(s, workflowId);
+      return { ...outcome, context: { tuneId: tune.id } };
+    },
+  },
+
+  /**
+   * A pack on an existing paid tune (`tune_ids`) under `maxCostMc`: the prompts the request adds cost per image, a
+   * price the service does not publish, and one request makes them all.
+   */
+  packReusedTuneMaxCost: {
+    name: 'pack-reused-tune-max-cost',
+    options: {},
+    run: async (s, workflowId) => {
+      const tune = await trainedTune(s, 'existing-paid-dog', 'sd15');
+      const input: PackTuneInput = {
+        packId: PET_PACK_ID,
+        tune: { tune_ids: [tune.id] },
+        options: { maxCostMc: 1_000 },
+      };
+      const outcome = await startAndSettle('packTune', input, 'real')(s, workflowId);
+      return { ...outcome, context: { tuneId: tune.id } };
+    },
+  },
+
+  /** A pack on two existing paid tunes: the service adds the pack's prompts (and charges them) on both. */
+  packSeveralTunes: {
+    name: 'pack-several-tunes',
+    options: {},
+    run: async (s, workflowId) => {
+      const first = await trainedTune(s, 'existing-dog-1', 'sd15');
+      const second = await trainedTune(s, 'existing-dog-2', 'sd15');
+      const input: PackTuneInput = { packId: PET_PACK_ID, tune: { tune_ids: [first.id, second.id] } };
+      const outcome = await startAndSettle('packTune', input, 'real')(s, workflowId);
+      return { ...outcome, context: { tuneId: first.id, secondTuneId: second.id } };
+    },
+  },
+
+  /**
+   * A FaceID pack (instant avatars, 40,000 mc for a woman): the tune is ready at creation, and the create's answer
+   * (the pack form) shows no price.
+   */
+  packFaceId: {
+    name: 'pack-faceid',
+    options: {},
+    run: startAndSettle(
+      'packTune',
+      { packId: FACEID_PACK_ID, tune: { name: 'woman', image_urls: IMAGE_URLS } } satisfies PackTuneInput,
+      'real',
+    ),
+  },
+
+  /** A pack in `branch: fast` (free, spec 1) under `maxCostMc: 0`; the pack's price for dogs is 80,000 mc. */
+  packFastMaxCost: {
+    name: 'pack-fast-max-cost',
+    options: {},
+    run: startAndSettle(
+      'packTune',
+      {
+        packId: PET_PACK_ID,
+        tune: { name: 'dog', branch: 'fast', image_urls: IMAGE_URLS },
+        options: { maxCostMc: 0 },
+      } satisfies PackTuneInput,
       'real',
     ),
   },
@@ -472,9 +617,9 @@ export const scenarios = {
   },
 } satisfies Record<string, ScenarioDefinition>;
 
-/** A tune made through the API, waited for until trained. */
-async function trainedTune(s: Scenario, title: string): Promise<Tune> {
-  const created = await s.api.tunes.create({ title, name: 'dog', branch: 'fast', image_urls: IMAGE_URLS });
+/** A tune made through the API (free in branch fast, 150,000 mc otherwise), waited for until trained. */
+async function trainedTune(s: Scenario, title: string, branch: 'fast' | 'sd15' = 'fast'): Promise<Tune> {
+  const created = await s.api.tunes.create({ title, name: 'dog', branch, image_urls: IMAGE_URLS });
   let tune = created;
   await waitFor(
     async () => !!(tune = await s.api.tunes.retrieve(created.id)).trained_at,

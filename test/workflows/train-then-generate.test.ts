@@ -2,9 +2,8 @@
  * trainThenGenerate against the real mock service, callback receiver, activities and a Temporal test server, in
  * real time (a plain client: the mock's callbacks must win their race against poll timers).
  */
-import { ApplicationFailure, CancelledFailure, WorkflowFailedError } from '@temporalio/client';
+import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { FLUX_BASE_TUNE, IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
-import type { OverBudgetDetails } from '../../src/workflows/failures';
 import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf } from './harness';
@@ -265,41 +264,6 @@ workflowTest(
     expect(resultOf(outcome).cost.mc).toBe(ownMc);
   },
 );
-
-workflowTest(
-  'maxCostMc: the job stops creating prompts before its cost would pass it, waits for those made, fails OverBudget',
-  async () => {
-    const outcome = await play(harness(), scenarios.overBudgetPrompts);
-    expect(outcome.error).toBeInstanceOf(WorkflowFailedError);
-    const failure = (outcome.error as WorkflowFailedError).cause as ApplicationFailure;
-    expect(failure).toBeInstanceOf(ApplicationFailure);
-    expect(failure.type).toBe('OverBudget');
-    expect(failure.nonRetryable).toBe(true);
-    // Training 150,000 + 2 images of 2,000 = 154,000 <= 155,000; a third image would make 156,000.
-    const details = failure.details?.[0] as OverBudgetDetails;
-    expect(details).toMatchObject({ maxCostMc: 155_000, cost: { mc: 154_000, usd: 1.54 }, notCreated: [2, 3] });
-    expect(details.prompts).toHaveLength(2);
-    for (const p of details.prompts) expect(p.images).toHaveLength(1); // the two it made settled first
-    // The mock answered cost_mc as strings ("150000.0"); the cost is still what its ledger charged.
-    expect(outcome.ledger.totalMc).toBe(154_000);
-    expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(2);
-    expect(outcome.progress).toMatchObject({ phase: 'failed', cost: { mc: 154_000 }, prompts: { total: 2 } });
-    const { activities } = summarize(outcome.history);
-    expect(activities.filter((a) => a === 'createPrompt')).toHaveLength(2);
-  },
-);
-
-workflowTest("maxCostMc below a pack's price for the class: OverBudget before anything is created", async () => {
-  const outcome = await play(harness(), scenarios.overBudgetPack);
-  const failure = (outcome.error as WorkflowFailedError).cause as ApplicationFailure;
-  expect(failure.type).toBe('OverBudget');
-  expect(failure.nonRetryable).toBe(true);
-  expect(failure.message).toContain('80000 mc for class dog');
-  expect(failure.details?.[0]).toMatchObject({ maxCostMc: 50_000, packPriceMc: 80_000, cost: { mc: 0 } });
-  expect(outcome.stats.routes).toEqual({ 'GET /p/:id': 1 });
-  expect(outcome.ledger.totalMc).toBe(0);
-  expect(summarize(outcome.history).activities).toEqual(['packPrice']);
-});
 
 workflowTest('FaceID: ready at creation, so no wait and no poll for training', async () => {
   const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.faceId);
