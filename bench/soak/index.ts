@@ -469,6 +469,7 @@ export function comparisonRows(report: SoakReport): string[][] {
       [
         ['reaction p50 / p99, steady rate', (r) => reactionText(r.reaction.steady)],
         ['reaction p50 / p99, burst', (r) => reactionText(r.reaction.burst)],
+        ['activity scheduled to completed p50 / p99', (r) => `${r.activityP50Ms} / ${r.activityP99Ms} ms`],
         ['load average at start / end', (r) => `${r.loadAverage.start} / ${r.loadAverage.end}`],
       ] as Array<[string, (r: PhaseFigures) => string]>
     ).map(([name, text]) => (floor ? [name, text(report), text(floor), ''] : [name, text(report)])),
@@ -494,6 +495,7 @@ function table(report: SoakReport): string {
     ],
     ['job latency p50 / p99', `${report.jobLatencyP50Ms} / ${report.jobLatencyP99Ms} ms`],
     ['callback-to-reaction p50 / p99', `${report.reactionP50Ms} / ${report.reactionP99Ms} ms (${report.reactions})`],
+    ['activity scheduled to completed p50 / p99', `${report.activityP50Ms} / ${report.activityP99Ms} ms`],
     ['  at the steady rate', reactionText(report.reaction.steady)],
     ['  in the burst', reactionText(report.reaction.burst)],
     ['worker peak RSS', `${report.workerRssMiB} MiB`],

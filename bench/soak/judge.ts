@@ -63,6 +63,8 @@ export interface JobOutcome {
    * `callback` ... Two runs of the same job with the same shape have the same sequence (bar timing races).
    */
   sequence: string[];
+  /** Each completed activity's time from scheduled to completed (queueing, retries and the call itself). */
+  activityMs: number[];
 }
 
 function millis(time: HistoryEvent['eventTime']): number {
@@ -170,6 +172,7 @@ export function readHistory(
         e.workflowExecutionSignaledEventAttributes?.signalName;
       return step ? [step] : [];
     }),
+    activityMs: [],
   };
   const last = events[events.length - 1];
   if (last?.workflowExecutionCompletedEventAttributes) {
@@ -192,6 +195,14 @@ export function readHistory(
     outcome.closedAt = millis(last.eventTime);
     const terminated = last.workflowExecutionTerminatedEventAttributes;
     if (terminated) outcome.terminated = terminated.reason || 'no reason given';
+  }
+
+  const scheduledAt = new Map<number, number>();
+  for (const event of events) {
+    if (event.activityTaskScheduledEventAttributes) scheduledAt.set(Number(event.eventId), millis(event.eventTime));
+    const completed = event.activityTaskCompletedEventAttributes;
+    const at = completed && scheduledAt.get(Number(completed.scheduledEventId));
+    if (at !== undefined && at !== null) outcome.activityMs.push(millis(event.eventTime) - at);
   }
 
   // Callback-to-reaction: signals taken by a workflow task that nothing else triggered, to that task's first command.

@@ -68,8 +68,9 @@ export interface StartTimes {
 }
 
 /**
- * Starts `jobs` as `plan` says: without a rate, all at once (32 starts in flight); with one, at that rate, and the last
- * `plan.burst` jobs all at once when half of the others have started (so the burst lands on a run in full flow).
+ * Starts `jobs` as `plan` says: without a rate, all at once (32 starts in flight); with one, at that rate, then the last
+ * `plan.burst` jobs all at once right after the last steady start (a burst landing on a run in full flow, apart in
+ * time from the steady part).
  *
  * @example
  * const times = await startOnSchedule(jobs, { rate: 10, burst: 100 }, Date.now(), start);
@@ -93,12 +94,11 @@ export async function startOnSchedule(
     if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
     starts.push(start(steady[i]));
     times.lastSteadyAt = Date.now();
-    if (burst.length && i === Math.floor(steady.length / 2)) {
-      times.burstAt = Date.now();
-      starts.push(...burst.map(start));
-    }
   }
-  if (burst.length && times.burstAt === undefined) {
+  if (burst.length) {
+    // One interval after the last steady start, as the next steady one would have come.
+    const due = t0 + (steady.length * 1000) / plan.rate;
+    if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
     times.burstAt = Date.now();
     starts.push(...burst.map(start));
   }
@@ -219,9 +219,11 @@ export interface Reaction {
 }
 
 /**
- * The reactions of the steady part and of the burst, apart. The steady part runs from the first run closing (from then
- * on, runs in flight hold level) to the last start at the rate, the burst from its starts until its last run closed;
- * a callback sent in both counts for the burst. Null for a part the run did not have (no rate: all of it is a burst).
+ * The reactions of the steady part and of the burst, apart, by when their callback was sent. The steady part runs from
+ * when the runs in flight reach their level (90 % of the most seen before the last steady start: short jobs close
+ * long before the long ones, so the first close says nothing) to the last start at the rate; the burst from its starts
+ * until its last run closed (every run's callbacks then count for it: they wait behind the burst's). Null for a part
+ * the run did not have (no rate: all of it is a burst; too few jobs: no level part).
  *
  * @example
  * reactionsApart(reactions, times, outcomes, samples, t0); // { steady: { p99Ms: 80, inFlight: 990, ... }, burst: null }
@@ -233,16 +235,19 @@ export function reactionsApart(
   samples: readonly Sample[],
   t0: number,
 ): { steady: ReactionFigures | null; burst: ReactionFigures | null } {
-  const closes = (burst: boolean) =>
-    outcomes
-      .filter((o) => o.closedAt !== undefined && times.burstIds.has(o.job.workflowId) === burst)
-      .map((o) => o.closedAt as number);
+  const burstCloses = outcomes
+    .filter((o) => o.closedAt !== undefined && times.burstIds.has(o.job.workflowId))
+    .map((o) => o.closedAt as number);
   const burstWindow =
-    times.burstAt === undefined ? undefined : ([times.burstAt, Math.max(times.burstAt, ...closes(true))] as const);
-  const firstClose = Math.min(...closes(false));
+    times.burstAt === undefined ? undefined : ([times.burstAt, Math.max(times.burstAt, ...burstCloses)] as const);
+  const beforeLastStart = samples.filter(
+    (s) => times.lastSteadyAt !== undefined && t0 + s.t * 1000 <= times.lastSteadyAt,
+  );
+  const level = 0.9 * Math.max(0, ...beforeLastStart.map((s) => s.inFlight));
+  const levelAt = beforeLastStart.find((s) => s.inFlight > 0 && s.inFlight >= level);
   const steadyWindow =
-    times.lastSteadyAt !== undefined && firstClose < times.lastSteadyAt
-      ? ([firstClose, times.lastSteadyAt] as const)
+    levelAt !== undefined && t0 + levelAt.t * 1000 < times.lastSteadyAt!
+      ? ([t0 + levelAt.t * 1000, times.lastSteadyAt!] as const)
       : undefined;
   const within = (at: number, window: readonly [number, number] | undefined) =>
     window !== undefined && at >= window[0] && at <= window[1];
@@ -281,6 +286,9 @@ export interface PhaseFigures {
   reactionP50Ms: number | null;
   reactionP99Ms: number | null;
   reactions: number;
+  /** Activities from scheduled to completed: what a read or create takes, queueing on the worker included. */
+  activityP50Ms: number | null;
+  activityP99Ms: number | null;
   /** Callback-to-reaction at the steady rate and in the burst, apart. */
   reaction: { steady: ReactionFigures | null; burst: ReactionFigures | null };
   historyEventsPerJob: number;
@@ -325,6 +333,7 @@ export function phaseFigures(run: {
   const lastClose = Math.max(t0, ...outcomes.map((o) => o.closedAt ?? t0));
   const wall = Math.max(1, (lastClose - t0) / 1000);
   const ms = reactions.map((r) => r.ms);
+  const activityMs = outcomes.flatMap((o) => o.activityMs);
   return {
     jobs: count,
     finished: run.finished,
@@ -338,6 +347,8 @@ export function phaseFigures(run: {
     reactionP50Ms: orNull(percentile(ms, 50)),
     reactionP99Ms: orNull(percentile(ms, 99)),
     reactions: reactions.length,
+    activityP50Ms: orNull(percentile(activityMs, 50)),
+    activityP99Ms: orNull(percentile(activityMs, 99)),
     reaction: reactionsApart(reactions, run.times, outcomes, run.samples, t0),
     historyEventsPerJob: round(sum((o) => o.events) / count, 1),
     historyBytesPerJob: round(sum((o) => o.bytes) / count),

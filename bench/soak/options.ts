@@ -33,7 +33,7 @@ export interface SoakOptions {
   json: boolean;
   /** Jobs started per second; 0 starts them all at once. */
   rate: number;
-  /** With a rate: the last `burst` jobs start all at once midway (their reactions are reported apart). */
+  /** With a rate: the last `burst` jobs start all at once after the steady part (their reactions reported apart). */
   burst: number;
   /** Run the same plan through the floor (bench/floor) afterwards and report tuneflow / floor. */
   compareFloor: boolean;
@@ -79,7 +79,8 @@ ${Object.entries(PROFILES)
   --duration D          deadline from the first start; runs open then are stuck (default 4 minutes)
   --rate R              jobs started per second (default 0: all at once, a burst); the reaction figures are
                         then those of the steady part (runs in flight level) apart from any burst
-  --burst B             with --rate: the last B of the jobs start all at once midway, reported apart
+  --burst B             with --rate: the last B of the jobs start all at once after the steady ones, reported
+                        apart (with about R x the job's length in flight already)
   --compare-floor       then the same plan through the floor (bench/floor: bare workflows of tuneflow's Temporal
                         shape) on a fresh server with the same flags, workers and delays; the report adds the
                         floor's figures and tuneflow / floor (needs npm run build and --profile none)

@@ -238,6 +238,10 @@ test('reactions: from the mock sending a callback to the first command of the ta
   // Tune 100's callback at 900, its task's createPrompt at 930; the prompts' at 1,500, completion at 1,530.
   expect(outcome.reactions.map((r) => r.ms)).toEqual([30, 30, 30]);
   expect(outcome.reactions.map((r) => r.sentAt - T0)).toEqual([900, 1_500, 1_500]);
+  // And its shape: what it scheduled, started and took, each activity from scheduled to completed.
+  expect(outcome.commands.activities).toBe(outcome.activityMs.length);
+  expect(outcome.sequence[0]).toBe('createTune');
+  expect(outcome.activityMs).toEqual([0, 0, 0]);
   expect(outcome).toMatchObject({ status: 'completed', resultPrompts: 2, events: expect.any(Number) });
 });
 
