@@ -79,4 +79,42 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The Nexus contract goes into callers' workflow bundles (other teams', other namespaces): names and types, the
+    // failures' names, nothing that does I/O, nothing heavy evaluated per run (no zod: the handler checks inputs).
+    files: ['src/nexus/index.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process', 'undici', 'zod'] },
+            {
+              group: ['@temporalio/client', '@temporalio/worker', '@temporalio/nexus', '@temporalio/activity'],
+              message: "A caller's bundle gets the contract alone.",
+              allowTypeImports: true,
+            },
+            {
+              group: [
+                ...['../*', '!../api', '../api/*', '!../api/errors'],
+                ...['!../workflows', '../workflows/*', '!../workflows/failures', '!../workflows/inputs'],
+              ],
+              message: 'The contract takes the failures and the inputs (types) of the workflows, nothing else.',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // A caller's workflows know tuneflow by the Nexus contract alone.
+    files: ['test/nexus/caller-workflows.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['../../src/*', '!../../src/nexus'], message: 'The contract alone.' }] },
+      ],
+    },
+  },
 );

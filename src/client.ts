@@ -59,7 +59,8 @@ export interface TuneflowHandle<R> {
   readonly handle: WorkflowHandle;
 }
 
-const businessKey = z
+/** A business key's rule: the workflow ID of the job it names. */
+export const businessKey = z
   .string({ error: 'must be a string' })
   .min(1, { error: 'must be a non-empty business key' })
   .max(1000, { error: 'must be at most 1000 characters' });

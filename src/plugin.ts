@@ -20,6 +20,7 @@ import { rememberScheduledBy } from './callbacks/trace-context';
 import { DEFAULT_CALLBACK_PORT } from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
+import { tuneflowServiceHandler } from './nexus/handler';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -92,11 +93,18 @@ export interface TuneflowPluginOptions {
    *   in the history, which a worker with nowhere to send spans should not pay for
    */
   tracing?: TuneflowTracingOptions;
+  /**
+   * Serve the tuneflow Nexus service (`tuneflow-temporal/nexus`) on the worker's task queue, so workflows in other
+   * namespaces call the jobs through an endpoint. Nothing arrives until an operator creates an endpoint that targets
+   * this namespace and task queue; the worker then also polls for Nexus tasks.
+   * @default true
+   */
+  nexus?: boolean;
 }
 
 /**
- * tuneflow's activities, workflows and callback receiver on a Temporal worker. One plugin per worker: the service
- * client it opens is closed when that worker stops.
+ * tuneflow's activities, workflows, Nexus service and callback receiver on a Temporal worker. One plugin per worker:
+ * the service client it opens is closed when that worker stops.
  *
  * @example
  * const worker = await Worker.create({
@@ -125,6 +133,7 @@ export class TuneflowPlugin extends SimplePlugin {
       activities: createActivities({ api, callbacks: signer }),
       // On every worker, traced or not, so a retried activity hands out the callback URLs its first attempt did.
       workerInterceptors: { activity: [rememberScheduledBy] },
+      nexusServices: options.nexus === false ? undefined : [tuneflowServiceHandler()],
     });
     this.#api = api;
     this.#ownsApi = ownsApi;
