@@ -24,7 +24,7 @@ import { startMockService } from './mock-service';
 import { workflowSource } from './plugin';
 import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from './temporal-server';
 import { freePort, portIsFree, startDevServerProcess } from './temporal-server/dev-server';
-import type { PromptSpec, TrainThenGenerateInput } from './workflows/inputs';
+import type { PromptSpec, TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
 
 export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--keep] [--help]
 
@@ -250,17 +250,20 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
             },
       };
 
+      let followed: Promise<TrainThenGenerateResult> | undefined;
       const running = worker.runUntil(async () => {
         const handle = await tuneflow.trainThenGenerate(workflowId, input);
         say(`started:   trainThenGenerate ${workflowId}`);
         if (history) say(`history:   ${history}`);
-        return follow(handle, { line, signal: following.signal });
+        followed = follow(handle, { line, signal: following.signal });
+        return followed;
       });
       running.catch(() => undefined);
-      // Stopped early: following stops before the connection it uses closes, and the worker shuts down before the
-      // server it polls goes away.
+      // Stopped early: following ends (its query answered, its long poll cut) before the worker shuts down and the
+      // connection closes; a call the closing cuts is retried by the client on a closed channel, which crashes.
       cleanups.push(async () => {
         following.abort('cleanup');
+        await followed?.catch(() => undefined);
         if (worker.getState() === 'RUNNING') worker.shutdown();
         await running.catch(() => undefined);
       });
@@ -274,7 +277,9 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
         );
       const dir = path.resolve(values.out ?? 'out', workflowId);
       const saved = await saveImages(result.prompts, dir);
-      say(`saved ${saved.length} images to ${path.relative(process.cwd(), dir) || dir}`);
+      // Relative when it is under the working folder, absolute otherwise (no ../../../tmp/...).
+      const shown = path.relative(process.cwd(), dir);
+      say(`saved ${saved.length} images to ${shown && !shown.startsWith('..') ? shown : dir}`);
       const gallery = await writeGallery(
         {
           workflowId,

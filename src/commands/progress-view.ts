@@ -4,6 +4,7 @@
  * elsewhere. Log lines and notices go above it, never glued to it. Driven by the `progress` query, the run's
  * history (its next timer) and the workers on its task queue (src/commands/run-watch.ts).
  */
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TuneflowHandle } from '../client';
 import type { Progress } from '../workflows/messages';
@@ -48,12 +49,13 @@ export function describeWait(view: RunView): string {
   const { progress, timer, workers, taskQueue } = view;
   if (workers && !workers.polling) return `no worker polls task queue ${taskQueue}`;
   if (!progress) return 'waiting for a worker to take the run';
-  const due = timer ? formatDuration(timer.firesAt.getTime() - view.now) : '';
+  const dueMs = timer ? timer.firesAt.getTime() - view.now : 0;
+  const due = dueMs > 0 ? `in ${formatDuration(dueMs)}` : 'now';
   const next = !timer
     ? undefined
     : timer.summary
-      ? `next: ${timer.summary} (in ${due})`
-      : `${timer.deadline ? 'deadline' : 'next poll'} in ${due}`;
+      ? `next: ${timer.summary} (${due})`
+      : `${timer.deadline ? 'deadline' : 'next poll'} ${due}`;
   // A run whose worker polls only waits for the poll, not for a callback.
   const waiting = (what: string, callback: string) => {
     const head =
@@ -161,9 +163,10 @@ export class LiveLine {
   }
 }
 
-/** The line without its clocks (elapsed time, time to the next timer): what makes a new line in a log file. */
+/** What the line says but its clocks (elapsed time, time to the next timer): what makes a new line in a log file. */
 function whatChanged(view: RunView): string {
-  return renderProgress({ ...view, elapsedMs: 0, now: view.timer?.firesAt.getTime() ?? view.now });
+  const { progress, callbacks, workers, timer } = view;
+  return JSON.stringify([progress, callbacks, workers?.polling, timer?.firesAt, timer?.summary]);
 }
 
 /** Cuts a line to a terminal's width, leaving the last column free so it never wraps. */
@@ -190,10 +193,18 @@ export async function follow<R>(handle: TuneflowHandle<R>, options: FollowOption
   const { line, signal, intervalMs = 500, lookEveryMs = 2_000 } = options;
   const connection = handle.handle.client.connection;
   let done = false;
-  // The result's long poll is cut when following stops: the connection may close under it (the demo's Ctrl-C).
-  const result = (signal ? connection.withAbortSignal(signal, () => handle.result()) : handle.result()).finally(() => {
-    done = true;
-  });
+  // The result's long poll is cut when following stops: the connection may close under it (the demo's Ctrl-C). The
+  // SDK adds an abort listener for each poll it makes (about one a minute) and never removes it: its own signal, and
+  // no warning for a run followed for hours.
+  signal?.throwIfAborted();
+  const polls = new AbortController();
+  setMaxListeners(100_000, polls.signal);
+  signal?.addEventListener('abort', () => polls.abort(signal.reason), { once: true });
+  const result = connection
+    .withAbortSignal(polls.signal, () => handle.result())
+    .finally(() => {
+      done = true;
+    });
   result.catch(() => undefined);
   const aborted = new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true }));
   const description = await handle.handle.describe();
@@ -226,7 +237,16 @@ export async function follow<R>(handle: TuneflowHandle<R>, options: FollowOption
     try {
       if (Date.now() - lookedAt >= lookEveryMs) await look();
       // A query waits for a worker: asked only when one polls.
-      if (view.workers?.polling) view.progress = (await progressWithin(handle)) ?? view.progress;
+      if (view.workers?.polling) {
+        const phase = view.progress?.phase;
+        view.progress = (await progressWithin(handle)) ?? view.progress;
+        // A new phase, or a timer that fired: the history is read again at once, and no stale timer is shown.
+        if (view.progress?.phase !== phase || (view.timer && view.timer.firesAt.getTime() <= Date.now())) {
+          view.timer = undefined;
+          lookedAt = 0;
+          historyLength = -1;
+        }
+      }
     } catch (err) {
       signal?.throwIfAborted();
       // The server or a worker restarting: the next round will tell.

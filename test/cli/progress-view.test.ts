@@ -1,9 +1,13 @@
 /**
  * The progress line on a terminal and elsewhere: what a person sees, replayed through a small terminal model (carriage
  * return, erase line, newline, and a width past which a line wraps). Log lines printed while the line shows never
- * end up glued to it, and at 80 columns no redraw leaves half of an older line behind. Plus the words of a wait.
+ * end up glued to it, and at 80 columns no redraw leaves half of an older line behind. Plus the words of a wait, the
+ * log formats, and a failure said once.
  */
 import { Writable } from 'node:stream';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { describeFailure } from '../../src/commands/command-line';
 import { describeWait, LiveLine, renderProgress, type RunView } from '../../src/commands/progress-view';
 import { formatDuration } from '../../src/commands/run-watch';
 import { createHumanLogger, createLogger } from '../../src/logging';
@@ -76,7 +80,7 @@ describe('the live line', () => {
     const timer = { firesAt: new Date(now + 112_000), deadline: false };
     for (const tick of [0, 1_000, 2_000]) {
       const v = view({ elapsedMs: 12_000 + tick, now: now + tick, timer });
-      line.draw(renderProgress(v), renderProgress({ ...v, elapsedMs: 0, now: timer.firesAt.getTime() }));
+      line.draw(renderProgress(v), JSON.stringify([v.progress, v.timer]));
     }
     line.draw('completed');
     line.end();
@@ -149,5 +153,30 @@ describe('log formats', () => {
     written = '';
     createLogger(sink(true)).info('started', { taskQueue: 'tuneflow' });
     expect(written).toMatch(/^\d\d:\d\d:\d\d INFO started taskQueue=tuneflow\n$/);
+  });
+});
+
+describe('a failure, said once', () => {
+  test("the workflow's failure repeating its activity's is said once, without the SDK's wrapper", () => {
+    const invalid = ApplicationFailure.create({
+      message: 'tune.images[0]: must be a readable file',
+      type: 'InvalidInput',
+      nonRetryable: true,
+    });
+    const activity = new ActivityFailure(
+      'Activity task failed',
+      'createTune',
+      '1',
+      'NON_RETRYABLE_FAILURE',
+      'w',
+      invalid,
+    );
+    const workflow = ApplicationFailure.create({
+      message: 'tune.images[0]: must be a readable file',
+      type: 'InvalidInput',
+      cause: activity,
+    });
+    const err = new WorkflowFailedError('Workflow execution failed', workflow, 'NON_RETRYABLE_FAILURE');
+    expect(describeFailure(err)).toBe('InvalidInput: tune.images[0]: must be a readable file');
   });
 });
