@@ -13,6 +13,7 @@ import { TuneflowPlugin } from '../../src/plugin';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
 import type { callTuneflow, TuneflowCall } from '../nexus/caller-workflows';
 import { bundleWorkflows } from './bundle';
+import { API_KEY, CALLBACK_SECRET } from './harness';
 import { installQuietRuntime } from './global-setup';
 
 export const TUNEFLOW_NAMESPACE = 'images';
@@ -21,8 +22,6 @@ export const CALLER_NAMESPACE = 'shop';
 export const ENDPOINT = 'tuneflow';
 export const TUNEFLOW_TASK_QUEUE = 'tuneflow';
 const CALLER_TASK_QUEUE = 'shop';
-export const API_KEY = 'nexus-test-key-0123456789';
-export const CALLBACK_SECRET = 'nexus-test-callback-secret';
 
 /** One scenario's tuneflow side: a fresh mock service, and tuneflow's worker on it. */
 export interface TuneflowSide {

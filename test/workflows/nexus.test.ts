@@ -11,7 +11,8 @@ import type { CallOutcome } from '../nexus/caller-workflows';
 import { devServerExecutable, devServerTest } from './environment';
 import { summarize } from './history-summary';
 import { nexusScenarios, type NexusOutcome } from './nexus-scenarios';
-import { API_KEY, CALLBACK_SECRET, CALLER_NAMESPACE, ENDPOINT, NexusWorld } from './nexus-world';
+import { API_KEY, CALLBACK_SECRET } from './harness';
+import { CALLER_NAMESPACE, ENDPOINT, NexusWorld } from './nexus-world';
 
 jest.setTimeout(240_000);
 
