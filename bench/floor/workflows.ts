@@ -87,6 +87,8 @@ class FloorRun {
   readonly trainingTimeoutMs: number;
   readonly promptTimeoutMs: number;
   readonly promptConcurrency: number;
+  /** The run creates its tune (whose callback comes to it), rather than using one made elsewhere. */
+  readonly createsTune: boolean;
 
   constructor(
     options: FloorOptions = {},
@@ -98,6 +100,7 @@ class FloorRun {
     const ms = (key: Exclude<keyof FloorOptions, 'promptConcurrency'>) =>
       durationToMs(options[key] ?? FLOOR_DEFAULTS[key], key);
     this.schedule = { pollIntervalMs: ms('pollInterval'), maxPollIntervalMs: ms('maxPollInterval') };
+    this.createsTune = creatingTune;
     this.trainingTimeoutMs = ms('trainingTimeout');
     this.promptTimeoutMs = ms('promptTimeout');
     this.promptConcurrency = options.promptConcurrency ?? FLOOR_DEFAULTS.promptConcurrency;
@@ -145,6 +148,8 @@ class FloorRun {
       done: () => done(this.tune),
       timeoutMs: this.trainingTimeoutMs,
       untilExpectedMs,
+      // As tuneflow: a tune the run did not create calls back whoever did, so its wait polls only.
+      pollOnly: !this.createsTune,
       read: async () => void this.adoptTune(await polls.retrieveTune({ tuneId })),
       reads: this.tuneReads,
       waiting: () => this.tuneWaiting(),
@@ -170,6 +175,7 @@ class FloorRun {
       done: () => this.allKnown() && this.unsettled().length === 0,
       timeoutMs: this.promptTimeoutMs,
       untilExpectedMs: 0,
+      pollOnly: false,
       read: async () => {
         const promptIds = this.allKnown() ? this.unsettled() : undefined;
         const minId = Math.min(...this.unsettled(), Number.MAX_SAFE_INTEGER);
@@ -188,11 +194,12 @@ class FloorRun {
     done: () => boolean;
     timeoutMs: number;
     untilExpectedMs: number;
+    pollOnly: boolean;
     read: () => Promise<void>;
     reads: CallbackReads;
     waiting: () => Waiting;
   }): Promise<boolean> {
-    const { done, timeoutMs, untilExpectedMs, read, reads, waiting } = wait;
+    const { done, timeoutMs, untilExpectedMs, pollOnly, read, reads, waiting } = wait;
     if (done()) return true;
     const deadline = new Deadline(timeoutMs);
     const readDue = () => (reads.dueAt(waiting()) ?? Infinity) <= now();
@@ -201,7 +208,7 @@ class FloorRun {
       let pollAt: number | undefined;
       for (;;) {
         const start = now();
-        pollAt ??= start + pollDelay(polled, this.schedule, untilExpectedMs);
+        pollAt ??= start + pollDelay(polled, this.schedule, untilExpectedMs, pollOnly);
         const wakeAt = Math.min(pollAt, reads.dueAt(waiting()) ?? Infinity);
         const changes = reads.changes;
         const met =

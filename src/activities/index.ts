@@ -171,16 +171,20 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
           if (await findCreatedPackPrompts(api, first, promptCallback, lookupPages, options()))
             return api.tunes.retrieve(first, options());
         }
-        return api.packs.createTune(
+        const callback = callbackUrl(CallbackKind.tune);
+        const created = await api.packs.createTune(
           packId,
           {
             ...tune,
-            callback: callbackUrl(CallbackKind.tune),
+            callback,
             prompt_attributes: promptCallback ? { callback: promptCallback } : undefined,
             prompts_callback: callbackUrl(CallbackKind.packPrompts),
           },
           options(),
         );
+        // The pack form of the answer leaves `callback` out: a new tune's is the one asked for (the workflow polls
+        // quickly when none was).
+        return tune.tune_ids === undefined && created.callback == null && callback ? { ...created, callback } : created;
       });
     },
   };

@@ -51,11 +51,8 @@ export function describeWait(view: RunView): string {
   if (!progress) return 'waiting for a worker to take the run';
   const dueMs = timer ? timer.firesAt.getTime() - view.now : 0;
   const due = dueMs > 0 ? `in ${formatDuration(dueMs)}` : 'now';
-  const next = !timer
-    ? undefined
-    : timer.summary
-      ? `next: ${timer.summary} (${due})`
-      : `${timer.deadline ? 'deadline' : 'next poll'} ${due}`;
+  // The timer's own summary is for the Web UI; a progress line says only when.
+  const next = timer ? `${timer.deadline ? 'deadline' : 'next poll'} ${due}` : undefined;
   // A run whose worker polls only waits for the poll, not for a callback.
   const waiting = (what: string, callback: string) => {
     const head =

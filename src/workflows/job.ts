@@ -66,18 +66,38 @@ export const MAX_COST_HOLDS = 'max-cost-holds';
 /** True for runs that hold maxCostMc; false when replaying a run started before (see MAX_COST_HOLDS). */
 const maxCostHolds = (): boolean => patched(MAX_COST_HOLDS);
 
+/**
+ * Runs with this marker poll quickly where no callback was asked for (POLL_ONLY_FIRST_MS after the expected end, then
+ * doubling): polls are all such a run has. Runs started before it poll on the callback schedule (minutes apart).
+ * Decided at each wait that polls only.
+ */
+export const POLL_ONLY_SCHEDULE = 'poll-only-schedule';
+
 /** The workflow's clock: the time of the activation being processed, the same on every replay. */
 const now = (): number => Date.now();
 
 /** One wait: what ends it, when it gives up, when its first poll is due, and how it reads. */
 interface Wait {
+  /** What the wait is for, in timer and activity summaries (the Web UI shows them). */
+  subject: 'training' | 'prompts';
   done: () => boolean;
   timeoutMs: number;
   untilExpectedMs: number;
-  /** Reads what the wait waits for from the service: a poll, or a read a callback asked for. */
-  read: () => Promise<void>;
+  /** No callback is on its way (none was asked for, or the object is another run's): polls are all there is. */
+  pollOnly: boolean;
+  /** Reads what the wait waits for from the service: a poll, or a read a callback asked for (`summary` says which). */
+  read: (summary: string) => Promise<void>;
   reads: CallbackReads;
   waiting: () => Waiting;
+}
+
+/** A duration for a summary, e.g. `2m 1s`. */
+function spell(msValue: number): string {
+  const seconds = Math.round(msValue / 1000);
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const parts = [h && `${h}h`, m && `${m}m`, (seconds % 60 || (!h && !m)) && `${seconds % 60}s`];
+  return parts.filter(Boolean).join(' ');
 }
 
 /** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
@@ -96,6 +116,8 @@ export class Job {
   private readonly promptReads = new CallbackReads();
   /** Prompts not known yet may be the run's: creates in flight, or a pack's prompts before they are listed. */
   private expectingPrompts = false;
+  /** Whether the service was asked to call back, from the latest create's answer (its `callback`). */
+  private callbacksAsked: boolean | undefined;
 
   /**
    * Sets the signal and query handlers, before anything can wait, so no callback is missed.
@@ -191,7 +213,10 @@ export class Job {
    */
   async createTune(tune: TuneSpec & { title: string }): Promise<Tune> {
     this.phase = Phase.creatingTune;
-    const created = await this.create(() => service.createTune({ tune }));
+    const created = await this.create(() =>
+      service.createTune.executeWithOptions({ summary: 'create the tune' }, [{ tune }]),
+    );
+    this.callbacksAsked = !!created.callback;
     this.createdTuneId = created.id;
     this.tune.adopt(created);
     return created;
@@ -208,7 +233,10 @@ export class Job {
   async createPackTune(packId: number, tune: PackTuneSpec & { title: string }, minId?: number): Promise<Tune> {
     this.phase = Phase.creatingTune;
     const reused = tune.tune_ids !== undefined;
-    const created = await this.create(() => service.createPackTune({ packId, tune }));
+    const created = await this.create(() =>
+      service.createPackTune.executeWithOptions({ summary: `create the tune from pack ${packId}` }, [{ packId, tune }]),
+    );
+    this.callbacksAsked = !!created.callback;
     if (!reused) this.createdTuneId = created.id;
     this.tune.adopt(created);
     this.prompts.claimPack(reused ? { tuneId: created.id, minId, packId } : { tuneId: created.id });
@@ -224,7 +252,11 @@ export class Job {
    */
   async nextPromptId(tuneId: number): Promise<number> {
     // Newest first: one prompt tells, however many the reused tune has (history stays small).
-    const prompts = await this.counted(service.listPrompts({ tuneId, limit: 1 }));
+    const prompts = await this.counted(
+      service.listPrompts.executeWithOptions({ summary: `note the newest prompt of tune ${tuneId}` }, [
+        { tuneId, limit: 1 },
+      ]),
+    );
     return prompts.reduce((max, p) => Math.max(max, p.id), 0) + 1;
   }
 
@@ -235,7 +267,8 @@ export class Job {
    * const tune = await job.retrieveTune(input.tuneId);
    */
   async retrieveTune(tuneId: number): Promise<Tune> {
-    this.tune.adopt(await this.counted(service.retrieveTune({ tuneId })));
+    const summary = { summary: `read tune ${tuneId}` };
+    this.tune.adopt(await this.counted(service.retrieveTune.executeWithOptions(summary, [{ tuneId }])));
     return this.tune.latest as Tune;
   }
 
@@ -250,10 +283,14 @@ export class Job {
     this.phase = Phase.training;
     const tuneId = this.tune.id as number;
     const wait = await this.waitFor({
+      subject: 'training',
       done: () => this.tune.trained,
       timeoutMs: this.options.trainingTimeoutMs,
       untilExpectedMs,
-      read: async () => this.tune.adopt(await this.counted(polls.retrieveTune({ tuneId }))),
+      // A tune the run did not create calls back whoever did.
+      pollOnly: this.createdTuneId === undefined || this.callbacksAsked === false,
+      read: async (summary) =>
+        this.tune.adopt(await this.counted(polls.retrieveTune.executeWithOptions({ summary }, [{ tuneId }]))),
       reads: this.tuneReads,
       waiting: () => this.tuneWaiting(),
     });
@@ -276,8 +313,15 @@ export class Job {
     const notCreated: number[] = [];
     await runBounded(specs.length, this.options.promptConcurrency, async (i) => {
       const prompt = { ...specs[i], text: target.textFor(specs[i].text) };
-      const createOne = () =>
-        this.create(() => service.createPrompt({ tuneId: target.tuneId, prompt, key: String(i) }));
+      const createOne = async () => {
+        const created = await this.create(() =>
+          service.createPrompt.executeWithOptions({ summary: `create prompt ${i + 1} of ${specs.length}` }, [
+            { tuneId: target.tuneId, prompt, key: String(i) },
+          ]),
+        );
+        this.callbacksAsked = !!created.callback;
+        return created;
+      };
       if (!budget) {
         this.prompts.adopt(await createOne(), i);
         return;
@@ -354,7 +398,9 @@ export class Job {
       return;
     }
     const name = tune.name as string;
-    const priceMc = await this.counted(service.packPrice({ packId, name }));
+    const priceMc = await this.counted(
+      service.packPrice.executeWithOptions({ summary: `read pack ${packId}'s price for ${name}` }, [{ packId, name }]),
+    );
     this.tunePriceMc = priceMc ?? undefined;
     if (priceMc === null && maxCostHolds())
       throw invalidOption(
@@ -425,7 +471,8 @@ export class Job {
   async readTunePrice(): Promise<void> {
     const tuneId = this.createdTuneId;
     if (tuneId === undefined || costMcOf(this.tune.latest) !== undefined || !maxCostHolds()) return;
-    this.tune.adoptFull(await this.counted(service.retrieveTune({ tuneId })));
+    const summary = { summary: `read tune ${tuneId}'s price` };
+    this.tune.adoptFull(await this.counted(service.retrieveTune.executeWithOptions(summary, [{ tuneId }])));
   }
 
   /**
@@ -451,10 +498,19 @@ export class Job {
    * await job.learnPrompts(tune.id);
    */
   async learnPrompts(tuneId: number): Promise<void> {
-    if (this.prompts.known) return;
-    await this.pollSafely(async () =>
-      this.prompts.learn(await this.counted(polls.listPrompts({ tuneId, minId: this.prompts.pollMinId() }))),
-    );
+    if (!this.prompts.known)
+      await this.pollSafely(async () =>
+        this.prompts.learn(
+          await this.counted(
+            polls.listPrompts.executeWithOptions({ summary: `list the prompts the pack made on tune ${tuneId}` }, [
+              { tuneId, minId: this.prompts.pollMinId() },
+            ]),
+          ),
+        ),
+      );
+    // The service made the pack's prompts: their callback says whether any was asked for.
+    const known = this.prompts.all();
+    if (known.length) this.callbacksAsked = known.some((p) => !!p.callback);
   }
 
   /**
@@ -467,15 +523,17 @@ export class Job {
   async waitUntilSettled(tuneId: number): Promise<Prompt[]> {
     this.phase = Phase.generating;
     const wait = await this.waitFor({
+      subject: 'prompts',
       done: () => this.prompts.allSettled(),
       timeoutMs: this.options.promptTimeoutMs,
       untilExpectedMs: 0,
-      read: async () => {
+      pollOnly: this.callbacksAsked === false,
+      read: async (summary) => {
         // Only this run's prompts, by id, once all are known: other jobs' prompts on a shared (Flux base) tune
         // neither cost calls nor enter history.
         const promptIds = this.prompts.pollIds();
         const query = promptIds ? { tuneId, promptIds } : { tuneId, minId: this.prompts.pollMinId() };
-        this.prompts.learn(await this.counted(polls.listPrompts(query)));
+        this.prompts.learn(await this.counted(polls.listPrompts.executeWithOptions({ summary }, [query])));
       },
       reads: this.promptReads,
       waiting: () => this.promptsWaiting(),
@@ -493,33 +551,47 @@ export class Job {
    * asked for leaves the poll schedule where it was: polls are for callbacks that never come.
    */
   private async waitFor(wait: Wait): Promise<{ done: boolean; record: WaitRecord }> {
-    const { done, timeoutMs, untilExpectedMs, read, reads, waiting } = wait;
+    const { subject, done, timeoutMs, untilExpectedMs, read, reads, waiting } = wait;
     const record: WaitRecord = { timeoutMs, polls: 0, failedPolls: 0 };
     if (done()) return { done: true, record };
-    const deadline = new Deadline(timeoutMs);
+    const failure = subject === 'training' ? 'TuneNeverTrained' : 'PromptsNeverSettled';
+    const deadline = new Deadline(timeoutMs, `${subject}: the deadline, ${failure} after ${spell(timeoutMs)}`);
     const readDue = () => (reads.dueAt(waiting()) ?? Infinity) <= now();
+    // Decided where the schedule first differs: runs started before poll-only runs polled quickly go on as they were.
+    const pollOnly = wait.pollOnly && patched(POLL_ONLY_SCHEDULE);
     try {
       let pollAt: number | undefined;
       for (;;) {
         const start = now();
-        pollAt ??= start + pollDelay(record.polls + record.failedPolls, this.options, untilExpectedMs);
+        const made = record.polls + record.failedPolls;
+        pollAt ??= start + pollDelay(made, this.options, untilExpectedMs, pollOnly);
         const wakeAt = Math.min(pollAt, reads.dueAt(waiting()) ?? Infinity);
         // A read already due needs no timer; a callback that comes meanwhile may bring its read forward.
         const changes = reads.changes;
+        // Static words (the Web UI shows them beside the timer's own duration and time).
+        const summary =
+          wakeAt < pollAt
+            ? `${subject}: waiting for the other callbacks, then one read`
+            : `${subject}: poll ${made + 1}` +
+              (made === 0 && untilExpectedMs > 0 ? ` at the eta + ${spell(pollAt - start - untilExpectedMs)}` : '') +
+              (pollOnly ? ' (polling only: no callback was asked for)' : ', unless a callback comes first');
         const met =
           wakeAt <= start ||
-          (await condition(() => done() || deadline.passed || readDue() || reads.changes !== changes, wakeAt - start));
+          (await condition(() => done() || deadline.passed || readDue() || reads.changes !== changes, wakeAt - start, {
+            summary,
+          }));
         if (done()) return { done: true, record };
         if (readDue()) {
           const startedAt = now();
-          await this.pollSafely(read, record, 'callback');
+          await this.pollSafely(() => read(`${subject}: read, as a callback asked`), record, 'callback');
           reads.read(startedAt);
           if (done()) return { done: true, record };
           continue;
         }
         // Woken for a read no longer needed (its object done meanwhile): the poll stays due when it was.
         if (!deadline.passed && !(!met && wakeAt === pollAt) && now() < pollAt) continue;
-        await this.pollSafely(read, record);
+        const why = deadline.passed ? 'the last poll, at the deadline' : `poll ${made + 1}`;
+        await this.pollSafely(() => read(`${subject}: ${why}`), record);
         pollAt = undefined;
         if (done()) return { done: true, record };
         if (deadline.passed) return { done: false, record };
@@ -580,11 +652,16 @@ export class Job {
     const prompts = promptsOutlivingTune(this.prompts.all(), this.createdTuneId, this.tune.latest);
     await runBounded(prompts.length, this.options.promptConcurrency, (i) =>
       this.deleteQuietly(`prompt ${prompts[i].id}`, () =>
-        service.deletePrompt({ tuneId: prompts[i].tune_id, promptId: prompts[i].id }),
+        service.deletePrompt.executeWithOptions({ summary: `cleanup: delete prompt ${prompts[i].id}` }, [
+          { tuneId: prompts[i].tune_id, promptId: prompts[i].id },
+        ]),
       ),
     );
     const tuneId = this.createdTuneId;
-    if (tuneId !== undefined) await this.deleteQuietly(`tune ${tuneId}`, () => service.deleteTune({ tuneId }));
+    if (tuneId !== undefined)
+      await this.deleteQuietly(`tune ${tuneId}`, () =>
+        service.deleteTune.executeWithOptions({ summary: `cleanup: delete tune ${tuneId}` }, [{ tuneId }]),
+      );
   }
 
   /** A deletion that fails is logged, and the cleanup goes on: the cancellation must still end the run. */
@@ -602,9 +679,9 @@ class Deadline {
   passed = false;
   private readonly scope = new CancellationScope();
 
-  constructor(timeoutMs: number) {
+  constructor(timeoutMs: number, summary: string) {
     this.scope
-      .run(() => sleep(timeoutMs))
+      .run(() => sleep(timeoutMs, { summary }))
       .then(
         () => (this.passed = true),
         () => undefined, // cleared, or the workflow was cancelled

@@ -8,6 +8,13 @@ import type { Tune } from '../api/schemas';
 /** How much longer each interval is than the one before it. */
 export const POLL_GROWTH = 2;
 
+/**
+ * Polling only (no callback was asked for: a laptop behind NAT, `TUNEFLOW_CALLBACK_BASE_URL` unset): the polls are all
+ * there is, so the first comes this long after the expected end (a tune's eta; a prompt's creation), and the next
+ * ones twice as long each time, up to the slow ceiling.
+ */
+export const POLL_ONLY_FIRST_MS = 1_000;
+
 export interface PollSchedule {
   /** The first interval, after the expected end; later ones grow from it. */
   pollIntervalMs: number;
@@ -24,9 +31,15 @@ export interface PollSchedule {
  * pollDelay(0, schedule, 1_800_000); // 1_920_000: two minutes after the eta, half an hour away
  * pollDelay(1, schedule); // 240_000
  * pollDelay(5, schedule); // 600_000: the ceiling
+ * pollDelay(0, schedule, 1_800_000, true); // 1_801_000: polling only, a second after the eta
+ * pollDelay(3, schedule, 0, true); // 8_000
  */
-export function pollDelay(pollsMade: number, schedule: PollSchedule, untilExpectedMs = 0): number {
+export function pollDelay(pollsMade: number, schedule: PollSchedule, untilExpectedMs = 0, pollOnly = false): number {
   const { pollIntervalMs, maxPollIntervalMs } = schedule;
+  if (pollOnly) {
+    if (pollsMade <= 0) return Math.max(0, untilExpectedMs) + POLL_ONLY_FIRST_MS;
+    return Math.min(POLL_ONLY_FIRST_MS * POLL_GROWTH ** Math.min(pollsMade, 30), maxPollIntervalMs);
+  }
   if (pollsMade <= 0) return Math.max(0, untilExpectedMs) + pollIntervalMs;
   // Capped before it can overflow: 2^60 intervals is past any ceiling.
   const grown = pollIntervalMs * POLL_GROWTH ** Math.min(pollsMade, 60);

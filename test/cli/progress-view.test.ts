@@ -101,7 +101,7 @@ describe('what a wait says', () => {
     expect(describeWait(view({ timer }))).toBe('waiting for training, next poll in 1m52s');
   });
 
-  test("prompts, the deadline, and a timer's own summary", () => {
+  test("prompts, the deadline; a timer's own summary is the Web UI's, not the progress line's", () => {
     const generating = progress({ phase: 'generating', prompts: { total: 3, settled: 1, failed: 0 } });
     expect(
       describeWait(
@@ -113,7 +113,7 @@ describe('what a wait says', () => {
     ).toBe('waiting for training (polling only), deadline in 6h00m');
     const summarized = { firesAt: new Date(now + 3_000), deadline: false, summary: 'training poll at eta + 1 s' };
     expect(describeWait(view({ callbacks: false, timer: summarized }))).toBe(
-      'waiting for training (polling only), next: training poll at eta + 1 s (in 3s)',
+      'waiting for training (polling only), next poll in 3s',
     );
   });
 

@@ -133,13 +133,16 @@ workflowTest(
     const reads = outcome.stats.routes['GET /tunes/:id'];
     expect(reads).toBeGreaterThanOrEqual(2);
     expect(outcome.progress.counts.polls).toBeGreaterThanOrEqual(1);
-    // Every read of the tune is a retrieveTune in history, each poll after a 3 s timer; then the two prompts, read
-    // once their callbacks came.
+    // Every read of the tune is a retrieveTune in history, each poll after a timer of the polling-only schedule (the
+    // tune's callback goes to whoever made it): 1 s, 2 s, then the 3 s ceiling; then the two prompts, read once their
+    // callbacks came.
     const { activities, timers } = summarize(outcome.history);
     expectPackReads(activities, [...Array(reads).fill('retrieveTune'), 'createPrompt', 'createPrompt']);
     expect(activities.length).toBeGreaterThan(reads + 2);
     expect(timers[0]).toEqual({ ms: 120_000, ended: 'cancelled' }); // the training deadline
-    expect(timers.slice(1, reads)).toEqual(Array(reads - 1).fill({ ms: 3_000, ended: 'fired' }));
+    expect(timers.slice(1, reads)).toEqual(
+      Array.from({ length: reads - 1 }, (_, i) => ({ ms: Math.min(1_000 * 2 ** i, 3_000), ended: 'fired' })),
+    );
   },
 );
 

@@ -178,6 +178,16 @@ export const scenarios = {
       }),
   },
 
+  /**
+   * Polling only (no callback URL: a laptop behind NAT), with the default options: the first poll comes 1 s after the
+   * tune's eta, the prompts' 1 s after their creation, then 2 s, 4 s, ... (not the callback schedule's 2 minutes).
+   */
+  pollOnly: {
+    name: 'poll-only',
+    options: { callbacks: false, mock: { trainingTime: '2s', inferenceTime: '1s' } },
+    run: startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real'),
+  },
+
   /** The worker stops while the workflow waits for training; a new worker picks it up and the callback ends it. */
   workerRestart: {
     name: 'worker-restart',

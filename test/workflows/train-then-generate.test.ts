@@ -191,6 +191,34 @@ workflowTest(
   },
 );
 
+workflowTest(
+  'polling only, with the default options: the first polls come near the eta and after the prompts start',
+  async () => {
+    const started = Date.now();
+    const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.pollOnly);
+    const { tune, prompts } = resultOf(outcome);
+    expect(tune.trained_at).toBeTruthy();
+    expect(tune.callback).toBeNull();
+    expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
+    expect(outcome.progress.counts.callbacks).toBe(0);
+    // The tune trains in 2 s: its first poll at eta + 1 s, then 2 s, 4 s...; the prompts' 1 s after their creation.
+    const { activities, timers } = summarize(outcome.history);
+    const tunePolls = activities.filter((a) => a === 'retrieveTune').length;
+    const listPolls = activities.filter((a) => a === 'listPrompts').length;
+    expect(outcome.progress.counts.polls).toBe(tunePolls + listPolls);
+    const schedule = (n: number, firstMs: number) =>
+      Array.from({ length: n }, (_, i) => ({ ms: i === 0 ? firstMs : 1_000 * 2 ** i, ended: 'fired' }));
+    expect(timers).toEqual([
+      { ms: 6 * HOUR, ended: 'cancelled' },
+      ...schedule(tunePolls, 3_000),
+      { ms: HOUR, ended: 'cancelled' },
+      ...schedule(listPolls, 1_000),
+    ]);
+    // Seconds, not the minutes of the callback schedule (the time is shown, not asserted: the machine is shared).
+    console.info(`polling-only job: ${Date.now() - started} ms, ${tunePolls} tune polls, ${listPolls} prompt polls`);
+  },
+);
+
 workflowTest('a worker restarted in the middle of the training wait: the new worker finishes the job', async () => {
   const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.workerRestart);
   const { prompts } = resultOf(outcome);
