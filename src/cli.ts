@@ -40,6 +40,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "list the service's packs and their classes",
     run: async (argv) => (await import('./commands/packs')).packsCommand(argv),
   },
+  schema: {
+    summary: "print the JSON Schema of a workflow's input, for callers in any language",
+    run: async (argv) => (await import('./commands/schema')).schemaCommand(argv),
+  },
   'dev-server': {
     summary: 'run a Temporal dev server with its Web UI (localhost:7233, UI on :8233), for a worker of your own',
     run: async (argv) => (await import('./commands/dev-server')).devServerCommand(argv),

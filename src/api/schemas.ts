@@ -96,14 +96,17 @@ const multipleOf8 = z
 
 const bool = z.boolean({ error: 'must be true or false' });
 const text = z.string({ error: 'must be a string' });
-const required = z.string({ error: 'is required and must be a non-empty string' }).trim().min(1, {
+/** A non-empty string, once trimmed. */
+export const required = z.string({ error: 'is required and must be a non-empty string' }).trim().min(1, {
   error: 'is required and must be a non-empty string',
 });
 /**
  * A refinement, not `z.url({ protocol })`: zod's own regex and format checks reset their RegExp's `lastIndex`, which
  * throws on the deep-frozen copy a worker shares between runs (the input contract is preloaded once per worker).
  */
-const httpUrl = z.string({ error: 'must be an http(s) URL' }).refine(isHttpUrl, { error: 'must be an http(s) URL' });
+export const httpUrl = z
+  .string({ error: 'must be an http(s) URL' })
+  .refine(isHttpUrl, { error: 'must be an http(s) URL' });
 
 function isHttpUrl(value: string): boolean {
   try {

@@ -64,6 +64,7 @@ describe('tuneflow', () => {
       'status',
       'cancel',
       'packs',
+      'schema',
     ])
       expect(stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
   });
@@ -75,16 +76,24 @@ describe('tuneflow', () => {
     expect(unknown.stderr).toContain("unknown command 'train'");
   });
 
-  test.each(['demo', 'dev-server', 'worker', 'callbacks', 'start', 'status', 'cancel', 'packs', 'mock-service'])(
-    '%s --help and -h print its usage, exit 0',
-    async (name) => {
-      for (const flag of ['--help', '-h']) {
-        const { code, stdout } = await tuneflow([name, flag]);
-        expect({ flag, code }).toEqual({ flag, code: 0 });
-        expect(stdout).toContain(`Usage: tuneflow ${name}`);
-      }
-    },
-  );
+  test.each([
+    'demo',
+    'dev-server',
+    'worker',
+    'callbacks',
+    'start',
+    'status',
+    'cancel',
+    'packs',
+    'schema',
+    'mock-service',
+  ])('%s --help and -h print its usage, exit 0', async (name) => {
+    for (const flag of ['--help', '-h']) {
+      const { code, stdout } = await tuneflow([name, flag]);
+      expect({ flag, code }).toEqual({ flag, code: 0 });
+      expect(stdout).toContain(`Usage: tuneflow ${name}`);
+    }
+  });
 
   test('--version and -V name the version and the package, exit 0', async () => {
     const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, string>;

@@ -1,0 +1,256 @@
+/**
+ * The workflows' input contract as JSON Schema (draft 2020-12), for callers in any language: generated from the one
+ * contract (the spec's zod schemas in src/api/schemas.ts, the option rules and bounds of src/workflows), never written
+ * twice. What zod cannot render is said here, once: refinements (an http(s) URL, a non-blank string, files as paths)
+ * and the cross-field rules (as if/then, each naming the field the workflow names). Two rules no JSON Schema can hold
+ * are left to the workflow and said in the schema's descriptions: the polls bound of the options and characteristics
+ * sent as a JSON string. `tuneflow schema` prints these; the package ships them (lib/schemas/).
+ */
+import { z } from 'zod';
+import {
+  FileInput,
+  httpUrl,
+  PackTuneCreateInput,
+  PromptAttributesInput,
+  PromptCreateInput,
+  required,
+  ResourceId,
+  TuneCreateInput,
+} from './api/schemas';
+import { businessKey } from './client';
+import { MAX_PROMPTS_PER_RUN } from './workflows/failures';
+import { DEFAULT_OPTIONS, MAX_POLLS_PER_WAIT, MAX_PROMPT_CONCURRENCY } from './workflows/options';
+
+/** A JSON Schema, as a plain object. */
+export type JsonSchema = { [keyword: string]: unknown };
+
+/** The workflows whose inputs have a schema: the names other services start them by. */
+export const SCHEMA_WORKFLOWS = ['trainThenGenerate', 'generate', 'packTune'] as const;
+export type SchemaWorkflow = (typeof SCHEMA_WORKFLOWS)[number];
+
+/** Paths only: image bytes never enter a workflow's input (a JSON caller has no bytes to send anyway). */
+const PATH: JsonSchema = { type: 'string', minLength: 1, description: 'a path the worker can read' };
+
+/**
+ * The URL parse the contract makes (WHATWG's, as Node's `URL`), as far as a pattern goes: http or https, a host. No
+ * `format: "uri"`: RFC 3986 refuses URLs WHATWG takes (a space in a path), and the schema must refuse nothing the
+ * workflow takes. A URL the pattern lets through and WHATWG cannot parse, the workflow refuses, naming the field.
+ */
+const HTTP_URL = {
+  pattern: '^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+',
+  description: 'an http(s) URL (as WHATWG URL parses it: the workflow refuses one it cannot parse)',
+};
+
+/** `ms`'s units (src/duration.ts), case-insensitive as `ms` reads them. */
+const DURATION_UNITS = [
+  ...['milliseconds', 'millisecond', 'msecs', 'msec', 'ms', 'seconds', 'second', 'secs', 'sec', 's'],
+  ...['minutes', 'minute', 'mins', 'min', 'm', 'hours', 'hour', 'hrs', 'hr', 'h', 'days', 'day', 'd'],
+  ...['weeks', 'week', 'w', 'years', 'year', 'yrs', 'yr', 'y'],
+];
+const anyCase = (word: string) => [...word].map((c) => `[${c.toLowerCase()}${c.toUpperCase()}]`).join('');
+/** A positive duration: '90 seconds', '2s', '1.5 hours' (a digit 1-9 somewhere: not zero; no sign: not negative). */
+const DURATION: JsonSchema = {
+  anyOf: [
+    { type: 'number', exclusiveMinimum: 0, description: 'milliseconds' },
+    {
+      type: 'string',
+      maxLength: 100,
+      pattern: `^(?=[^1-9]*[1-9])(?:\\d+)?\\.?\\d+ *(?:${DURATION_UNITS.map(anyCase).join('|')})?$`,
+    },
+  ],
+};
+
+const absent = false;
+const isTrue = { required: [] as string[], properties: {} as Record<string, unknown> };
+/** `if` for "this property is present and true". */
+const holds = (property: string) => ({ ...isTrue, required: [property], properties: { [property]: { const: true } } });
+const present = (...properties: string[]) => ({ anyOf: properties.map((p) => ({ required: [p] })) });
+
+/**
+ * The cross-field rules of spec 4.5 (checkPromptRules in src/api/schemas.ts), each failing on the field the workflow
+ * names: `then` forbids or constrains that field.
+ */
+const PROMPT_RULES: JsonSchema[] = [
+  { if: { not: holds('super_resolution') }, then: { properties: { inpaint_faces: { const: false } } } },
+  { if: { not: holds('super_resolution') }, then: { properties: { hires_fix: { const: false } } } },
+  { if: { not: present('input_image', 'input_image_url') }, then: { properties: { controlnet: absent } } },
+  { if: { required: ['input_image'] }, then: { properties: { input_image_url: absent } } },
+  { if: { not: { required: ['input_image'] } }, then: { properties: { mask_image: absent } } },
+  { if: { not: { required: ['input_image_url'] } }, then: { properties: { mask_image_url: absent } } },
+];
+
+/** Exactly one of images and image_urls: both name image_urls, neither names images (as the workflow does). */
+const ONE_IMAGE_SOURCE: JsonSchema[] = [
+  { if: { required: ['images'] }, then: { properties: { image_urls: absent } } },
+  { if: { not: { required: ['image_urls'] } }, then: { required: ['images'] } },
+];
+
+const TUNE_RULES: JsonSchema[] = [
+  ...ONE_IMAGE_SOURCE,
+  // A Flux LoRA preset needs model_type "lora".
+  {
+    if: { not: { required: ['model_type'], properties: { model_type: { const: 'lora' } } } },
+    then: { properties: { preset: { type: 'null' } } },
+  },
+];
+
+/** Existing tunes (tune_ids) replace the images; a new tune needs a name and one image source. */
+const PACK_TUNE_RULES: JsonSchema[] = [
+  {
+    if: { required: ['tune_ids'] },
+    then: { if: present('images', 'image_urls'), then: { properties: { tune_ids: absent } } },
+    else: { required: ['name'], allOf: ONE_IMAGE_SOURCE },
+  },
+];
+
+/** The zod schemas' JSON Schema, with what zod renders as "anything" or leaves out said here. */
+function fromContract(schema: z.ZodType): JsonSchema {
+  return z.toJSONSchema(schema, {
+    io: 'input',
+    unrepresentable: 'any',
+    override: ({ zodSchema, jsonSchema }) => {
+      const out = jsonSchema as JsonSchema;
+      if (zodSchema === FileInput) {
+        for (const key of Object.keys(out)) delete out[key];
+        Object.assign(out, PATH);
+      }
+      if (zodSchema === httpUrl) Object.assign(out, HTTP_URL);
+      // Trimmed, then at least one character: something other than blanks.
+      if (zodSchema === required) Object.assign(out, { pattern: '\\S' });
+      if (zodSchema === PromptCreateInput || zodSchema === PromptAttributesInput) out.allOf = PROMPT_RULES;
+      if (zodSchema === TuneCreateInput) out.allOf = TUNE_RULES;
+      if (zodSchema === PackTuneCreateInput) out.allOf = PACK_TUNE_RULES;
+    },
+  }) as JsonSchema;
+}
+
+/** A zod object schema's JSON Schema without the keywords a nested definition does not repeat. */
+function definition(schema: z.ZodType, changes: (s: JsonSchema) => void = () => undefined): JsonSchema {
+  const out = fromContract(schema);
+  delete out.$schema;
+  changes(out);
+  return out;
+}
+
+const withoutRequired = (name: string) => (s: JsonSchema) => {
+  s.required = (s.required as string[]).filter((r) => r !== name);
+};
+
+/** Characteristics may come as a JSON string (as multipart clients send them): its content is the workflow's to check. */
+function characteristicsAsJson(s: JsonSchema): void {
+  const characteristics = (s.properties as Record<string, { anyOf: JsonSchema[] }>).characteristics;
+  const [object, string] = characteristics.anyOf;
+  characteristics.anyOf = [
+    object,
+    {
+      ...string,
+      contentMediaType: 'application/json',
+      description: 'the same object as a JSON string: its content is checked by the workflow, not by this schema',
+    },
+  ];
+}
+
+function optionsSchema(): JsonSchema {
+  return {
+    // null, as no options: the workflow takes it so.
+    type: ['object', 'null'],
+    description:
+      `The workflows' options. One rule is the workflow's alone: a wait may make at most ${MAX_POLLS_PER_WAIT} polls ` +
+      'at the intervals given (trainingTimeout and promptTimeout against pollInterval and maxPollInterval), and ' +
+      'maxPollInterval is at least pollInterval.',
+    additionalProperties: false,
+    properties: {
+      pollInterval: { ...DURATION, default: DEFAULT_OPTIONS.pollInterval },
+      maxPollInterval: { ...DURATION, default: DEFAULT_OPTIONS.maxPollInterval },
+      trainingTimeout: { ...DURATION, default: DEFAULT_OPTIONS.trainingTimeout },
+      promptTimeout: { ...DURATION, default: DEFAULT_OPTIONS.promptTimeout },
+      promptConcurrency: {
+        type: 'integer',
+        minimum: 1,
+        maximum: MAX_PROMPT_CONCURRENCY,
+        default: DEFAULT_OPTIONS.promptConcurrency,
+      },
+      cleanupOnCancel: { type: 'boolean', default: DEFAULT_OPTIONS.cleanupOnCancel },
+      maxCostMc: { type: ['integer', 'null'], minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+      tuneCostMc: { type: ['integer', 'null'], minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+    },
+  };
+}
+
+/** Every definition the workflows' schemas share. */
+function definitions(): Record<string, JsonSchema> {
+  const prompts = (minItems: number) => ({
+    type: 'array',
+    minItems,
+    maxItems: MAX_PROMPTS_PER_RUN,
+    items: { $ref: '#/$defs/promptAttributes' },
+  });
+  const id = definition(ResourceId);
+  return {
+    // A new tune's title defaults to the workflow ID; its images are paths; tuneflow sets its callback.
+    tuneAttributes: definition(TuneCreateInput, (s) => {
+      withoutRequired('title')(s);
+      characteristicsAsJson(s);
+    }),
+    promptAttributes: definition(PromptCreateInput),
+    packTuneAttributes: definition(PackTuneCreateInput, characteristicsAsJson),
+    options: optionsSchema(),
+    trainThenGenerate: {
+      type: 'object',
+      required: ['tune', 'prompts'],
+      properties: {
+        tune: { $ref: '#/$defs/tuneAttributes' },
+        prompts: prompts(0),
+        options: { $ref: '#/$defs/options' },
+      },
+    },
+    generate: {
+      type: 'object',
+      required: ['tuneId', 'prompts'],
+      properties: { tuneId: id, prompts: prompts(1), options: { $ref: '#/$defs/options' } },
+    },
+    packTune: {
+      type: 'object',
+      required: ['packId', 'tune'],
+      properties: {
+        packId: id,
+        tune: { $ref: '#/$defs/packTuneAttributes' },
+        options: { $ref: '#/$defs/options' },
+      },
+    },
+  };
+}
+
+/**
+ * The JSON Schema of a workflow's input: what `temporal workflow start --type <workflow> --input` may send. With
+ * `nexus`, of the Nexus operation's input: the same, and the business key.
+ *
+ * @example
+ * new Ajv2020().compile(inputSchema('trainThenGenerate'))(JSON.parse(input)); // true when the contract holds
+ */
+export function inputSchema(workflow: SchemaWorkflow, { nexus = false } = {}): JsonSchema {
+  const $defs = definitions();
+  const input: JsonSchema = { $ref: `#/$defs/${workflow}` };
+  return {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    title: nexus ? `tuneflow ${workflow} operation input` : `tuneflow ${workflow} input`,
+    ...(nexus
+      ? {
+          allOf: [
+            input,
+            {
+              type: 'object',
+              required: ['key'],
+              properties: {
+                key: {
+                  ...definition(businessKey),
+                  description: "the job's business key: tuneflow's workflow ID (a second call of a key attaches)",
+                },
+              },
+            },
+          ],
+        }
+      : input),
+    $defs,
+  };
+}

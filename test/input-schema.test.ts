@@ -1,0 +1,226 @@
+/**
+ * The JSON Schema of the workflows' inputs (src/input-schema.ts) against the contract it is generated from: every job
+ * of the refusal catalogue (test/api/bad-input-cases.ts), sent as JSON as another language would send it, gets the
+ * same verdict from a pinned JSON Schema validator (ajv, test/input-schema-verdict.ts) as from the contract, and a
+ * refusal names the same fields; the valid jobs pass both. The rules the schema cannot hold are listed here, by name.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { schemaCommand, schemaFiles } from '../src/commands/schema';
+import { inputSchema } from '../src/input-schema';
+import { badInputCases } from './api/bad-input-cases';
+import { schemaVerdict as schemaVerdictOf } from './input-schema-verdict';
+import { verdictOf, type ContractJob } from './workflows/contract-workflows';
+
+const URLS = ['https://example.com/1.jpg'];
+
+const schemaVerdict = (job: ContractJob, nexus = false) => schemaVerdictOf(job.workflow, job.input, { nexus });
+
+/** The contract's verdict, as fields. */
+function contractVerdict(job: ContractJob): 'ok' | string[] {
+  const verdict = verdictOf(job);
+  return verdict === 'ok' ? 'ok' : [...new Set(verdict.map((issue) => issue.field))].sort();
+}
+
+/** As another language sends it: JSON (a Buffer arrives as an object, which is no path). */
+const asJson = (job: ContractJob): ContractJob => JSON.parse(JSON.stringify(job)) as ContractJob;
+
+/** The catalogue's calls that a workflow input holds, as jobs (list, theme and inspection calls left out). */
+function catalogueJobs(): Array<{ name: string; job: ContractJob }> {
+  const jobs: Array<{ name: string; job: ContractJob }> = [];
+  for (const { name, call } of badInputCases) {
+    let job: ContractJob | undefined;
+    const record = {
+      tunes: { create: (tune: unknown) => (job = { workflow: 'trainThenGenerate', input: { tune, prompts: [] } }) },
+      prompts: {
+        create: (tuneId: unknown, prompt: unknown) =>
+          (job = { workflow: 'generate', input: { tuneId, prompts: [prompt] } }),
+      },
+      packs: {
+        createTune: (packId: unknown, tune: unknown) => (job = { workflow: 'packTune', input: { packId, tune } }),
+      },
+    };
+    try {
+      void call(new Proxy(record, { get: (target, key) => target[key as keyof typeof target] ?? {} }) as never);
+    } catch {
+      // A call on a resource no workflow input holds.
+    }
+    if (job) jobs.push({ name, job: asJson(job) });
+  }
+  return jobs;
+}
+
+/**
+ * Rules only the workflow checks, each said in the schema's descriptions: the schema lets these through and the
+ * workflow refuses them, naming the field.
+ */
+const WORKFLOW_ONLY: Record<string, string> = {
+  'characteristics as a JSON string that is no object': 'JSON Schema cannot read inside a string',
+};
+
+/**
+ * The one field the contract names beside the schema's: once an image that is no path is dropped, it checks what is
+ * left and may find no image (`tune.images`). Both refuse, for the same first field.
+ */
+function withoutFollowUps(fields: string[]): string[] {
+  return fields.some((field) => /^tune\.images\[\d+\]$/.test(field))
+    ? fields.filter((f) => f !== 'tune.images')
+    : fields;
+}
+
+const VALID: ContractJob[] = [
+  { workflow: 'trainThenGenerate', input: { tune: { name: 'dog', image_urls: URLS }, prompts: [{ text: 'sks dog' }] } },
+  {
+    workflow: 'trainThenGenerate',
+    input: {
+      tune: { name: 'woman', images: ['/photos/1.jpg'], branch: 'flux1', model_type: 'lora', preset: 'flux-lora-fast' },
+      prompts: [
+        { text: 'ohwx woman', super_resolution: true, inpaint_faces: true, num_images: 4, w: 512, h: 768 },
+        { text: 'ohwx woman, sketch', controlnet: 'pose', input_image_url: URLS[0], mask_image_url: URLS[0] },
+      ],
+      options: { pollInterval: '30 seconds', maxPollInterval: '5m', trainingTimeout: 3_600_000, cleanupOnCancel: true },
+    },
+  },
+  { workflow: 'generate', input: { tuneId: 7, prompts: [{ text: 'sks dog', w: 512, cfg_scale: 3 }] } },
+  { workflow: 'packTune', input: { packId: 260, tune: { name: 'man', image_urls: URLS, characteristics: '{}' } } },
+  { workflow: 'packTune', input: { packId: 260, tune: { tune_ids: [12] }, options: { maxCostMc: 0 } } },
+];
+
+const OPTIONS_REFUSED: Array<{ options: unknown; field: string }> = [
+  { options: { pollInterval: 'soon' }, field: 'options.pollInterval' },
+  { options: { pollInterval: '0 seconds' }, field: 'options.pollInterval' },
+  { options: { trainingTimeout: -5 }, field: 'options.trainingTimeout' },
+  { options: { promptTimeout: '' }, field: 'options.promptTimeout' },
+  { options: { promptConcurrency: 0 }, field: 'options.promptConcurrency' },
+  { options: { promptConcurrency: 33 }, field: 'options.promptConcurrency' },
+  { options: { cleanupOnCancel: 'yes' }, field: 'options.cleanupOnCancel' },
+  { options: { maxCostMc: -1 }, field: 'options.maxCostMc' },
+  { options: { tuneCostMc: 1.5 }, field: 'options.tuneCostMc' },
+  { options: { retries: 3 }, field: 'options.retries' },
+  { options: 'fast', field: 'options' },
+];
+
+test('valid jobs pass the schema and the contract alike', () => {
+  for (const job of VALID) {
+    expect({ job, schema: schemaVerdict(job) }).toEqual({ job, schema: 'ok' });
+    expect({ job, contract: contractVerdict(job) }).toEqual({ job, contract: 'ok' });
+  }
+});
+
+test('every job of the refusal catalogue gets the same verdict from the schema as from the contract, field for field', () => {
+  const jobs = catalogueJobs();
+  expect(jobs.length).toBeGreaterThanOrEqual(50);
+  for (const { name, job } of jobs) {
+    const contract = contractVerdict(job);
+    const schema = schemaVerdict(job);
+    if (name in WORKFLOW_ONLY) {
+      expect({ name, schema }).toEqual({ name, schema: 'ok' });
+      expect({ name, contract: contract === 'ok' }).toEqual({ name, contract: false });
+      continue;
+    }
+    if (contract === 'ok' || schema === 'ok') {
+      expect({ name, schema }).toEqual({ name, schema: contract });
+      continue;
+    }
+    // Every field the contract names, and its first, the schema names too.
+    const named = withoutFollowUps(contract);
+    expect({ name, schema: schema.filter((field) => named.includes(field)) }).toEqual({ name, schema: named });
+    // zod checks an object's cross-field rules once its fields pass; the schema checks all at once, so it may name
+    // a field more, of an object the contract refused already.
+    const objectOf = (field: string) => field.replace(/(\.|\[)[^.[]*$/, '');
+    for (const extra of schema.filter((field) => !named.includes(field)))
+      expect({ name, extra, sameObject: named.some((field) => objectOf(field) === objectOf(extra)) }).toEqual({
+        name,
+        extra,
+        sameObject: true,
+      });
+  }
+});
+
+test('options: each refused by the schema is refused by the contract, naming the same option', () => {
+  const job = (options: unknown): ContractJob => ({
+    workflow: 'generate',
+    input: { tuneId: 7, prompts: [{ text: 'x' }], options },
+  });
+  for (const { options, field } of OPTIONS_REFUSED) {
+    expect({ options, schema: schemaVerdict(job(options)) }).toEqual({ options, schema: [field] });
+    expect({ options, contract: contractVerdict(job(options)) }).toEqual({ options, contract: [field] });
+  }
+  // The polls bound is the workflow's alone (said in the schema's description).
+  const tooManyPolls = job({ pollInterval: '1 second', maxPollInterval: '1 second', trainingTimeout: '1 hour' });
+  expect(schemaVerdict(tooManyPolls)).toBe('ok');
+  expect(contractVerdict(tooManyPolls)).toEqual(['options.trainingTimeout']);
+  expect(JSON.stringify(inputSchema('generate'))).toContain('at most 100 polls');
+});
+
+test('nothing in the schema is "anything" but the attributes the spec does not list (sent to the service as given)', () => {
+  // zod renders what it cannot express (a custom type, an instance check) as {} when told to go on: each must be said
+  // in src/input-schema.ts instead, or show up here.
+  const empty: string[] = [];
+  const walk = (value: unknown, at: string): void => {
+    if (typeof value !== 'object' || value === null) return;
+    if (!Array.isArray(value) && Object.keys(value).length === 0) empty.push(at);
+    for (const [key, inner] of Object.entries(value)) walk(inner, `${at}/${key}`);
+  };
+  walk(inputSchema('trainThenGenerate', { nexus: true }), '');
+  expect(empty.filter((at) => !/\/additionalProperties$/.test(at))).toEqual([
+    // lora_scale outside a tune create's prompts_attributes: never allowed ({ not: {} }).
+    '/$defs/promptAttributes/properties/lora_scale/not',
+  ]);
+});
+
+test('options may be null, as no options; a URL is held to the scheme and a host, not to RFC 3986', () => {
+  const job = (input: object): ContractJob => ({ workflow: 'generate', input: { tuneId: 7, ...input } });
+  const nullOptions = job({ prompts: [{ text: 'x' }], options: null });
+  expect([schemaVerdict(nullOptions), contractVerdict(nullOptions)]).toEqual(['ok', 'ok']);
+  const spaced = job({ prompts: [{ text: 'x', controlnet: 'pose', input_image_url: 'https://example.com/a b.jpg' }] });
+  expect([schemaVerdict(spaced), contractVerdict(spaced)]).toEqual(['ok', 'ok']);
+  expect(JSON.stringify(inputSchema('generate'))).not.toContain('"format"');
+});
+
+test("a Nexus operation's input is the workflow's and a business key", () => {
+  const job: ContractJob = { workflow: 'generate', input: { tuneId: 7, prompts: [{ text: 'x' }] } };
+  expect(schemaVerdict(job, true)).toEqual(['key']);
+  expect(schemaVerdict({ ...job, input: { ...(job.input as object), key: '' } }, true)).toEqual(['key']);
+  expect(schemaVerdict({ ...job, input: { ...(job.input as object), key: 'order-1' } }, true)).toBe('ok');
+});
+
+describe('tuneflow schema', () => {
+  const run = async (argv: string[]) => {
+    let stdout = '';
+    let stderr = '';
+    const io = {
+      stdout: { write: (s: string) => ((stdout += s), true) } as NodeJS.WritableStream,
+      stderr: { write: (s: string) => ((stderr += s), true) } as NodeJS.WritableStream,
+      env: {},
+    };
+    return { code: await schemaCommand(argv, io), stdout, stderr };
+  };
+
+  test("prints a workflow's input schema, or its Nexus operation's", async () => {
+    expect(JSON.parse((await run(['packTune'])).stdout)).toEqual(inputSchema('packTune'));
+    expect(JSON.parse((await run(['generate', '--nexus'])).stdout)).toEqual(inputSchema('generate', { nexus: true }));
+  });
+
+  test('--out writes every schema, as the build ships them in lib/schemas/', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-schemas-'));
+    try {
+      expect((await run(['--out', dir])).code).toBe(0);
+      for (const { file, workflow, nexus } of schemaFiles(dir))
+        expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toEqual(inputSchema(workflow, { nexus }));
+      expect(fs.readdirSync(dir).sort()).toEqual(['generate.json', 'nexus', 'packTune.json', 'trainThenGenerate.json']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('an unknown workflow, none, or two are usage errors (exit 2) that name the known ones', async () => {
+    for (const argv of [['tuneFlow'], [], ['generate', 'packTune'], ['--out', '/tmp/x', 'generate']]) {
+      const { code, stderr } = await run(argv);
+      expect({ argv, code }).toEqual({ argv, code: 2 });
+      expect(stderr).toContain('Usage: tuneflow schema');
+    }
+    expect((await run(['tuneFlow'])).stderr).toContain('known: trainThenGenerate, generate, packTune');
+  });
+});
