@@ -4,6 +4,9 @@
  * `tuneflow-temporal`, `tuneflow-temporal/workflows` and `tuneflow-temporal/testing` (test/consumer), compiled by its
  * own TypeScript; then that user's worker, with tuneflow added by one plugin, runs a parent workflow of the user's
  * whose child is `trainThenGenerate`, against the mock service on a real Temporal dev server, callbacks included.
+ * Beside it, another team's caller project (test/consumer/caller), which imports `tuneflow-temporal/nexus` alone,
+ * compiles against the same installed tarball and calls tuneflow through a Nexus endpoint from a namespace of its own,
+ * served by the tarball's own `tuneflow worker`.
  */
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -11,11 +14,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import type { MockStats } from '../../src/mock-service';
+import { inputSchema, SCHEMA_WORKFLOWS } from '../../src/input-schema';
+import { startMockService, type MockStats } from '../../src/mock-service';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
 import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
 import { currentVerdict, devServerExecutable, devServerTest } from './environment';
 import { summarize } from './history-summary';
+import { startWorkerProcess } from './worker-process';
 
 const ROOT = path.resolve(__dirname, '../..');
 const CONSUMER = path.join(__dirname, '../consumer');
@@ -27,6 +32,9 @@ const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'ut
 };
 /** What users install (`tuneflow` on the registry is another project); the command stays `tuneflow`. */
 const PACKAGE = manifest.name;
+/** The caller's namespace and tuneflow's, on the one dev server. */
+const SHOP = 'shop';
+const IMAGES = 'images';
 
 /** npm and node as a user runs them: none of the variables `npm test` set for this process. */
 function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -70,6 +78,8 @@ beforeAll(async () => {
   tarball = path.join(project, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0].filename);
   fs.cpSync(path.join(CONSUMER, 'src'), path.join(project, 'src'), { recursive: true });
   fs.copyFileSync(path.join(CONSUMER, 'tsconfig.json'), path.join(project, 'tsconfig.json'));
+  // The caller project: its own sources and tsconfig, resolving packages from the same installed node_modules.
+  fs.cpSync(path.join(CONSUMER, 'caller'), path.join(project, 'caller'), { recursive: true });
   const temporal = manifest.dependencies['@temporalio/worker'];
   fs.writeFileSync(
     path.join(project, 'package.json'),
@@ -90,7 +100,10 @@ beforeAll(async () => {
   );
   // From npm's cache where `npm ci` filled it; the registry otherwise.
   await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], project);
-  server = await startDevServerProcess({ executable: devServerExecutable() });
+  server = await startDevServerProcess({
+    executable: devServerExecutable(),
+    extraArgs: ['--namespace', IMAGES, '--namespace', SHOP],
+  });
 }, 600_000);
 
 afterAll(async () => {
@@ -132,7 +145,9 @@ devServerTest(
     try { require('tuneflow-temporal/lib/client'); internal = 'allowed'; } catch {}
     console.log(JSON.stringify({ plugin: typeof t.TuneflowPlugin, client: typeof t.TuneflowClient,
       workflow: typeof w.trainThenGenerate, mock: typeof m.startMockService, internal,
-      bin: require('tuneflow-temporal/package.json').bin }));`;
+      bin: require('tuneflow-temporal/package.json').bin,
+      schemas: ${JSON.stringify(SCHEMA_WORKFLOWS)}.map((w) => [require('tuneflow-temporal/schemas/' + w + '.json'),
+        require('tuneflow-temporal/schemas/nexus/' + w + '.json')]) }));`;
     const { stdout } = await run(process.execPath, ['-e', probe], project);
     expect(JSON.parse(stdout)).toEqual({
       plugin: 'function',
@@ -141,9 +156,13 @@ devServerTest(
       mock: 'function',
       internal: 'refused',
       bin: { tuneflow: 'bin/tuneflow.js' },
+      // The JSON Schemas it ships for callers in any language.
+      schemas: SCHEMA_WORKFLOWS.map((w) => [inputSchema(w), inputSchema(w, { nexus: true })]),
     });
     const help = await run(path.join(installed, '.bin', 'tuneflow'), ['--help'], project);
     expect(help.stdout).toContain('Usage: tuneflow <command>');
+    const schema = await run(path.join(installed, '.bin', 'tuneflow'), ['schema', 'packTune'], project);
+    expect(JSON.parse(schema.stdout)).toEqual(inputSchema('packTune'));
   },
   300_000,
 );
@@ -212,6 +231,107 @@ devServerTest(
       expect(child.timers.every((t) => t.ended === 'cancelled')).toBe(true);
     } finally {
       await connection.close();
+    }
+  },
+  300_000,
+);
+
+devServerTest(
+  "another namespace's caller project, importing tuneflow-temporal/nexus alone, compiles against the tarball and runs an order through an endpoint to the tarball's own worker",
+  async () => {
+    // Compiled by its own TypeScript, against the installed tarball's types.
+    await run(
+      process.execPath,
+      [path.join(project, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'caller'],
+      project,
+    );
+    const dist = path.join(project, 'caller', 'dist');
+    expect(fs.readdirSync(dist).sort()).toEqual(['main.js', 'workflows.js']);
+    // What each compiled file requires: of tuneflow, the contract entry point alone.
+    const required = (file: string) =>
+      [
+        ...new Set(
+          [...fs.readFileSync(path.join(dist, file), 'utf8').matchAll(/require\("([^"]+)"\)/g)].map((m) => m[1]),
+        ),
+      ].sort();
+    expect(required('workflows.js')).toEqual(['@temporalio/workflow', 'tuneflow-temporal/nexus']);
+    expect(required('main.js')).toEqual(['./workflows', '@temporalio/client', '@temporalio/worker']);
+
+    // tuneflow's side, as the image team runs it: the tarball's `tuneflow worker` in its namespace, and an endpoint
+    // to its task queue made with the Temporal CLI, as an operator makes it.
+    const apiKey = 'consumer-caller-test-key';
+    const mock = await startMockService({
+      host: '127.0.0.1',
+      trainingTime: '1s',
+      inferenceTime: '500ms',
+      apiKeys: [apiKey],
+    });
+    const taskQueue = 'tuneflow';
+    await run(
+      devServerExecutable(),
+      [
+        ...['operator', 'nexus', 'endpoint', 'create', '--address', server!.address, '--name', 'tuneflow'],
+        ...['--target-namespace', IMAGES, '--target-task-queue', taskQueue],
+      ],
+      project,
+    );
+    const worker = await startWorkerProcess({
+      bin: path.join(project, 'node_modules', PACKAGE, 'bin', 'tuneflow.js'),
+      temporalAddress: server!.address,
+      apiKey,
+      apiUrl: mock.url,
+      taskQueue,
+      callbackPort: await freePort(),
+      env: { TEMPORAL_NAMESPACE: IMAGES },
+    });
+    const orderId = `shop-order-${Date.now()}`;
+    try {
+      const { stdout } = await run(
+        process.execPath,
+        ['caller/dist/main.js'],
+        project,
+        userEnv({
+          TEMPORAL_ADDRESS: server!.address,
+          TEMPORAL_NAMESPACE: SHOP,
+          ORDER_ID: orderId,
+          TUNEFLOW_ENDPOINT: 'tuneflow',
+          IMAGE_URL: `${mock.url}/images/training-1.png`,
+        }),
+      );
+      const result = JSON.parse(stdout.trim().split('\n').pop()!) as {
+        tuneId: number;
+        images: string[];
+        refused: unknown;
+      };
+      expect(result.tuneId).toBeGreaterThan(0);
+      expect(result.images).toHaveLength(2);
+      // The refused follow-up reached the caller typed, naming the field; it created nothing.
+      expect(result.refused).toEqual({ type: 'InvalidInput', field: 'prompts[0].num_images' });
+      const { 'GET /tunes/:id/prompts': lists, ...rest } = mock.stats().routes;
+      expect(rest).toEqual({ 'POST /tunes': 1, 'GET /tunes/:id': 1, 'POST /tunes/:id/prompts': 1 });
+      expect(lists).toBeGreaterThanOrEqual(1);
+
+      const connection = await Connection.connect({ address: server!.address });
+      try {
+        const shop = await new Client({ connection, namespace: SHOP }).workflow.getHandle(orderId).fetchHistory();
+        const scheduled = shop.events!.flatMap((e) => e.nexusOperationScheduledEventAttributes ?? []);
+        expect(scheduled.map((s) => [s.endpoint, s.service, s.operation])).toEqual([
+          ['tuneflow', 'tuneflow', 'trainThenGenerate'],
+          ['tuneflow', 'tuneflow', 'generate'],
+        ]);
+        expect(JSON.stringify(shop)).not.toContain(apiKey);
+        // tuneflow's run, by the business key, in tuneflow's namespace; none for the refused key.
+        const images = new Client({ connection, namespace: IMAGES }).workflow;
+        const tuneRun = summarize(await images.getHandle(`${orderId}-tune`).fetchHistory());
+        expect(tuneRun.activities.slice(0, 2)).toEqual(['createTune', 'retrieveTune']);
+        await expect(images.getHandle(`${orderId}-tune-more`).describe()).rejects.toThrow(/not found/i);
+      } finally {
+        await connection.close();
+      }
+    } finally {
+      worker.child.kill('SIGTERM');
+      await worker.exited;
+      await mock.close();
     }
   },
   300_000,

@@ -16,8 +16,10 @@ export interface WorkerProcessSettings {
   /** Callbacks to the worker's own receiver on this port; without, the runs poll. */
   callbackPort?: number;
   metricsPort?: number;
-  /** More variables (OTEL_*, say). */
+  /** More variables (OTEL_*, TEMPORAL_NAMESPACE, say). */
   env?: Record<string, string>;
+  /** The `bin/tuneflow.js` to run: this repository's unless given (an installed package's, say). */
+  bin?: string;
 }
 
 export interface WorkerProcess {
@@ -52,7 +54,8 @@ export async function startWorkerProcess(settings: WorkerProcessSettings): Promi
       TUNEFLOW_CALLBACK_PORT: String(settings.callbackPort),
       TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
     });
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'tuneflow.js'), 'worker'], { cwd: ROOT, env });
+  const bin = settings.bin ?? path.join(ROOT, 'bin', 'tuneflow.js');
+  const child = spawn(process.execPath, [bin, 'worker'], { cwd: path.dirname(path.dirname(bin)), env });
   let log = '';
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
   await new Promise<void>((resolve, reject) => {
