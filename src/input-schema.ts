@@ -32,12 +32,14 @@ export type SchemaWorkflow = (typeof SCHEMA_WORKFLOWS)[number];
 const PATH: JsonSchema = { type: 'string', minLength: 1, description: 'a path the worker can read' };
 
 /**
- * The URL parse the contract makes (WHATWG's, as Node's `URL`), as far as a pattern goes: http or https, a host. No
- * `format: "uri"`: RFC 3986 refuses URLs WHATWG takes (a space in a path), and the schema must refuse nothing the
- * workflow takes. A URL the pattern lets through and WHATWG cannot parse, the workflow refuses, naming the field.
+ * The URL parse the contract makes (WHATWG's, as Node's `URL`), as far as a pattern goes: leading blanks or controls
+ * (stripped), http or https in any case, any slashes or backslashes, then a host. No `format: "uri"`: RFC 3986 refuses
+ * URLs WHATWG takes (a space in a path). One difference is left: a tab or newline inside the scheme, which WHATWG
+ * strips, the pattern refuses. A URL the pattern lets through and WHATWG cannot parse (a space in the host), the
+ * workflow refuses, naming the field.
  */
 const HTTP_URL = {
-  pattern: '^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+',
+  pattern: String.raw`^[\x00-\x20]*[Hh][Tt][Tt][Pp][Ss]?:[/\\]*[^/\\?#\s]`,
   description: 'an http(s) URL (as WHATWG URL parses it: the workflow refuses one it cannot parse)',
 };
 
@@ -48,6 +50,11 @@ const DURATION_UNITS = [
   ...['weeks', 'week', 'w', 'years', 'year', 'yrs', 'yr', 'y'],
 ];
 const anyCase = (word: string) => [...word].map((c) => `[${c.toLowerCase()}${c.toUpperCase()}]`).join('');
+/**
+ * `ms`'s number (digits, a dot, digits: `(?:\d+)?\.?\d+`) with a digit 1-9 somewhere (not zero) and no sign (not
+ * negative). No lookaround and ASCII digits: the patterns compile in RE2 (Go) and Python as in ECMA-262.
+ */
+const POSITIVE_DECIMAL = String.raw`(?:[0-9]*[1-9][0-9]*(?:\.[0-9]+)?|[0-9]*\.[0-9]*[1-9][0-9]*)`;
 /** A positive duration: '90 seconds', '2s', '1.5 hours' (a digit 1-9 somewhere: not zero; no sign: not negative). */
 const DURATION: JsonSchema = {
   anyOf: [
@@ -55,7 +62,7 @@ const DURATION: JsonSchema = {
     {
       type: 'string',
       maxLength: 100,
-      pattern: `^(?=[^1-9]*[1-9])(?:\\d+)?\\.?\\d+ *(?:${DURATION_UNITS.map(anyCase).join('|')})?$`,
+      pattern: `^${POSITIVE_DECIMAL} *(?:${DURATION_UNITS.map(anyCase).join('|')})?$`,
     },
   ],
 };

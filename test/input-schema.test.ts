@@ -179,6 +179,80 @@ test('options may be null, as no options; a URL is held to the scheme and a host
   expect(JSON.stringify(inputSchema('generate'))).not.toContain('"format"');
 });
 
+test('image URLs: the schema takes what WHATWG URL takes as http(s), but for a tab inside the scheme', () => {
+  const job = (url: string): ContractJob => ({
+    workflow: 'trainThenGenerate',
+    input: { tune: { name: 'dog', image_urls: [url] }, prompts: [] },
+  });
+  const urls = [
+    'https://example.com/1.jpg',
+    'HTTP://EXAMPLE.COM/1.jpg',
+    'http:example.com/1.jpg',
+    ' https://example.com/1.jpg',
+    'https:\\\\example.com\\1.jpg',
+    'http:///example.com/1.jpg',
+    'https://example.com/a b.jpg',
+    'http://',
+    'http://?x',
+    'ftp://example.com/1.jpg',
+    'example.com/1.jpg',
+    'https//example.com/1.jpg',
+  ];
+  for (const url of urls)
+    expect({ url, schema: schemaVerdict(job(url)) }).toEqual({ url, schema: contractVerdict(job(url)) });
+  // A space in the host: the pattern lets it through, the workflow refuses it (its parse fails).
+  expect(schemaVerdict(job('https://exa mple.com/1.jpg'))).toBe('ok');
+  expect(contractVerdict(job('https://exa mple.com/1.jpg'))).toEqual(['tune.image_urls[0]']);
+  // A tab inside the scheme: WHATWG strips it, the pattern refuses.
+  expect(schemaVerdict(job('ht\ttps://example.com/1.jpg'))).toEqual(['tune.image_urls[0]']);
+  expect(contractVerdict(job('ht\ttps://example.com/1.jpg'))).toBe('ok');
+});
+
+test('durations: the schema takes what the workflow takes as a positive duration', () => {
+  // Polls a day apart and up to centuries: no duration here makes a wait poll more than the bound allows.
+  const job = (promptTimeout: unknown): ContractJob => ({
+    workflow: 'generate',
+    input: {
+      tuneId: 7,
+      prompts: [{ text: 'x' }],
+      options: { pollInterval: '1 day', maxPollInterval: '1000 years', promptTimeout },
+    },
+  });
+  const durations = ['90 seconds', '2s', '1.5 hours', '.5h', '0.5 H', '10', '007ms', '1 Minute', '2  days', '3y'];
+  const refused = [
+    '0',
+    '0.0 s',
+    '00',
+    '-5s',
+    '1.',
+    '.',
+    's',
+    '1 fortnight',
+    '1e3',
+    ' 2s',
+    '2s ',
+    '1,5h',
+    'x'.repeat(101),
+  ];
+  for (const value of [...durations, ...refused, 2500, 0.5, 0, -1]) {
+    const verdicts = { schema: schemaVerdict(job(value)), contract: contractVerdict(job(value)) };
+    expect({ value, ...verdicts }).toEqual({ value, schema: verdicts.contract, contract: verdicts.contract });
+  }
+  for (const value of durations)
+    expect({ value, verdict: contractVerdict(job(value)) }).toEqual({ value, verdict: 'ok' });
+  for (const value of refused)
+    expect({ value, verdict: contractVerdict(job(value)) }).toEqual({ value, verdict: ['options.promptTimeout'] });
+});
+
+test('every pattern compiles in RE2 (Go) and Python as in ECMA-262: no lookaround, no \\u escapes', () => {
+  const patterns = [
+    ...JSON.stringify(inputSchema('trainThenGenerate', { nexus: true })).matchAll(/"pattern":"((?:[^"\\]|\\.)*)"/g),
+  ].map((m) => JSON.parse(`"${m[1]}"`) as string);
+  expect(patterns.length).toBeGreaterThanOrEqual(3);
+  for (const pattern of patterns)
+    expect({ pattern, portable: !/\(\?[=!<]|\\u/.test(pattern) }).toEqual({ pattern, portable: true });
+});
+
 test("a Nexus operation's input is the workflow's and a business key", () => {
   const job: ContractJob = { workflow: 'generate', input: { tuneId: 7, prompts: [{ text: 'x' }] } };
   expect(schemaVerdict(job, true)).toEqual(['key']);
