@@ -3,12 +3,14 @@
  * - the service client against bare undici and global fetch, on the same mock endpoint;
  * - the mock service's own throughput (so it is never what the client bench measures);
  * - the callback receiver: callbacks per second and request-to-signal latency;
- * - API calls per workflow run, with callbacks and with every callback lost (needs a Temporal server).
+ * - API calls per workflow run, with callbacks and with every callback lost (needs a Temporal server);
+ * - heap per run in flight and per completed run, tuneflow beside the floor (needs a Temporal dev server).
  */
 import { benchApiCalls } from './api-calls';
 import { benchCallbacks } from './callbacks';
 import { benchClient } from './client';
 import { benchMockService } from './mock-service';
+import { benchRunMemory } from './run-memory';
 
 async function run(): Promise<void> {
   for (const [name, bench] of [
@@ -16,6 +18,7 @@ async function run(): Promise<void> {
     ['mock service', benchMockService],
     ['callback receiver', benchCallbacks],
     ['API calls per run', benchApiCalls],
+    ['memory per run', benchRunMemory],
   ] as const) {
     console.log(`\n=== ${name} ===`);
     await bench();
