@@ -22,5 +22,5 @@ COPY bin ./bin
 USER node
 # Callback receiver, Prometheus metrics.
 EXPOSE 3001 9464
-ENTRYPOINT ["node", "lib/cli.js"]
+ENTRYPOINT ["node", "lib/cli/index.js"]
 CMD ["worker"]

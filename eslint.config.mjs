@@ -1,5 +1,18 @@
 import tseslint from 'typescript-eslint';
 
+const NODE_BUILTINS = ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process'];
+/** Packages that do I/O or weigh on a run: never evaluated in the workflow sandbox. */
+const HEAVY = [
+  'undici',
+  'zod',
+  'yaml',
+  '@temporalio/client',
+  '@temporalio/worker',
+  '@temporalio/activity',
+  '@temporalio/proto',
+  '@temporalio/testing',
+];
+
 export default tseslint.config(
   {
     ignores: [
@@ -24,7 +37,35 @@ export default tseslint.config(
     },
   },
   {
-    // Workflow code is replayed: it may import only @temporalio/workflow, its own files and types.
+    // The library never reaches into the command line: the commands use it, not the other way round.
+    files: ['src/**/*.ts'],
+    ignores: ['src/cli/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [{ group: ['./cli', './cli/*', '../cli', '../cli/*'], message: 'Library code: no command line.' }],
+        },
+      ],
+    },
+  },
+  {
+    // Activities are adapters over the service: the contract's types, never the workflows.
+    files: ['src/activities/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['../workflows', '../workflows/*'], message: 'Activities take the contract (../contract).' },
+            { group: ['../cli', '../cli/*'], message: 'Library code: no command line.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Workflow code is replayed: it may import only @temporalio/workflow, its own files, the contract and types.
     files: ['src/workflows/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -32,31 +73,22 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process'],
+              group: NODE_BUILTINS,
               message: 'Workflow code must be deterministic: no node builtins.',
             },
             {
-              group: [
-                'undici',
-                'zod',
-                'yaml',
-                '@temporalio/client',
-                '@temporalio/worker',
-                '@temporalio/activity',
-                '@temporalio/proto',
-                '@temporalio/testing',
-              ],
+              group: HEAVY,
               message:
                 'Workflow code does no I/O and carries nothing heavy into the sandbox (evaluated per run); validation ' +
-                'belongs to the input contract (contract.ts). Import types only.',
+                'belongs to the input contract (src/contract/check.ts). Import types only.',
               allowTypeImports: true,
             },
             {
-              // Outside src/workflows only these two; the contract alone brings the schemas (and zod).
-              group: ['../*', '!../duration', '!../api', '../api/*', '!../api/errors'],
+              // Outside src/workflows only these; the contract alone brings the schemas (and zod).
+              group: ['../*', '!../contract', '!../duration', '!../api', '../api/*', '!../api/errors'],
               message:
-                'Workflow code runs in the sandbox: from outside src/workflows it may import ../duration and ' +
-                '../api/errors only (the schemas come through contract.ts). Import types only.',
+                'Workflow code runs in the sandbox: from outside src/workflows it may import ../contract, ../duration ' +
+                'and ../api/errors only (the schemas come through the contract). Import types only.',
               allowTypeImports: true,
             },
           ],
@@ -65,15 +97,43 @@ export default tseslint.config(
     },
   },
   {
-    // The input contract runs in the sandbox too: zod's schemas, parsed jitless (no `new Function`), no I/O.
-    files: ['src/workflows/contract.ts'],
+    // The job's contract runs in the sandbox too (each workflow checks its input with it) and its types and failures
+    // go into callers' bundles: no I/O, nothing heavy, nothing of the worker's side.
+    files: ['src/contract/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
         {
           patterns: [
-            { group: ['node:*', 'fs', 'path', 'http', 'https', 'crypto', 'os', 'child_process', 'undici'] },
-            { group: ['../api/*', '!../api/schemas', '!../api/errors'], message: 'Only the schemas and errors.' },
+            { group: NODE_BUILTINS, message: 'The contract is deterministic: no node builtins.' },
+            {
+              group: HEAVY,
+              message: 'The contract does no I/O; zod is for the input checks (check.ts) alone. Import types only.',
+              allowTypeImports: true,
+            },
+            {
+              group: ['../*', '!../duration', '!../api', '../api/*', '!../api/errors'],
+              message: 'The contract stands alone: ../duration and ../api/errors (the schemas in check.ts).',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The input checks (zod's schemas, parsed jitless: no `new Function`) and the JSON Schema made from them, no I/O.
+    files: ['src/contract/check.ts', 'src/contract/input-schema.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: [...NODE_BUILTINS, 'undici'] },
+            {
+              group: ['../*', '!../api', '../api/*', '!../api/schemas', '!../api/errors'],
+              message: 'Only the schemas and errors.',
+            },
           ],
         },
       ],
@@ -97,9 +157,9 @@ export default tseslint.config(
             {
               group: [
                 ...['../*', '!../api', '../api/*', '!../api/errors'],
-                ...['!../workflows', '../workflows/*', '!../workflows/failures', '!../workflows/inputs'],
+                ...['!../contract', '../contract/*', '!../contract/failures', '!../contract/inputs'],
               ],
-              message: 'The contract takes the failures and the inputs (types) of the workflows, nothing else.',
+              message: "The Nexus contract takes the job's failures and inputs (types), nothing else.",
               allowTypeImports: true,
             },
           ],

@@ -27,7 +27,7 @@ import { Pool } from 'undici';
 import { startCallbackReceiver, type Signaler } from '../src/callbacks/receiver';
 import { CallbackSigner } from '../src/callbacks/signing';
 import { createJsonLogger } from '../src/logging';
-import { CallbackKind } from '../src/workflows/messages';
+import { CallbackKind } from '../src/contract/messages';
 import { machineCpu, othersSince } from './client';
 
 const SECRET = 'bench-callback-secret-0123456789';

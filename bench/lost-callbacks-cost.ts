@@ -11,7 +11,7 @@
  */
 import type { MockStats } from '../src/mock-service';
 import { openTemporal, provisionTemporal } from '../src/temporal-server';
-import type { TrainThenGenerateResult } from '../src/workflows/inputs';
+import type { TrainThenGenerateResult } from '../src/contract/inputs';
 import { installQuietRuntime } from '../test/workflows/global-setup';
 import { bundleWorkflows, WorkflowHarness } from '../test/workflows/harness';
 

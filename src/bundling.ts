@@ -6,7 +6,7 @@
  */
 
 /** Modules evaluated once per worker instead of once per run. */
-export const PRELOADED_MODULES: readonly string[] = [require.resolve('./workflows/contract')];
+export const PRELOADED_MODULES: readonly string[] = [require.resolve('./contract/check')];
 
 /**
  * Bundler options with tuneflow's preloaded modules added to any the caller has.

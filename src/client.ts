@@ -4,10 +4,9 @@
  * attaches to the first instead of training twice.
  */
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
-import { z } from 'zod';
 import { parseInput } from './api/errors';
 import { DEFAULT_TASK_QUEUE } from './config';
-import { checkGenerate, checkPackTune, checkTrainThenGenerate } from './workflows/contract';
+import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from './contract/check';
 import type {
   GenerateInput,
   GenerateResult,
@@ -15,17 +14,9 @@ import type {
   PackTuneResult,
   TrainThenGenerateInput,
   TrainThenGenerateResult,
-} from './workflows/inputs';
-import { progressQuery, type Progress } from './workflows/messages';
+} from './contract/inputs';
+import { progressQuery, WorkflowName, type Progress } from './contract/messages';
 import { tracedClient } from './tracing';
-
-/** The workflow type names: the public contract. */
-export const WorkflowName = {
-  trainThenGenerate: 'trainThenGenerate',
-  generate: 'generate',
-  packTune: 'packTune',
-} as const;
-export type WorkflowName = (typeof WorkflowName)[keyof typeof WorkflowName];
 
 export interface TuneflowClientOptions {
   /** A connected Temporal client. */
@@ -59,12 +50,6 @@ export interface TuneflowHandle<R> {
   readonly handle: WorkflowHandle;
 }
 
-/** A business key's rule: the workflow ID of the job it names. */
-export const businessKey = z
-  .string({ error: 'must be a string' })
-  .min(1, { error: 'must be a non-empty business key' })
-  .max(1000, { error: 'must be at most 1000 characters' });
-
 /**
  * Starts tuneflow workflows by business key.
  *
@@ -91,22 +76,22 @@ export class TuneflowClient {
     input: TrainThenGenerateInput,
   ): Promise<TuneflowHandle<TrainThenGenerateResult>> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
-    checkTrainThenGenerate(workflowId, input);
-    return this.start(WorkflowName.trainThenGenerate, workflowId, input);
+    const { input: checked } = checkTrainThenGenerate(workflowId, input);
+    return this.start(WorkflowName.trainThenGenerate, workflowId, checked);
   }
 
   /** Generates prompts on an existing tune. */
   async generate(key: string, input: GenerateInput): Promise<TuneflowHandle<GenerateResult>> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
-    checkGenerate(input);
-    return this.start(WorkflowName.generate, workflowId, input);
+    const { input: checked } = checkGenerate(input);
+    return this.start(WorkflowName.generate, workflowId, checked);
   }
 
   /** Creates a tune from a pack (spec 4.9) and waits for its prompts. */
   async packTune(key: string, input: PackTuneInput): Promise<TuneflowHandle<PackTuneResult>> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
-    checkPackTune(workflowId, input);
-    return this.start(WorkflowName.packTune, workflowId, input);
+    const { input: checked } = checkPackTune(workflowId, input);
+    return this.start(WorkflowName.packTune, workflowId, checked);
   }
 
   /** A handle to a run by its business key. */

@@ -5,13 +5,13 @@
  */
 export { TuneflowPlugin, type TuneflowCallbackOptions, type TuneflowPluginOptions } from './plugin';
 export { tuneflowServiceHandler } from './nexus/handler';
-export { TuneflowClient, WorkflowName, type TuneflowClientOptions, type TuneflowHandle } from './client';
+export { TuneflowClient, type TuneflowClientOptions, type TuneflowHandle } from './client';
 export type { TuneflowTracingOptions } from './tracing';
 export { createActivities, type ActivityDeps, type TuneflowActivities } from './activities';
 export * from './api';
-export { checkGenerate, checkPackTune, checkTrainThenGenerate } from './workflows/contract';
-export { FailureType, MAX_PROMPTS_PER_RUN } from './workflows/failures';
-export type { PromptsNeverSettledDetails, TuneNeverTrainedDetails, WaitRecord } from './workflows/failures';
-export { Phase, progressQuery, type Progress } from './workflows/messages';
-export type * from './workflows/inputs';
+export { checkGenerate, checkPackTune, checkTrainThenGenerate } from './contract/check';
+export { FailureType, MAX_PROMPTS_PER_RUN } from './contract/failures';
+export type { PromptsNeverSettledDetails, TuneNeverTrainedDetails, WaitRecord } from './contract/failures';
+export { Phase, progressQuery, WorkflowName, type Progress } from './contract/messages';
+export type * from './contract/inputs';
 export { DEFAULT_TASK_QUEUE } from './config';

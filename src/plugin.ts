@@ -2,7 +2,7 @@
  * TuneflowPlugin: tuneflow on a user's own Temporal worker with one line. It adds the activities (over the service
  * client), supplies tuneflow's workflows when the worker has none of its own, and runs the callback receiver for
  * exactly the worker's lifetime; with `tracing`, Temporal's OpenTelemetry plugin too. `tuneflow worker`
- * (src/worker.ts) is one user of it.
+ * (src/cli/worker.ts) is one user of it.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -66,6 +66,12 @@ export interface TuneflowCallbackOptions {
    * @default the worker's own client (its connection and namespace)
    */
   client?: Client;
+  /**
+   * Run the receiver in this worker. `false`: a receiver of its own receives them (`tuneflow callbacks`, behind the
+   * public ingress, with the same secret); this worker only hands out URLs signed for `baseUrl`.
+   * @default true
+   */
+  receive?: boolean;
 }
 
 export interface TuneflowPluginOptions {
@@ -181,7 +187,7 @@ export class TuneflowPlugin extends SimplePlugin {
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     try {
       const callbacks = this.#callbacks;
-      if (!callbacks || !this.#signer) return await super.runWorker(worker, next);
+      if (!callbacks || !this.#signer || callbacks.receive === false) return await super.runWorker(worker, next);
       const client = callbacks.client ?? worker.client;
       if (!client) throw new TypeError('TuneflowPlugin: the worker has no connection to signal workflows through');
       // Traced, the signal is a span of the callback's trace and carries it into the run.

@@ -2,7 +2,7 @@ import * as net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { InvalidInputError } from '../src/api/errors';
 import { TuneflowClient } from '../src/client';
-import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../src/workflows/contract';
+import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../src/contract/check';
 
 /** A port nothing listens on: a start that got past validation would fail to connect, not throw InvalidInputError. */
 async function closedPort(): Promise<number> {

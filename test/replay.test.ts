@@ -11,11 +11,11 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import { TuneflowPlugin } from '../src/plugin';
 import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
-import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
+import { bundleForStrictReplay, replayStrictly, quietRuntime } from './workflows/strict-replay';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
@@ -41,21 +41,17 @@ let bundle: WorkflowBundle;
 const readHistory = (file: string) => historyFromJson(JSON.parse(fs.readFileSync(file, 'utf8')));
 
 beforeAll(async () => {
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-  } catch {
-    // Installed already by another test file of this process.
-  }
+  quietRuntime();
   bundle = await bundleForStrictReplay();
 }, 120_000);
 
 test('the workflows bundle with deterministic imports only', () => {
   // Module paths appear in the bundle, so a forbidden one would show.
   expect(bundle.code).toContain('src/workflows/');
-  // Nothing that does I/O is bundled into workflow code; zod is, for the input contract (src/workflows/contract.ts).
+  // Nothing that does I/O is bundled into workflow code; zod is, for the input contract (src/contract/check.ts).
   for (const forbidden of ['node_modules/undici/', 'src/api/http', 'src/activities/', 'src/callbacks/'])
     expect(bundle.code).not.toContain(forbidden);
-  expect(bundle.code).toContain('src/workflows/contract.ts');
+  expect(bundle.code).toContain('src/contract/check.ts');
   if (!files.length)
     console.info(
       'replay: no histories under test/histories/ yet (npm run record-histories records them): nothing to replay',

@@ -12,7 +12,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { defaultPayloadConverter, type Headers } from '@temporalio/common';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { DefaultLogger, Worker } from '@temporalio/worker';
 import { request } from 'undici';
 import { createActivities } from '../src/activities';
 import { NotFoundError, TunesApi } from '../src/api';
@@ -29,7 +29,7 @@ import { ConfigError } from '../src/config';
 import { startMockService, type MockService } from '../src/mock-service';
 import { loadTracingConfig, TRACING_ENVIRONMENT } from '../src/tracing-environment';
 import { historyFromJson } from './workflows/history-json';
-import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
+import { bundleForStrictReplay, replayStrictly, quietRuntime } from './workflows/strict-replay';
 import { installTestTracing, spansWithSecrets, type TestTracing } from './tracing-sdk';
 
 jest.setTimeout(60_000);
@@ -343,11 +343,7 @@ describe('recorded histories, replayed with tracing', () => {
   let otel: OpenTelemetryPlugin;
 
   beforeAll(async () => {
-    try {
-      Runtime.install({ logger: new DefaultLogger('WARN') });
-    } catch {
-      // Installed already in this process.
-    }
+    quietRuntime();
     bundle = await bundleForStrictReplay(undefined, [OTEL_WORKFLOW_INTERCEPTORS]);
     otel = new OpenTelemetryPlugin(tracing.options);
   }, 120_000);

@@ -11,8 +11,8 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import * as ts from 'typescript';
 import { durationToMs } from '../../src/duration';
-import { callbackSignal } from '../../src/workflows/messages';
-import type { TuneflowOptions } from '../../src/workflows/inputs';
+import { callbackSignal } from '../../src/contract/messages';
+import type { TuneflowOptions } from '../../src/contract/inputs';
 import { jobInput, planJobs, type SoakJob } from '../soak/jobs';
 import { callbackTimes, readHistory } from '../soak/judge';
 import {

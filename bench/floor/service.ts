@@ -6,7 +6,7 @@
  * then each prompt's, then a pack's `pack-prompts` once all of them settled.
  */
 import { FLUX_BASE_TUNE, PACKS } from '../../src/mock-service';
-import { CallbackKind, type CallbackWakeUp } from '../../src/workflows/messages';
+import { CallbackKind, type CallbackWakeUp } from '../../src/contract/messages';
 import type { FloorActivities, FloorObject } from './workflows';
 
 /** One activity call from a floor worker; `seq` pairs it with its answer. */

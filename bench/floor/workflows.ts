@@ -19,9 +19,9 @@ import {
 import { durationToMs } from '../../src/duration';
 import { CallbackReads, readWakeUp, type Waiting } from '../../src/workflows/callback-reads';
 import { runBounded } from '../../src/workflows/concurrency';
-import { callbackSignal, CallbackKind } from '../../src/workflows/messages';
+import { callbackSignal, CallbackKind } from '../../src/contract/messages';
 import { pollActivityOptions, serviceActivityOptions } from '../../src/workflows/policies';
-import { pollDelay, untilEtaMs, type PollSchedule } from '../../src/workflows/poll-schedule';
+import { pollDelay, untilEtaMs, type PollSchedule } from '../../src/contract/poll-schedule';
 
 /** What the floor reads of a tune or a prompt: enough to wait, nothing else. */
 export interface FloorObject {
@@ -56,7 +56,7 @@ interface FloorInput {
   options?: FloorOptions;
 }
 
-/** tuneflow's defaults (src/workflows/options.ts DEFAULT_OPTIONS; a test keeps them equal), for its recordings. */
+/** tuneflow's defaults (src/contract/options.ts DEFAULT_OPTIONS; a test keeps them equal), for its recordings. */
 export const FLOOR_DEFAULTS = {
   pollInterval: '2 minutes',
   maxPollInterval: '10 minutes',

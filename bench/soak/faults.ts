@@ -12,7 +12,7 @@
 import { request } from 'undici';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import type { Faults, HeldCallback, InjectedByKind, MockService } from '../../src/mock-service';
-import { CallbackKind } from '../../src/workflows/messages';
+import { CallbackKind } from '../../src/contract/messages';
 import type { SoakJob } from './jobs';
 import { FORGED_DATA_MARK } from './judge';
 import type { ProfileName } from './options';

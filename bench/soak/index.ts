@@ -15,7 +15,7 @@ import { TuneflowClient } from '../../src/client';
 import { durationToMs } from '../../src/duration';
 import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
-import type { TuneflowOptions } from '../../src/workflows/inputs';
+import type { TuneflowOptions } from '../../src/contract/inputs';
 import { runFloor } from '../floor/phase';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';

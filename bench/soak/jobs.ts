@@ -5,7 +5,7 @@
  */
 import type { TuneflowClient, TuneflowHandle } from '../../src/client';
 import { FLUX_BASE_TUNE, PACKS } from '../../src/mock-service';
-import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/workflows/inputs';
+import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/contract/inputs';
 
 export type JobKind = 'trainThenGenerate' | 'generate' | 'packTune';
 

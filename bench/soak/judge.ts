@@ -15,7 +15,7 @@
  */
 import * as proto from '@temporalio/proto';
 import type { JournalPrompt, JournalTune, MockJournal } from '../../src/mock-service';
-import { FailureType } from '../../src/workflows/failures';
+import { FailureType } from '../../src/contract/failures';
 import type { SoakJob } from './jobs';
 
 export type History = proto.temporal.api.history.v1.IHistory;

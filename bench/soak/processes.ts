@@ -27,14 +27,14 @@ function newestMtime(dir: string): number {
  */
 export function tuneflowCommand(): { args: string[]; built: boolean } {
   const bundle = path.join(ROOT, 'lib', 'workflow-bundle.js');
-  const cli = path.join(ROOT, 'lib', 'cli.js');
+  const cli = path.join(ROOT, 'lib', 'cli', 'index.js');
   const built =
     fs.existsSync(bundle) &&
     fs.existsSync(cli) &&
     Math.min(fs.statSync(bundle).mtimeMs, fs.statSync(cli).mtimeMs) > newestMtime(path.join(ROOT, 'src'));
   return built
     ? { args: [path.join(ROOT, 'bin', 'tuneflow.js')], built }
-    : { args: ['--import', 'tsx', path.join(ROOT, 'src', 'cli.ts')], built };
+    : { args: ['--import', 'tsx', path.join(ROOT, 'src', 'cli', 'index.ts')], built };
 }
 
 /** A child process of the run (a `tuneflow` command, a floor worker), its output appended to a log file. */

@@ -20,7 +20,7 @@ import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } 
 import type { Logger } from '@temporalio/common';
 import { type Duration, durationToMs } from '../duration';
 import { createJsonLogger } from '../logging';
-import { callbackSignal, type CallbackWakeUp } from '../workflows/messages';
+import { callbackSignal, type CallbackWakeUp } from '../contract/messages';
 import type { CallbackRun, CallbackSigner } from './signing';
 import { callbackParent } from './trace-context';
 import { type CallbackRefusal, type CallbackRoute, readCallbackBody, verifyCallbackUrl } from './unwrap';

@@ -9,7 +9,7 @@
  * run only, and a closed run takes no signal). Rotating the secret retires every URL at once.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { CallbackKind } from '../workflows/messages';
+import { CallbackKind } from '../contract/messages';
 
 /** The query parameters tuneflow owns; extra context params may not reuse them. */
 const RESERVED_PARAMS = new Set(['workflowId', 'runId', 'sig']);

@@ -7,7 +7,7 @@
  * callback of that kind needs. Reading is bounded before it starts: the body's size, the number of objects, and the
  * issues reported, whatever the body holds.
  */
-import { CallbackKind, type CallbackWakeUp } from '../workflows/messages';
+import { CallbackKind, type CallbackWakeUp } from '../contract/messages';
 import type { CallbackRun, CallbackSigner } from './signing';
 
 /** One callback kind's row. */

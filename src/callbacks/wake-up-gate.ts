@@ -12,7 +12,7 @@
  * Memory is bounded too: at most `maxRuns` runs are remembered (the least recently used are forgotten), each with at
  * most `MAX_OBJECTS_PER_RUN` objects.
  */
-import type { CallbackWakeUp } from '../workflows/messages';
+import type { CallbackWakeUp } from '../contract/messages';
 import type { CallbackRun } from './signing';
 
 export interface WakeUpGateOptions {

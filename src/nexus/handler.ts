@@ -8,9 +8,9 @@ import { ApplicationFailure, CancelledFailure, WorkflowExecutionAlreadyStartedEr
 import { startWorkflow, WorkflowRunOperationHandler, getClient } from '@temporalio/nexus';
 import * as nexus from 'nexus-rpc';
 import { InvalidInputError } from '../api/errors';
-import { businessKey, WorkflowName } from '../client';
-import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../workflows/contract';
-import { FailureType } from '../workflows/failures';
+import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../contract/check';
+import { WorkflowName } from '../contract/messages';
+import { FailureType } from '../contract/failures';
 import { tuneflowService, type BusinessKey, type InvalidInputDetails } from './index';
 
 /** Checks a workflow's input (the contract's check for that workflow); throws InvalidInputError. */

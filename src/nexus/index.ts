@@ -11,8 +11,8 @@
 import { ApplicationFailure } from '@temporalio/common';
 import * as nexus from 'nexus-rpc';
 import { ErrorKind, type InputIssue } from '../api/errors';
-import { FailureType, type OverBudgetDetails } from '../workflows/failures';
-import type { PromptsNeverSettledDetails, TuneNeverTrainedDetails } from '../workflows/failures';
+import { FailureType, type OverBudgetDetails } from '../contract/failures';
+import type { PromptsNeverSettledDetails, TuneNeverTrainedDetails } from '../contract/failures';
 import type {
   GenerateInput,
   GenerateResult,
@@ -20,11 +20,11 @@ import type {
   PackTuneResult,
   TrainThenGenerateInput,
   TrainThenGenerateResult,
-} from '../workflows/inputs';
+} from '../contract/inputs';
 
 export { ErrorKind, FailureType };
 export type { InputIssue, OverBudgetDetails, PromptsNeverSettledDetails, TuneNeverTrainedDetails };
-export type * from '../workflows/inputs';
+export type * from '../contract/inputs';
 
 /** The job's business key, beside the workflow's own input. */
 export interface BusinessKey {

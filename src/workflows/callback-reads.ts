@@ -11,7 +11,7 @@
  *   together cost one list call;
  * - and no read comes sooner than `CALLBACK_READ_SPACING_MS` after the wait's previous one.
  */
-import { CallbackKind, type CallbackWakeUp } from './messages';
+import { CallbackKind, type CallbackWakeUp } from '../contract/messages';
 
 /** The shortest time between two reads one wait makes for callbacks, and the longest a callback waits for others. */
 export const CALLBACK_READ_SPACING_MS = 2_000;

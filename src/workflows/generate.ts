@@ -1,10 +1,10 @@
 /**
  * `generate`: prompts on an existing tune.
  */
-import { checkGenerate } from './contract';
-import type { GenerateInput, GenerateResult } from './inputs';
+import { checkGenerate } from '../contract/check';
+import type { GenerateInput, GenerateResult } from '../contract/inputs';
 import { Job } from './job';
-import { Phase } from './messages';
+import { Phase } from '../contract/messages';
 import { promptTarget } from './tune-kinds';
 
 /**
@@ -23,7 +23,6 @@ export async function generate(input: GenerateInput): Promise<GenerateResult> {
   const job = new Job(Phase.training, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
   return job.run(
     () => checkGenerate(input),
-    input?.options,
     async () => {
       await job.retrieveTune(input.tuneId);
       // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.

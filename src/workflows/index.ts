@@ -14,13 +14,13 @@ export {
   promptSettledSignal,
   tuneTrainedSignal,
   type Progress,
-} from './messages';
+} from '../contract/messages';
 export {
   FailureType,
   MAX_PROMPTS_PER_RUN,
   type PromptsNeverSettledDetails,
   type TuneNeverTrainedDetails,
   type WaitRecord,
-} from './failures';
-export type * from './inputs';
+} from '../contract/failures';
+export type * from '../contract/inputs';
 export type { Prompt, Tune } from '../api/schemas';

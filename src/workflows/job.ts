@@ -4,6 +4,7 @@
  * at a time, and on cancellation delete what it created when asked.
  */
 import {
+  ApplicationFailure,
   CancellationScope,
   condition,
   isCancellation,
@@ -15,9 +16,10 @@ import {
 } from '@temporalio/workflow';
 import type { TuneflowActivities } from '../activities';
 import { InvalidInputError } from '../api/errors';
-import type { PackTuneSpec, PromptSpec, TuneSpec, TuneflowOptions } from './inputs';
+import type { CheckedInput } from '../contract/check';
+import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt, Tune } from '../api/schemas';
-import { costMcOf, costOf, PromptBudget, type Cost } from './cost';
+import { costMcOf, costOf, PromptBudget, type Cost } from '../contract/cost';
 import {
   invalidInput,
   jobOverBudget,
@@ -27,7 +29,7 @@ import {
   tuneOverBudget,
   tuneNeverTrained,
   type WaitRecord,
-} from './failures';
+} from '../contract/failures';
 import { CallbackReads, idsOf, readWakeUp, type Waiting } from './callback-reads';
 import {
   callbackSignal,
@@ -37,11 +39,11 @@ import {
   progressQuery,
   promptSettledSignal,
   tuneTrainedSignal,
-} from './messages';
+} from '../contract/messages';
 import { runBounded } from './concurrency';
-import { invalidOption, resolveOptions, type ResolvedOptions } from './options';
+import { invalidOption, type ResolvedOptions } from '../contract/options';
 import { isTransientFailure, pollActivityOptions, serviceActivityOptions } from './policies';
-import { pollDelay } from './poll-schedule';
+import { pollDelay } from '../contract/poll-schedule';
 import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
 import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
 
@@ -179,18 +181,17 @@ export class Job {
   }
 
   /**
-   * Resolves the options (InvalidOptions), checks the whole input (InvalidInput), both before any call to the
-   * service, runs `body`, and keeps the phase true to the outcome. On
-   * cancellation, with `cleanupOnCancel`, it deletes what the run created before the cancellation ends the workflow.
+   * Checks the whole input with the contract, its options resolved once (a bad option fails InvalidOptions, as
+   * documented; the rest InvalidInput), before any call to the service; runs `body`, and keeps the phase true to the
+   * outcome. On cancellation, with `cleanupOnCancel`, it deletes what the run created before the cancellation ends
+   * the workflow.
    *
    * @example
-   * return job.run(() => checkGenerate(input), input.options, async () => { ... });
+   * return job.run(() => checkGenerate(input), async () => { ... });
    */
-  async run<T>(checkInput: () => void, options: TuneflowOptions | undefined, body: () => Promise<T>): Promise<T> {
+  async run<T>(checkInput: () => CheckedInput<unknown>, body: () => Promise<T>): Promise<T> {
     try {
-      // Options first: a bad one is InvalidOptions, as documented; then the rest of the contract, InvalidInput.
-      this.settings = resolveOptions(options);
-      requireValidInput(checkInput);
+      this.settings = requireValidInput(() => optionsFirst(checkInput)).options;
       const result = await body();
       this.phase = Phase.completed;
       return result;
@@ -697,4 +698,14 @@ function describeFailure(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
   return `${err.message}${cause}`;
+}
+
+/** A bad option fails the run InvalidOptions whatever else is wrong, as documented: the check's cause, thrown first. */
+function optionsFirst<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    if (err instanceof InvalidInputError && err.cause instanceof ApplicationFailure) throw err.cause;
+    throw err;
+  }
 }

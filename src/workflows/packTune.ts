@@ -3,11 +3,11 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { checkPackTune } from './contract';
-import type { PackTuneInput, PackTuneResult } from './inputs';
+import { checkPackTune } from '../contract/check';
+import type { PackTuneInput, PackTuneResult } from '../contract/inputs';
 import { Job } from './job';
-import { Phase } from './messages';
-import { untilEtaMs } from './poll-schedule';
+import { Phase } from '../contract/messages';
+import { untilEtaMs } from '../contract/poll-schedule';
 
 /**
  * Creates a tune from a pack, waits until it is trained, then until every prompt the pack put on it is settled
@@ -31,7 +31,6 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
   const { workflowId } = workflowInfo();
   return job.run(
     () => checkPackTune(workflowId, input),
-    input?.options,
     async () => {
       const reused = input.tune.tune_ids;
       job.requireOneTune(reused);

@@ -5,8 +5,8 @@
  * answered (the service is fast), so objects not yet known as the workflow's own are kept by id until they are.
  */
 import type { Prompt, Tune } from '../api/schemas';
-import type { Cost } from './cost';
-import type { Phase, Progress } from './messages';
+import type { Cost } from '../contract/cost';
+import type { Phase, Progress } from '../contract/messages';
 import { isTuneTrained } from './tune-kinds';
 
 /**

@@ -3,11 +3,11 @@
  */
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
-import { checkTrainThenGenerate } from './contract';
-import type { TrainThenGenerateInput, TrainThenGenerateResult } from './inputs';
+import { checkTrainThenGenerate } from '../contract/check';
+import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../contract/inputs';
 import { Job } from './job';
-import { Phase } from './messages';
-import { untilEtaMs } from './poll-schedule';
+import { Phase } from '../contract/messages';
+import { untilEtaMs } from '../contract/poll-schedule';
 import { promptTarget } from './tune-kinds';
 
 /**
@@ -28,7 +28,6 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
   const { workflowId } = workflowInfo();
   return job.run(
     () => checkTrainThenGenerate(workflowId, input),
-    input?.options,
     async () => {
       // maxCostMc: the tune is charged at its create, so its price must be known, and fit, before.
       job.checkTunePrice(input.tune, input.prompts.length);

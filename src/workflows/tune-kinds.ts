@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { Prompt, Tune } from '../api/schemas';
-import { FailureType } from './failures';
+import { FailureType } from '../contract/failures';
 
 /** The strength a Flux LoRA is loaded with in a prompt's text. */
 export const LORA_STRENGTH = 1;

@@ -4,6 +4,7 @@
  * test/workflows/frozen-contract.test.ts against the input contract as a worker shares it between runs (frozen).
  */
 import type { TunesApi } from '../../src/api';
+import type { ContractJob } from '../workflows/contract-workflows';
 
 const URLS = ['https://example.com/1.jpg'];
 const TUNE = { name: 'woman', title: 'bad-input', image_urls: URLS };
@@ -522,3 +523,31 @@ export const badInputCases: Case[] = [
     rule: 'is not an attribute the service knows',
   },
 ];
+
+/**
+ * The catalogue's calls that a workflow input holds, as the jobs whose contract holds the same rule (list, theme and
+ * inspection calls left out).
+ */
+export function catalogueJobs(): Array<{ name: string; job: ContractJob }> {
+  const jobs: Array<{ name: string; job: ContractJob }> = [];
+  for (const { name, call } of badInputCases) {
+    let job: ContractJob | undefined;
+    const record = {
+      tunes: { create: (tune: unknown) => (job = { workflow: 'trainThenGenerate', input: { tune, prompts: [] } }) },
+      prompts: {
+        create: (tuneId: unknown, prompt: unknown) =>
+          (job = { workflow: 'generate', input: { tuneId, prompts: [prompt] } }),
+      },
+      packs: {
+        createTune: (packId: unknown, tune: unknown) => (job = { workflow: 'packTune', input: { packId, tune } }),
+      },
+    };
+    try {
+      void call(new Proxy(record, { get: (target, key) => target[key as keyof typeof target] ?? {} }) as never);
+    } catch {
+      // A call on a resource no workflow input holds.
+    }
+    if (job) jobs.push({ name, job });
+  }
+  return jobs;
+}

@@ -9,8 +9,8 @@ import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from 
 import { FloorService, type FloorAnswer } from '../../bench/floor/service';
 import { FLOOR_DEFAULTS, type FloorObject } from '../../bench/floor/workflows';
 import { PACKS } from '../../src/mock-service';
-import type { CallbackWakeUp } from '../../src/workflows/messages';
-import { DEFAULT_OPTIONS } from '../../src/workflows/options';
+import type { CallbackWakeUp } from '../../src/contract/messages';
+import { DEFAULT_OPTIONS } from '../../src/contract/options';
 import { historyFromJson } from '../workflows/history-json';
 import { replayStrictly } from '../workflows/strict-replay';
 

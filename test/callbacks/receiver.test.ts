@@ -13,7 +13,7 @@ import {
   temporalSignaler,
 } from '../../src/callbacks/receiver';
 import { type CallbackRun, CallbackSigner } from '../../src/callbacks/signing';
-import type { CallbackKind, CallbackWakeUp } from '../../src/workflows/messages';
+import type { CallbackKind, CallbackWakeUp } from '../../src/contract/messages';
 
 jest.setTimeout(20_000);
 

@@ -4,7 +4,7 @@
  */
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { MAX_CALLBACK_OBJECTS, unwrapCallback, type CallbackRefusal } from '../../src/callbacks/unwrap';
-import type { CallbackKind } from '../../src/workflows/messages';
+import type { CallbackKind } from '../../src/contract/messages';
 
 const signer = new CallbackSigner({ baseUrl: 'https://hooks.example.com', secret: 'unwrap-test-secret-0123' });
 const run = { workflowId: 'order-7', runId: '0190b7c1-2f7e-7c1a-9d52-5a4f3c2b1a00' };

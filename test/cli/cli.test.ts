@@ -1,7 +1,7 @@
 /**
- * Every `tuneflow` command as a real child process of the built executable (bin/tuneflow.js -> lib/cli.js, which
+ * Every `tuneflow` command as a real child process of the built executable (bin/tuneflow.js -> lib/cli/index.js, which
  * `npm test` builds first): --help, a wrong flag, a missing setting, each with the message and exit code a script
- * can rely on. `mock-service` is covered in test/mock-service/command.test.ts; the demo's happy path needs a
+ * can rely on. `mock-service` is covered in test/cli/mock-service.test.ts; the demo's happy path needs a
  * Temporal server and is in test/workflows/demo.test.ts.
  */
 import { spawn } from 'node:child_process';
@@ -46,8 +46,8 @@ async function closedPort(): Promise<number> {
 }
 
 beforeAll(() => {
-  if (!fs.existsSync(path.join(ROOT, 'lib', 'cli.js')))
-    throw new Error('lib/cli.js is missing: run `npm run build` (npm test builds before it tests)');
+  if (!fs.existsSync(path.join(ROOT, 'lib', 'cli', 'index.js')))
+    throw new Error('lib/cli/index.js is missing: run `npm run build` (npm test builds before it tests)');
 });
 
 describe('tuneflow', () => {

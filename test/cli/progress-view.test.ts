@@ -7,11 +7,11 @@
 import { Writable } from 'node:stream';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
-import { describeFailure } from '../../src/commands/command-line';
-import { describeWait, LiveLine, renderProgress, type RunView } from '../../src/commands/progress-view';
-import { formatDuration } from '../../src/commands/run-watch';
+import { describeFailure } from '../../src/cli/command-line';
+import { describeWait, LiveLine, renderProgress, type RunView } from '../../src/cli/progress-view';
+import { formatDuration } from '../../src/cli/run-watch';
 import { createHumanLogger, createLogger } from '../../src/logging';
-import type { Progress } from '../../src/workflows/messages';
+import type { Progress } from '../../src/contract/messages';
 import { Terminal } from './terminal';
 
 const progress = (over: Partial<Progress> = {}): Progress => ({

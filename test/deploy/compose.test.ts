@@ -300,7 +300,7 @@ describe('Dockerfile', () => {
     for (const image of images) expect(image).toMatch(/^node:20[\d.]*-(bookworm|bullseye)(-slim)?$/); // glibc, not alpine
     expect(dockerfile).toMatch(/RUN npm run build/); // tsc and the workflow bundle
     expect(dockerfile).toMatch(/^USER node$/m);
-    expect(dockerfile).toMatch(/ENTRYPOINT \["node", "lib\/cli\.js"\]/);
+    expect(dockerfile).toMatch(/ENTRYPOINT \["node", "lib\/cli\/index\.js"\]/);
   });
 
   test('the build step it runs exists, and writes the workflow bundle the worker prefers', () => {

@@ -34,7 +34,7 @@ describe('the Dockerfile, parsed', () => {
       { from: 'node:20', name: 'build', instructions: [{ keyword: 'RUN', args: 'npm ci && npm run build', line: 3 }] },
       { from: 'build', name: undefined, instructions: [{ keyword: 'CMD', args: '["worker"]', line: 7 }] },
     ]);
-    expect(execForm('["node", "lib/cli.js"]')).toEqual(['node', 'lib/cli.js']);
+    expect(execForm('["node", "lib/cli/index.js"]')).toEqual(['node', 'lib/cli/index.js']);
     expect(execForm('npm ci')).toBeUndefined();
   });
 });
@@ -47,7 +47,7 @@ describe('the image, replayed from the Dockerfile as written', () => {
 
   test('holds the build and the prebuilt workflow bundle, and production dependencies only', () => {
     const app = hostPath(image.root, image.workdir);
-    for (const file of ['lib/cli.js', 'lib/index.js', 'lib/workflow-bundle.js', 'bin/tuneflow.js'])
+    for (const file of ['lib/cli/index.js', 'lib/index.js', 'lib/workflow-bundle.js', 'bin/tuneflow.js'])
       expect(fs.existsSync(path.join(app, file))).toBe(true);
     expect(fs.existsSync(path.join(app, 'src'))).toBe(false);
     const installed = Object.keys(lock.packages).filter((name) => name && fs.existsSync(path.join(app, name)));

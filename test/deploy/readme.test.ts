@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ENVIRONMENT } from '../../src/config';
-import { DEFAULT_OPTIONS } from '../../src/workflows/options';
+import { DEFAULT_OPTIONS } from '../../src/contract/options';
 
 const ROOT = path.resolve(__dirname, '../..');
 const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');

@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure, CancelledFailure, NexusOperationFailure, TimeoutFailure } from '@temporalio/common';
 import { HandlerError } from 'nexus-rpc';
-import { WorkflowName } from '../../src/client';
+import { WorkflowName } from '../../src/contract/messages';
 import { FailureType, tuneflowFailureOf, tuneflowService } from '../../src/nexus';
 import { bundleCallerWorkflows } from '../workflows/nexus-world';
 
@@ -63,9 +63,9 @@ test("a caller's workflow bundle holds the contract and none of tuneflow's input
   const tuneflows = modules.filter((id) => id.startsWith('./src/')).sort();
   expect(tuneflows).toEqual([
     './src/api/errors.ts',
+    './src/contract/cost.ts',
+    './src/contract/failures.ts',
     './src/nexus/index.ts',
-    './src/workflows/cost.ts',
-    './src/workflows/failures.ts',
   ]);
   const forbidden = ['zod', 'undici', '@temporalio/nexus', '@temporalio/client', '@temporalio/worker'];
   expect(modules.filter((id) => forbidden.some((name) => id.startsWith(`./node_modules/${name}/`)))).toEqual([]);

@@ -10,7 +10,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { History } from '@temporalio/common/lib/proto-utils';
-import { DefaultLogger, Runtime, Worker, bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
+import { DefaultLogger, Worker, bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
+import { quietRuntime } from '../workflows/strict-replay';
 import { API_KEY, CALLBACK_SECRET } from '../workflows/harness';
 import { historyFromJson } from '../workflows/history-json';
 
@@ -29,11 +30,7 @@ const callers = jsonFiles(CALLER_HISTORIES);
 
 let bundle: WorkflowBundle;
 beforeAll(async () => {
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-  } catch {
-    // Installed already by another test file of this process.
-  }
+  quietRuntime();
   bundle = await bundleForStrictReplay(require.resolve('./caller-workflows'));
 }, 120_000);
 

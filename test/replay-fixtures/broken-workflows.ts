@@ -4,7 +4,7 @@
  */
 import { sleep } from '@temporalio/workflow';
 import { trainThenGenerate as released } from '../../src/workflows';
-import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../../src/workflows/inputs';
+import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../../src/contract/inputs';
 
 export * from '../../src/workflows';
 

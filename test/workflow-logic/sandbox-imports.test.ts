@@ -1,6 +1,6 @@
 /**
  * What the workflow bundle evaluates for every run (issue 15): the modules reached from the workflows entry by value
- * imports. Only the input contract (src/workflows/contract.ts) may bring zod and the answer schemas into the sandbox,
+ * imports. Only the input contract (src/contract/check.ts) may bring zod and the answer schemas into the sandbox,
  * and nothing may bring I/O or another heavy package. ESLint checks each workflow file's own imports; this follows
  * them through every module they reach (src/api/errors.ts importing zod would pass the lint and fail here).
  */
@@ -11,7 +11,7 @@ import * as ts from 'typescript';
 const ROOT = path.resolve(__dirname, '../..');
 const ENTRY = path.join(ROOT, 'src/workflows/index.ts');
 /** The modules allowed to import heavy ones: their own imports are not followed. */
-const ALLOWED = new Set([path.join(ROOT, 'src/workflows/contract.ts')]);
+const ALLOWED = new Set([path.join(ROOT, 'src/contract/check.ts')]);
 const HEAVY = [
   'zod',
   'undici',
@@ -102,8 +102,8 @@ test('a chain through a module other than the contract is found', () => {
   // The entry's own graph with the contract no longer allowed: its zod import becomes a finding.
   ALLOWED.clear();
   try {
-    expect(heavyChains(ENTRY)).toContainEqual(expect.stringMatching(/src\/workflows\/contract\.ts -> .*zod$/));
+    expect(heavyChains(ENTRY)).toContainEqual(expect.stringMatching(/src\/contract\/check\.ts -> .*zod$/));
   } finally {
-    ALLOWED.add(path.join(ROOT, 'src/workflows/contract.ts'));
+    ALLOWED.add(path.join(ROOT, 'src/contract/check.ts'));
   }
 });

@@ -1,6 +1,6 @@
 import { isPromptSettled as schemaIsPromptSettled, type Prompt, type Tune } from '../../src/api/schemas';
-import { costOf } from '../../src/workflows/cost';
-import { Phase } from '../../src/workflows/messages';
+import { costOf } from '../../src/contract/cost';
+import { Phase } from '../../src/contract/messages';
 import {
   isPromptSettled,
   mergePrompt,

@@ -4,7 +4,7 @@
  * and its cleanup. Real mock service, callback receiver, activities and time-skipping test server, in real time.
  */
 import { CancelledFailure, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
+import type { TrainThenGenerateResult } from '../../src/contract/inputs';
 import { bundleWorkflows } from './bundle';
 import { createTestEnvironment, useWorkflowHarness, workflowTest } from './environment';
 import { waitFor } from './harness';

@@ -7,9 +7,9 @@
  * The order of commands these histories pin down: a wait starts its deadline timer, then its poll timer; when it
  * ends, the poll timer is cancelled, then the deadline; prompt creates run `promptConcurrency` at a time.
  */
-import { DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { type WorkflowBundle } from '@temporalio/worker';
 import type { Prompt, Tune } from '../../src/api/schemas';
-import { bundleForStrictReplay, replayStrictly } from './strict-replay';
+import { bundleForStrictReplay, replayStrictly, quietRuntime } from './strict-replay';
 import { HistoryBuilder } from './history-builder';
 import { CALLBACKS_ARE_WAKE_UPS, MAX_COST_HOLDS } from '../../src/workflows/job';
 
@@ -43,6 +43,13 @@ const prompt = (id: number, fields: Partial<Prompt> = {}): Prompt => ({
 });
 const settled = (id: number) => prompt(id, { images: [`https://example.com/${id}.png`] });
 
+/** A trainThenGenerate run's first steps: its tune created (training), then the training wait's deadline started. */
+const tuneCreated = (input: object, deadlineMs: number): HistoryBuilder =>
+  new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .callActivity('1', 'createTune', training())
+    .startTimer('1', deadlineMs);
+
 /** Polls every second or two, deadlines of two minutes. */
 const QUICK = {
   pollInterval: '1 second',
@@ -52,17 +59,19 @@ const QUICK = {
 };
 const QUICK_TIMEOUT = 120_000;
 
+/** A quick job without prompts, its tune created and its first poll under way (2 s: eta 1 s + pollInterval). */
+const quickTunePolled = (): HistoryBuilder =>
+  tuneCreated({ tune: DOG, prompts: [], options: QUICK }, QUICK_TIMEOUT)
+    .timerFires('2', 2_000)
+    .scheduleActivity('2', 'retrieveTune');
+
 /** The default first poll: 2 minutes after the eta (1 s after creation). */
 const FIRST_TUNE_POLL = 1_000 + 120_000;
 
 let bundle: WorkflowBundle;
 
 beforeAll(async () => {
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-  } catch {
-    // Installed already in this process.
-  }
+  quietRuntime();
   bundle = await bundleForStrictReplay();
 }, 120_000);
 
@@ -78,18 +87,14 @@ function callbacksPath(
 ) {
   return new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
     .workflowTask()
-    .scheduleActivity('1', createTune)
-    .completeActivity('1', training())
-    .workflowTask()
+    .callActivity('1', createTune, training())
     .startTimer('1', trainingDeadline)
     .startTimer('2', firstTunePoll)
     .signal('tuneTrained', trained)
     .workflowTask()
     .cancelTimer('2')
     .cancelTimer('1')
-    .scheduleActivity('2', createPrompt)
-    .completeActivity('2', prompt(11))
-    .workflowTask()
+    .callActivity('2', createPrompt, prompt(11))
     .startTimer('3', promptsDeadline)
     .startTimer('4', firstPromptsPoll)
     .signal('promptSettled', settled(11))
@@ -116,18 +121,11 @@ test('the same history with every timer 1 ms does not replay: the durations are 
 });
 
 test('the same history without the poll timer does not replay: the check is strict', async () => {
-  const history = new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training())
-    .workflowTask()
-    .startTimer('1', 6 * HOUR)
+  const history = tuneCreated({ tune: DOG, prompts: [{ text: 'sks dog' }] }, 6 * HOUR)
     .signal('tuneTrained', trained)
     .workflowTask()
     .cancelTimer('1')
-    .scheduleActivity('2', 'createPrompt')
-    .completeActivity('2', prompt(11))
-    .workflowTask()
+    .callActivity('2', 'createPrompt', prompt(11))
     .completed();
   await expect(replay(history)).rejects.toThrow(/nondeterminism/i);
 });
@@ -138,24 +136,15 @@ test('no callback: a poll when the timer fires, backing off; prompts created two
     prompts: [{ text: 'a' }, { text: 'b' }, { text: 'c' }],
     options: { ...QUICK, promptConcurrency: 2 },
   };
-  const history = new HistoryBuilder('trainThenGenerate', input)
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training())
-    .workflowTask()
-    .startTimer('1', QUICK_TIMEOUT)
+  const history = tuneCreated(input, QUICK_TIMEOUT)
     .startTimer('2', 2_000) // eta (1 s) + pollInterval
     .fireTimer('2', 2_000)
     .workflowTask()
-    .scheduleActivity('2', 'retrieveTune')
-    .completeActivity('2', training())
-    .workflowTask()
+    .callActivity('2', 'retrieveTune', training())
     .startTimer('3', 2_000) // doubled, at the ceiling
     .fireTimer('3', 2_000)
     .workflowTask()
-    .scheduleActivity('3', 'retrieveTune')
-    .completeActivity('3', trained)
-    .workflowTask()
+    .callActivity('3', 'retrieveTune', trained)
     .cancelTimer('1')
     .scheduleActivity('4', 'createPrompt')
     .scheduleActivity('5', 'createPrompt')
@@ -166,58 +155,26 @@ test('no callback: a poll when the timer fires, backing off; prompts created two
     .completeActivity('6', prompt(13))
     .workflowTask()
     .startTimer('4', QUICK_TIMEOUT)
-    .startTimer('5', 1_000)
-    .fireTimer('5', 1_000)
-    .workflowTask()
-    .scheduleActivity('7', 'listPrompts')
-    .completeActivity('7', [settled(13), settled(12), settled(11)])
-    .workflowTask()
+    .timerFires('5', 1_000)
+    .callActivity('7', 'listPrompts', [settled(13), settled(12), settled(11)])
     .cancelTimer('4')
     .completed();
   await replay(history);
 });
 
 test('a poll that fails after its retries is counted and the wait goes on to the next poll', async () => {
-  const input = { tune: DOG, prompts: [], options: QUICK };
-  const history = new HistoryBuilder('trainThenGenerate', input)
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training())
-    .workflowTask()
-    .startTimer('1', QUICK_TIMEOUT)
-    .startTimer('2', 2_000)
-    .fireTimer('2', 2_000)
-    .workflowTask()
-    .scheduleActivity('2', 'retrieveTune')
+  const history = quickTunePolled()
     .failActivity('2', 'ServerError', false)
     .workflowTask()
-    .startTimer('3', 2_000)
-    .fireTimer('3', 2_000)
-    .workflowTask()
-    .scheduleActivity('3', 'retrieveTune')
-    .completeActivity('3', trained)
-    .workflowTask()
+    .timerFires('3', 2_000)
+    .callActivity('3', 'retrieveTune', trained)
     .cancelTimer('1')
     .completed();
   await replay(history);
 });
 
 test('a poll that fails for good (the tune is gone) ends the workflow', async () => {
-  const input = { tune: DOG, prompts: [], options: QUICK };
-  const history = new HistoryBuilder('trainThenGenerate', input)
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training())
-    .workflowTask()
-    .startTimer('1', QUICK_TIMEOUT)
-    .startTimer('2', 2_000)
-    .fireTimer('2', 2_000)
-    .workflowTask()
-    .scheduleActivity('2', 'retrieveTune')
-    .failActivity('2', 'NotFound', true)
-    .workflowTask()
-    .cancelTimer('1')
-    .failed();
+  const history = quickTunePolled().failActivity('2', 'NotFound', true).workflowTask().cancelTimer('1').failed();
   await replay(history);
 });
 
@@ -228,31 +185,16 @@ test('the deadline: a last poll when it passes, then the workflow fails', async 
     trainingTimeout: '20 seconds',
     promptTimeout: '20 seconds',
   };
-  const history = new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [], options })
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training())
-    .workflowTask()
-    .startTimer('1', 20_000)
-    .startTimer('2', 6_000)
-    .fireTimer('2', 6_000)
-    .workflowTask()
-    .scheduleActivity('2', 'retrieveTune')
-    .completeActivity('2', training())
-    .workflowTask()
-    .startTimer('3', 10_000)
-    .fireTimer('3', 10_000)
-    .workflowTask()
-    .scheduleActivity('3', 'retrieveTune')
-    .completeActivity('3', training())
-    .workflowTask()
+  const history = tuneCreated({ tune: DOG, prompts: [], options }, 20_000)
+    .timerFires('2', 6_000)
+    .callActivity('2', 'retrieveTune', training())
+    .timerFires('3', 10_000)
+    .callActivity('3', 'retrieveTune', training())
     .startTimer('4', 10_000)
     .fireTimer('1', 4_000)
     .workflowTask()
     .cancelTimer('4')
-    .scheduleActivity('4', 'retrieveTune')
-    .completeActivity('4', training())
-    .workflowTask()
+    .callActivity('4', 'retrieveTune', training())
     .failed();
   await replay(history);
 });
@@ -266,12 +208,8 @@ test('a FaceID tune needs no wait: no timer between the create and the prompts',
   const input = { tune: { ...DOG, name: 'woman', model_type: 'faceid' }, prompts: [{ text: 'woman, avatar' }] };
   const history = new HistoryBuilder('trainThenGenerate', input)
     .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training({ model_type: 'faceid', trained_at: T0 }))
-    .workflowTask()
-    .scheduleActivity('2', 'createPrompt')
-    .completeActivity('2', settled(11))
-    .workflowTask()
+    .callActivity('1', 'createTune', training({ model_type: 'faceid', trained_at: T0 }))
+    .callActivity('2', 'createPrompt', settled(11))
     .completed();
   await replay(history);
 });
@@ -326,36 +264,19 @@ test('duplicate, stale and foreign callbacks change nothing: the wait ends on th
 
 test('cancelled while training, with cleanupOnCancel: timers cancelled, the tune deleted, then cancelled', async () => {
   const input = { tune: DOG, prompts: [{ text: 'sks dog' }], options: { cleanupOnCancel: true } };
-  const history = new HistoryBuilder('trainThenGenerate', input)
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training())
-    .workflowTask()
-    .startTimer('1', 6 * HOUR)
+  const history = tuneCreated(input, 6 * HOUR)
     .startTimer('2', FIRST_TUNE_POLL)
     .cancelRequested()
     .workflowTask()
     .cancelTimer('2')
     .cancelTimer('1')
-    .scheduleActivity('2', 'deleteTune')
-    .completeActivity('2', null)
-    .workflowTask()
+    .callActivity('2', 'deleteTune', null)
     .cancelled();
   await replay(history);
 });
 
 test('cancelled during a poll, without cleanupOnCancel: the poll is cancelled, the deadline too, then cancelled', async () => {
-  const input = { tune: DOG, prompts: [], options: QUICK };
-  const history = new HistoryBuilder('trainThenGenerate', input)
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .completeActivity('1', training())
-    .workflowTask()
-    .startTimer('1', QUICK_TIMEOUT)
-    .startTimer('2', 2_000)
-    .fireTimer('2', 2_000)
-    .workflowTask()
-    .scheduleActivity('2', 'retrieveTune')
+  const history = quickTunePolled()
     .cancelRequested()
     .workflowTask()
     .requestActivityCancel('2')
@@ -373,9 +294,7 @@ test('cancelled during the create, with cleanupOnCancel: the create finishes, th
     .workflowTask()
     .completeActivity('1', training())
     .workflowTask()
-    .scheduleActivity('2', 'deleteTune')
-    .completeActivity('2', null)
-    .workflowTask()
+    .callActivity('2', 'deleteTune', null)
     .cancelled();
   await replay(history);
 });
@@ -410,9 +329,7 @@ test('a Flux LoRA cancelled while generating: its prompts (on the base tune) and
     .completeActivity('4', null)
     .completeActivity('5', null)
     .workflowTask()
-    .scheduleActivity('6', 'deleteTune')
-    .completeActivity('6', null)
-    .workflowTask()
+    .callActivity('6', 'deleteTune', null)
     .cancelled();
   await replay(history);
 });
@@ -421,9 +338,7 @@ test('generate on a trained tune: read it, create the prompts, wait for their ca
   const input = { tuneId: 7, prompts: [{ text: 'a' }, { text: 'b' }] };
   const history = new HistoryBuilder('generate', input)
     .workflowTask()
-    .scheduleActivity('1', 'retrieveTune')
-    .completeActivity('1', trained)
-    .workflowTask()
+    .callActivity('1', 'retrieveTune', trained)
     .scheduleActivity('2', 'createPrompt')
     .scheduleActivity('3', 'createPrompt')
     .completeActivity('2', prompt(11))
@@ -444,18 +359,14 @@ test('a pack: wait for training, list the pack prompts once, then the prompts_ca
   const input = { packId: 261, tune: { name: 'dog', image_urls: ['https://example.com/1.jpg'] } };
   const history = new HistoryBuilder('packTune', input)
     .workflowTask()
-    .scheduleActivity('1', 'createPackTune')
-    .completeActivity('1', training())
-    .workflowTask()
+    .callActivity('1', 'createPackTune', training())
     .startTimer('1', 6 * HOUR)
     .startTimer('2', FIRST_TUNE_POLL)
     .signal('tuneTrained', trained)
     .workflowTask()
     .cancelTimer('2')
     .cancelTimer('1')
-    .scheduleActivity('2', 'listPrompts')
-    .completeActivity('2', [prompt(12), prompt(11)])
-    .workflowTask()
+    .callActivity('2', 'listPrompts', [prompt(12), prompt(11)])
     .startTimer('3', HOUR)
     .startTimer('4', 120_000)
     .signal('promptSettled', settled(11))
@@ -474,22 +385,12 @@ test('a pack on a reused tune: note its newest prompt, create, no training wait,
     prompt(id, { pack_id: 261, ...fields } as Partial<Prompt>);
   const history = new HistoryBuilder('packTune', input)
     .workflowTask()
-    .scheduleActivity('1', 'listPrompts')
-    .completeActivity('1', [settled(5)])
-    .workflowTask()
-    .scheduleActivity('2', 'createPackTune')
-    .completeActivity('2', trained)
-    .workflowTask()
-    .scheduleActivity('3', 'listPrompts')
-    .completeActivity('3', [packPrompt(12), packPrompt(11)])
-    .workflowTask()
+    .callActivity('1', 'listPrompts', [settled(5)])
+    .callActivity('2', 'createPackTune', trained)
+    .callActivity('3', 'listPrompts', [packPrompt(12), packPrompt(11)])
     .startTimer('1', HOUR)
-    .startTimer('2', 120_000)
-    .fireTimer('2', 120_000)
-    .workflowTask()
-    .scheduleActivity('4', 'listPrompts')
-    .completeActivity('4', [packPrompt(12, { images: ['b.png'] }), packPrompt(11, { images: ['a.png'] })])
-    .workflowTask()
+    .timerFires('2', 120_000)
+    .callActivity('4', 'listPrompts', [packPrompt(12, { images: ['b.png'] }), packPrompt(11, { images: ['a.png'] })])
     .cancelTimer('1')
     .completed();
   await replay(history);
@@ -501,9 +402,7 @@ describe('runs that take callbacks as wake-ups (histories with the callbacks-are
     new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
       .workflowTask()
       .patchMarker(CALLBACKS_ARE_WAKE_UPS)
-      .scheduleActivity('1', 'createTune')
-      .completeActivity('1', training())
-      .workflowTask()
+      .callActivity('1', 'createTune', training())
       .startTimer('1', 6 * HOUR)
       .startTimer('2', FIRST_TUNE_POLL);
 
@@ -512,21 +411,15 @@ describe('runs that take callbacks as wake-ups (histories with the callbacks-are
       .signal('callback', { kind: 'tune', ids: [7] })
       .workflowTask()
       .cancelTimer('2')
-      .scheduleActivity('2', 'retrieveTune')
-      .completeActivity('2', trained)
-      .workflowTask()
+      .callActivity('2', 'retrieveTune', trained)
       .cancelTimer('1')
-      .scheduleActivity('3', 'createPrompt')
-      .completeActivity('3', prompt(11))
-      .workflowTask()
+      .callActivity('3', 'createPrompt', prompt(11))
       .startTimer('3', HOUR)
       .startTimer('4', 120_000)
       .signal('callback', { kind: 'prompt', ids: [11] })
       .workflowTask()
       .cancelTimer('4')
-      .scheduleActivity('4', 'listPrompts')
-      .completeActivity('4', [settled(11)])
-      .workflowTask()
+      .callActivity('4', 'listPrompts', [settled(11)])
       .cancelTimer('3')
       .completed();
     await replay(history);
@@ -539,9 +432,7 @@ describe('runs that take callbacks as wake-ups (histories with the callbacks-are
       .signal('tuneTrained', forged)
       .workflowTask()
       .cancelTimer('2')
-      .scheduleActivity('2', 'retrieveTune')
-      .completeActivity('2', training())
-      .workflowTask()
+      .callActivity('2', 'retrieveTune', training())
       // The first poll stays due when it was: 220 ms of the history (the signal, the read) have passed since.
       .startTimer('3', FIRST_TUNE_POLL - 10 - 100 - 100 - 10);
     await replay(history);
@@ -571,9 +462,7 @@ describe('maxCostMc on a pack that names no price for the class (runs with the m
 
   test('a run started before goes on, as it did: the pack is created and its training waited for', async () => {
     const history = priceRead()
-      .scheduleActivity('2', 'createPackTune')
-      .completeActivity('2', training())
-      .workflowTask()
+      .callActivity('2', 'createPackTune', training())
       .startTimer('1', 6 * HOUR)
       .startTimer('2', FIRST_TUNE_POLL);
     await replay(history);

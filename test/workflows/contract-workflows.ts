@@ -3,7 +3,7 @@
  * the contract this run sees is the worker's shared, deep-frozen copy (preloaded) or one evaluated for this run.
  */
 import { InvalidInputError } from '../../src/api/errors';
-import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/workflows/contract';
+import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/contract/check';
 
 export interface ContractJob {
   workflow: 'trainThenGenerate' | 'generate' | 'packTune';

@@ -9,7 +9,7 @@ import { bundleWorkflowCode, DefaultLogger, Worker, type WorkflowBundle } from '
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { z } from 'zod';
 import { withPreloadedContract } from '../../src/bundling';
-import { badInputCases } from '../api/bad-input-cases';
+import { catalogueJobs } from '../api/bad-input-cases';
 import { createTestEnvironment, workflowTest } from './environment';
 import { verdictOf, type ContractJob, type ContractVerdict } from './contract-workflows';
 
@@ -21,31 +21,6 @@ const VALID: ContractJob[] = [
   { workflow: 'generate', input: { tuneId: 7, prompts: [{ text: 'sks dog', w: 512, cfg_scale: 3 }] } },
   { workflow: 'packTune', input: { packId: 260, tune: { name: 'man', image_urls: URLS, characteristics: '{}' } } },
 ];
-
-/** The catalogue's calls, recorded as the jobs whose contract holds the same rule (other resources left out). */
-function catalogueJobs(): Array<{ name: string; job: ContractJob }> {
-  const jobs: Array<{ name: string; job: ContractJob }> = [];
-  for (const { name, call } of badInputCases) {
-    let job: ContractJob | undefined;
-    const record = {
-      tunes: { create: (tune: unknown) => (job = { workflow: 'trainThenGenerate', input: { tune, prompts: [] } }) },
-      prompts: {
-        create: (tuneId: unknown, prompt: unknown) =>
-          (job = { workflow: 'generate', input: { tuneId, prompts: [prompt] } }),
-      },
-      packs: {
-        createTune: (packId: unknown, tune: unknown) => (job = { workflow: 'packTune', input: { packId, tune } }),
-      },
-    };
-    try {
-      void call(new Proxy(record, { get: (target, key) => target[key as keyof typeof target] ?? {} }) as never);
-    } catch {
-      // A call on a resource the contract does not cover.
-    }
-    if (job) jobs.push({ name, job });
-  }
-  return jobs;
-}
 
 let env: TestWorkflowEnvironment;
 

@@ -27,17 +27,8 @@ const history = () =>
     .history();
 
 test.each([undefined, 'worker-1'])('the native worker takes a scenario worker with identity %p', async (identity) => {
-  const { taskQueue, activities, maxCachedWorkflows, ...replayOptions } = scenarioWorkerOptions(
-    bundle,
-    'tuneflow-test',
-    {},
-    identity,
-  );
-  expect({ taskQueue, activities, maxCachedWorkflows }).toEqual({
-    taskQueue: 'tuneflow-test',
-    activities: {},
-    maxCachedWorkflows: 0,
-  });
+  const { taskQueue, maxCachedWorkflows, ...replayOptions } = scenarioWorkerOptions(bundle, 'tuneflow-test', identity);
+  expect({ taskQueue, maxCachedWorkflows }).toEqual({ taskQueue: 'tuneflow-test', maxCachedWorkflows: 0 });
   expect(Object.values(replayOptions)).not.toContain(undefined);
   await Worker.runReplayHistory(replayOptions, history(), 'job');
 });

@@ -10,12 +10,12 @@ import { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
-import { createActivities } from '../../src/activities';
 import { TunesApi } from '../../src/api';
+import { TuneflowPlugin } from '../../src/plugin';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { startCallbackReceiver, temporalSignaler, type CallbackReceiver } from '../../src/callbacks/receiver';
 import { startMockService, type MockService, type MockServiceOptions, type MockStats } from '../../src/mock-service';
-import { progressQuery, type Progress } from '../../src/workflows/messages';
+import { progressQuery, type Progress } from '../../src/contract/messages';
 
 export { bundleWorkflows } from './bundle';
 
@@ -113,11 +113,9 @@ export class WorkflowHarness {
   async scenario<T>(options: ScenarioOptions, fn: (s: Scenario) => Promise<T>): Promise<T> {
     const mock = await startMockService({ trainingTime: '1s', inferenceTime: '500ms', ...options.mock });
     const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
-    const signer =
-      options.callbacks === false
-        ? undefined
-        : new CallbackSigner({ baseUrl: this.receiver.url, secret: CALLBACK_SECRET });
-    const activities = createActivities({ api, callbacks: signer });
+    // The harness's one receiver takes every scenario's callbacks, across worker restarts (its URL stays the same).
+    const callbacks =
+      options.callbacks === false ? undefined : { baseUrl: this.receiver.url, secret: CALLBACK_SECRET, receive: false };
     const taskQueue = `tuneflow-test-${randomUUID()}`;
     const { env, bundle, realTime } = this;
 
@@ -130,7 +128,8 @@ export class WorkflowHarness {
         const worker = await Worker.create({
           connection: env.nativeConnection,
           namespace: env.namespace ?? 'default',
-          ...scenarioWorkerOptions(bundle, taskQueue, activities, identity),
+          plugins: [new TuneflowPlugin({ api, callbacks, nexus: false })],
+          ...scenarioWorkerOptions(bundle, taskQueue, identity),
         });
         return worker.runUntil(fn);
       },
@@ -178,18 +177,16 @@ export class WorkflowHarness {
  * native worker refuses `identity: undefined` ("Missing property 'identity'").
  *
  * @example
- * await Worker.create({ connection, namespace, ...scenarioWorkerOptions(bundle, taskQueue, activities) });
+ * await Worker.create({ connection, namespace, plugins: [plugin], ...scenarioWorkerOptions(bundle, taskQueue) });
  */
 export function scenarioWorkerOptions(
   bundle: WorkflowBundle,
   taskQueue: string,
-  activities: object,
   identity?: string,
-): Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'activities' | 'maxCachedWorkflows' | 'identity'> {
+): Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'maxCachedWorkflows' | 'identity'> {
   return {
     taskQueue,
     workflowBundle: bundle,
-    activities,
     maxCachedWorkflows: 0,
     ...(identity !== undefined && { identity }),
   };
@@ -222,6 +219,22 @@ export async function waitFor(check: () => Promise<boolean>, what: () => string,
     if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${what()}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/**
+ * A paid tune made outside the workflow (branch sd15, so its training is charged), once trained: what `generate` and
+ * a pack on existing tunes start from.
+ *
+ * @example
+ * const tune = await trainedPaidTune(s.api, IMAGE_URLS);
+ */
+export async function trainedPaidTune(api: TunesApi, imageUrls: string[]): Promise<Tune> {
+  const created = await api.tunes.create({ title: 'paid-dog', name: 'dog', branch: 'sd15', image_urls: imageUrls });
+  await waitFor(
+    async () => !!(await api.tunes.retrieve(created.id)).trained_at,
+    () => `tune ${created.id} to train`,
+  );
+  return created;
 }
 
 /**

@@ -110,6 +110,11 @@ export class HistoryBuilder {
     return this;
   }
 
+  /** The activity scheduled and answered, then the workflow task that reads its answer. */
+  callActivity(activityId: string, activityType: string, result: unknown): this {
+    return this.scheduleActivity(activityId, activityType).completeActivity(activityId, result).workflowTask();
+  }
+
   /** The activity's last attempt failed with a failure of `type`, and its retries are over. */
   failActivity(activityId: string, type: string, nonRetryable: boolean, afterMs = 100): this {
     const scheduledEventId = id(this.activityEvent(activityId));
@@ -159,6 +164,11 @@ export class HistoryBuilder {
       afterMs,
     );
     return this;
+  }
+
+  /** The timer started and fired after its whole duration, then the workflow task it wakes. */
+  timerFires(timerId: string, ms: number): this {
+    return this.startTimer(timerId, ms).fireTimer(timerId, ms).workflowTask();
   }
 
   cancelTimer(timerId: string): this {

@@ -7,11 +7,11 @@
 import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import type { Prompt } from '../../src/api/schemas';
 import { IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
-import type { OverBudgetDetails } from '../../src/workflows/failures';
-import type { PackTuneInput, PackTuneResult, TrainThenGenerateResult } from '../../src/workflows/inputs';
+import type { OverBudgetDetails } from '../../src/contract/failures';
+import type { PackTuneInput, PackTuneResult, TrainThenGenerateResult } from '../../src/contract/inputs';
 import { MAX_COST_HOLDS } from '../../src/workflows/job';
 import { useWorkflowHarness, workflowTest } from './environment';
-import { resultOf, waitFor, type Outcome } from './harness';
+import { resultOf, trainedPaidTune, type Outcome } from './harness';
 import { summarize } from './history-summary';
 import { IMAGE_URLS, PET_PACK_ID, play, scenarios } from './scenarios';
 
@@ -247,16 +247,7 @@ workflowTest(
   'a pack on one existing paid tune: the cost is the prompts the request added, as the ledger charged them',
   async () => {
     const outcome = await harness().scenario({}, async (s) => {
-      const created = await s.api.tunes.create({
-        title: 'paid-dog',
-        name: 'dog',
-        branch: 'sd15',
-        image_urls: IMAGE_URLS,
-      });
-      await waitFor(
-        async () => !!(await s.api.tunes.retrieve(created.id)).trained_at,
-        () => `tune ${created.id} to train`,
-      );
+      const created = await trainedPaidTune(s.api, IMAGE_URLS);
       const input: PackTuneInput = { packId: PET_PACK_ID, tune: { tune_ids: [created.id] } };
       return s.withWorker(async () => s.settle<PackTuneResult>(await s.start('packTune', input, 'real')));
     });

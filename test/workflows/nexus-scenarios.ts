@@ -7,8 +7,8 @@
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { MockStats } from '../../src/mock-service';
-import { progressQuery } from '../../src/workflows/messages';
-import type { TuneflowOptions } from '../../src/workflows/inputs';
+import { progressQuery } from '../../src/contract/messages';
+import type { TuneflowOptions } from '../../src/contract/inputs';
 import type { TrainThenGenerateOperationInput } from '../../src/nexus';
 import type { CallOutcome, TuneflowCall } from '../nexus/caller-workflows';
 import { waitFor } from './harness';

@@ -4,10 +4,10 @@
  */
 import type { Prompt } from '../../src/api/schemas';
 import { IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
-import type { GenerateResult, PackTuneResult } from '../../src/workflows/inputs';
+import type { GenerateResult, PackTuneResult } from '../../src/contract/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
-import type { GenerateInput, PackTuneInput } from '../../src/workflows/inputs';
-import { resultOf, waitFor, type Outcome } from './harness';
+import type { GenerateInput, PackTuneInput } from '../../src/contract/inputs';
+import { resultOf, trainedPaidTune, type Outcome } from './harness';
 import { summarize } from './history-summary';
 import { CALLBACK_READ_SPACING_MS } from '../../src/workflows/callback-reads';
 import { IMAGE_URLS, PET_PACK_ID, play, scenarios } from './scenarios';
@@ -148,16 +148,7 @@ workflowTest(
 
 workflowTest('generate on a paid tune: its cost is its prompts, not the tune it only uses', async () => {
   const outcome = await harness().scenario({}, async (s) => {
-    const created = await s.api.tunes.create({
-      title: 'paid-dog',
-      name: 'dog',
-      branch: 'sd15',
-      image_urls: IMAGE_URLS,
-    });
-    await waitFor(
-      async () => !!(await s.api.tunes.retrieve(created.id)).trained_at,
-      () => `tune ${created.id} to train`,
-    );
+    const created = await trainedPaidTune(s.api, IMAGE_URLS);
     const input: GenerateInput = {
       tuneId: created.id,
       prompts: [{ text: 'sks dog on a beach', num_images: 2 }, { text: 'sks dog running' }],

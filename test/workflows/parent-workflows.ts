@@ -12,7 +12,7 @@ import type {
   PromptSpec,
   TrainThenGenerateInput,
   TrainThenGenerateResult,
-} from '../../src/workflows/inputs';
+} from '../../src/contract/inputs';
 
 export * from '../../src/workflows';
 

@@ -16,7 +16,7 @@ import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient, type TuneflowHandle } from '../../src/client';
 import { startMockService, type MockService } from '../../src/mock-service';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
-import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../../src/workflows/inputs';
+import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../../src/contract/inputs';
 import { devServerExecutable, devServerTest } from './environment';
 import { waitFor } from './harness';
 import { summarize } from './history-summary';

@@ -11,8 +11,8 @@ import { request } from 'undici';
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
-import { promptSettledSignal, tuneTrainedSignal } from '../../src/workflows/messages';
-import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/workflows/inputs';
+import { promptSettledSignal, tuneTrainedSignal } from '../../src/contract/messages';
+import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/contract/inputs';
 import { waitFor, type Outcome, type Scenario, type ScenarioOptions, type WorkflowHarness } from './harness';
 
 export interface ScenarioDefinition {

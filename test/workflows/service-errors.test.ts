@@ -7,9 +7,9 @@
  */
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
-import type { TuneNeverTrainedDetails } from '../../src/workflows/failures';
+import type { TuneNeverTrainedDetails } from '../../src/contract/failures';
 import { currentVerdict, useWorkflowHarness, workflowTest } from './environment';
-import type { GenerateResult } from '../../src/workflows/inputs';
+import type { GenerateResult } from '../../src/contract/inputs';
 import { resultOf, type Outcome } from './harness';
 import { summarize, type Attempt } from './history-summary';
 import { IMAGE_URLS, play, scenarios } from './scenarios';

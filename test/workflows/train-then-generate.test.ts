@@ -4,7 +4,7 @@
  */
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { FLUX_BASE_TUNE, IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
-import type { TrainThenGenerateResult } from '../../src/workflows/inputs';
+import type { TrainThenGenerateResult } from '../../src/contract/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf } from './harness';
 import { historyToJson } from './history-json';

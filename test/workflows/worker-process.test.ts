@@ -14,7 +14,7 @@ import { TuneflowClient } from '../../src/client';
 import { IMAGE_MC, startMockService, TUNE_TRAINING_MC, type MockService } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
 import { loadWorkerConfig } from '../../src/config';
-import { createTuneflowWorker } from '../../src/worker';
+import { createTuneflowWorker } from '../../src/cli/worker';
 import { devServerTest, startDevServer } from './environment';
 import { summarize } from './history-summary';
 import { startWorkerProcess } from './worker-process';

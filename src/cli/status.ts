@@ -6,8 +6,8 @@ import type { WorkflowExecutionDescription } from '@temporalio/client';
 import type { Prompt, Tune } from '../api/schemas';
 import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
-import type { Cost } from '../workflows/cost';
-import type { Progress } from '../workflows/messages';
+import type { Cost } from '../contract/cost';
+import type { Progress } from '../contract/messages';
 import {
   connectTemporal,
   describeFailure,

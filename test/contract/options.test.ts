@@ -1,13 +1,13 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { checkGenerate } from '../../src/workflows/contract';
-import { FailureType } from '../../src/workflows/failures';
-import type { TuneflowOptions } from '../../src/workflows/inputs';
+import { checkGenerate } from '../../src/contract/check';
+import { FailureType } from '../../src/contract/failures';
+import type { TuneflowOptions } from '../../src/contract/inputs';
 import {
   DEFAULT_OPTIONS,
   MAX_POLLS_PER_WAIT,
   MAX_PROMPT_CONCURRENCY,
   resolveOptions,
-} from '../../src/workflows/options';
+} from '../../src/contract/options';
 
 /** The failure resolveOptions throws for `options`. */
 function failureOf(options: unknown): ApplicationFailure {

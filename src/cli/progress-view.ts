@@ -2,12 +2,12 @@
  * Following a run in a terminal: one line that says what the run does and waits for, how long it has run, its
  * prompts, cost and counts; redrawn in place (and cut to the terminal's width) on a TTY, printed on change
  * elsewhere. Log lines and notices go above it, never glued to it. Driven by the `progress` query, the run's
- * history (its next timer) and the workers on its task queue (src/commands/run-watch.ts).
+ * history (its next timer) and the workers on its task queue (src/cli/run-watch.ts).
  */
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TuneflowHandle } from '../client';
-import type { Progress } from '../workflows/messages';
+import type { Progress } from '../contract/messages';
 import {
   asksForCallbacks,
   formatDuration,

@@ -1,11 +1,11 @@
 /**
  * `tuneflow schema`: the JSON Schema of a workflow's input (or of its Nexus operation's), for callers in any language
- * that start tuneflow by name with JSON. Generated from the input contract (src/input-schema.ts); `--out` writes every
+ * that start tuneflow by name with JSON. Generated from the input contract (src/contract/input-schema.ts); `--out` writes every
  * one, as the build does into lib/schemas/.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { inputSchema, SCHEMA_WORKFLOWS, type SchemaWorkflow } from '../input-schema';
+import { inputSchema, SCHEMA_WORKFLOWS, type SchemaWorkflow } from '../contract/input-schema';
 import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './command-line';
 
 export const SCHEMA_USAGE = `Usage: tuneflow schema <workflow> [--nexus]

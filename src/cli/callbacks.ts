@@ -2,7 +2,6 @@
  * `tuneflow callbacks`: the callback receiver alone, for deployments that run it apart from the workers (say, behind
  * the public ingress while the workers stay private). Settings come from the environment; flags override them.
  */
-import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import {
   ConfigError,
@@ -13,12 +12,13 @@ import {
   type LogLevel,
   type ReceiverConfig,
 } from '../config';
-import { listenForStop } from '../commands/stop-signal';
+import { ExitCode, parseFlags, runCommand, type CommandIO } from './command-line';
+import { listenForStop } from './stop-signal';
 import { createLogger } from '../logging';
 import { tracedClient } from '../tracing';
-import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from '../tracing-environment';
-import { startCallbackReceiver, temporalSignaler } from './receiver';
-import { CallbackSigner } from './signing';
+import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT } from '../tracing-environment';
+import { startCallbackReceiver, temporalSignaler } from '../callbacks/receiver';
+import { CallbackSigner } from '../callbacks/signing';
 
 const USAGE = `Usage: tuneflow callbacks [--port N] [--host H] [--help]
 
@@ -72,33 +72,26 @@ function readSettings(values: { port?: string; host?: string }, env: Record<stri
  * process.exitCode = await callbacksCommand(process.argv.slice(3));
  */
 export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  let settings: Settings;
-  let temporal: ReturnType<typeof loadTemporalConfig>;
-  let tracing: TracingConfig | undefined;
-  try {
-    const { values } = parseArgs({
-      args: argv,
-      options: { port: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-      allowPositionals: false,
-    });
-    if (values.help) {
-      process.stdout.write(USAGE);
-      return 0;
-    }
-    settings = readSettings(values, env);
-    temporal = loadTemporalConfig(env);
-    tracing = loadTracingConfig(env);
-  } catch (err) {
-    // One line: a flag error (from parseArgs) gets a pointer to the usage.
-    const hint = err instanceof ConfigError ? '' : ' (see tuneflow callbacks --help)';
-    process.stderr.write(`tuneflow callbacks: ${(err as Error).message}${hint}\n`);
-    return 2;
+  const io: CommandIO = { stdout: process.stdout, stderr: process.stderr, env };
+  return runCommand('callbacks', USAGE, io, () => receive(argv, io), { usageOnError: 'hint' });
+}
+
+async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Promise<ExitCode> {
+  const { values } = parseFlags({
+    args: argv,
+    options: { port: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  });
+  if (values.help) {
+    stdout.write(USAGE);
+    return ExitCode.ok;
   }
+  const settings = readSettings(values, env);
+  const temporal = loadTemporalConfig(env);
+  const tracing = loadTracingConfig(env);
 
   const { port, host, secret, logLevel } = settings;
   const urlHost = host.includes(':') ? `[${host}]` : host;
-  const logger = createLogger(process.stderr, logLevel);
+  const logger = createLogger(stderr, logLevel);
   const signer = new CallbackSigner({ baseUrl: settings.baseUrl, secret });
   const namespace = temporal.namespace ?? 'default';
   // Lazy: the receiver answers health checks (and 503 to callbacks) while Temporal is still out of reach.
@@ -113,14 +106,14 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
   try {
     receiver = await startCallbackReceiver({ port, host, signer, signaler, logger });
   } catch (err) {
-    process.stderr.write(`tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`);
+    stderr.write(`tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`);
     stop.dispose();
     await connection.close().catch(() => undefined);
     await traces?.shutdown();
-    return 1;
+    return ExitCode.failed;
   }
   const boundPort = new URL(receiver.url).port;
-  process.stdout.write(`callbacks listening on http://${urlHost}:${boundPort}\n`);
+  stdout.write(`callbacks listening on http://${urlHost}:${boundPort}\n`);
   logger.info('callback receiver started', {
     url: `http://${urlHost}:${boundPort}`,
     namespace,
@@ -132,5 +125,5 @@ export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = 
   await receiver.close();
   await connection.close().catch(() => undefined);
   await traces?.shutdown();
-  return 0;
+  return ExitCode.ok;
 }

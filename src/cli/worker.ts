@@ -6,16 +6,16 @@
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { isUnavailable, unreachableTemporal } from './commands/command-line';
-import { listenForStop } from './commands/stop-signal';
-import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from './config';
-import { createLogger } from './logging';
-import { TuneflowPlugin } from './plugin';
-import { portIsFree } from './temporal-server/dev-server';
-import type { TuneflowTracingOptions } from './tracing';
-import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from './tracing-environment';
+import { ExitCode, isUnavailable, runCommand, unreachableTemporal, UsageError, type CommandIO } from './command-line';
+import { listenForStop } from './stop-signal';
+import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from '../config';
+import { createLogger } from '../logging';
+import { TuneflowPlugin } from '../plugin';
+import { portIsFree } from '../temporal-server/dev-server';
+import type { TuneflowTracingOptions } from '../tracing';
+import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from '../tracing-environment';
 
-export { workflowSource } from './plugin';
+export { workflowSource } from '../plugin';
 
 export interface TuneflowWorker {
   worker: Worker;
@@ -97,17 +97,15 @@ ${Object.entries(ENVIRONMENT)
 
 /** `tuneflow worker [--help]`. */
 export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h')) {
-    process.stdout.write(WORKER_USAGE);
-    return 0;
-  }
-  if (argv.length > 0) {
-    process.stderr.write(
-      `tuneflow worker: unexpected argument '${argv[0]}': settings come from the environment\n\n${WORKER_USAGE}`,
-    );
-    return 2;
-  }
-  return runWorker(env);
+  const io: CommandIO = { stdout: process.stdout, stderr: process.stderr, env };
+  return runCommand('worker', WORKER_USAGE, io, async () => {
+    if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h')) {
+      io.stdout.write(WORKER_USAGE);
+      return ExitCode.ok;
+    }
+    if (argv.length > 0) throw new UsageError(`unexpected argument '${argv[0]}': settings come from the environment`);
+    return (await runWorker(env)) as ExitCode;
+  });
 }
 
 /**
@@ -201,14 +199,4 @@ async function checkPortsFree(config: WorkerConfig): Promise<void> {
       'TUNEFLOW_CALLBACK_PORT',
       `port ${callbacks.port} is taken (another worker or receiver on this machine?): choose another, and point TUNEFLOW_CALLBACK_BASE_URL at it`,
     );
-}
-
-if (require.main === module) {
-  runWorker().then(
-    (code) => (process.exitCode = code),
-    (err) => {
-      process.stderr.write(`tuneflow worker: ${err instanceof Error ? err.message : String(err)}\n`);
-      process.exitCode = 1;
-    },
-  );
 }

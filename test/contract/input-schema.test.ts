@@ -1,17 +1,17 @@
 /**
- * The JSON Schema of the workflows' inputs (src/input-schema.ts) against the contract it is generated from: every job
+ * The JSON Schema of the workflows' inputs (src/contract/input-schema.ts) against the contract it is generated from: every job
  * of the refusal catalogue (test/api/bad-input-cases.ts), sent as JSON as another language would send it, gets the
- * same verdict from a pinned JSON Schema validator (ajv, test/input-schema-verdict.ts) as from the contract, and a
+ * same verdict from a pinned JSON Schema validator (ajv, test/contract/input-schema-verdict.ts) as from the contract, and a
  * refusal names the same fields; the valid jobs pass both. The rules the schema cannot hold are listed here, by name.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { schemaCommand, schemaFiles } from '../src/commands/schema';
-import { inputSchema } from '../src/input-schema';
-import { badInputCases } from './api/bad-input-cases';
+import { schemaCommand, schemaFiles } from '../../src/cli/schema';
+import { inputSchema } from '../../src/contract/input-schema';
+import { catalogueJobs as catalogueOf } from '../api/bad-input-cases';
 import { schemaVerdict as schemaVerdictOf } from './input-schema-verdict';
-import { verdictOf, type ContractJob } from './workflows/contract-workflows';
+import { verdictOf, type ContractJob } from '../workflows/contract-workflows';
 
 const URLS = ['https://example.com/1.jpg'];
 
@@ -26,30 +26,8 @@ function contractVerdict(job: ContractJob): 'ok' | string[] {
 /** As another language sends it: JSON (a Buffer arrives as an object, which is no path). */
 const asJson = (job: ContractJob): ContractJob => JSON.parse(JSON.stringify(job)) as ContractJob;
 
-/** The catalogue's calls that a workflow input holds, as jobs (list, theme and inspection calls left out). */
-function catalogueJobs(): Array<{ name: string; job: ContractJob }> {
-  const jobs: Array<{ name: string; job: ContractJob }> = [];
-  for (const { name, call } of badInputCases) {
-    let job: ContractJob | undefined;
-    const record = {
-      tunes: { create: (tune: unknown) => (job = { workflow: 'trainThenGenerate', input: { tune, prompts: [] } }) },
-      prompts: {
-        create: (tuneId: unknown, prompt: unknown) =>
-          (job = { workflow: 'generate', input: { tuneId, prompts: [prompt] } }),
-      },
-      packs: {
-        createTune: (packId: unknown, tune: unknown) => (job = { workflow: 'packTune', input: { packId, tune } }),
-      },
-    };
-    try {
-      void call(new Proxy(record, { get: (target, key) => target[key as keyof typeof target] ?? {} }) as never);
-    } catch {
-      // A call on a resource no workflow input holds.
-    }
-    if (job) jobs.push({ name, job: asJson(job) });
-  }
-  return jobs;
-}
+/** The catalogue's jobs, as another language sends them. */
+const catalogueJobs = () => catalogueOf().map(({ name, job }) => ({ name, job: asJson(job) }));
 
 /**
  * Rules only the workflow checks, each said in the schema's descriptions: the schema lets these through and the
@@ -156,7 +134,7 @@ test('options: each refused by the schema is refused by the contract, naming the
 
 test('nothing in the schema is "anything" but the attributes the spec does not list (sent to the service as given)', () => {
   // zod renders what it cannot express (a custom type, an instance check) as {} when told to go on: each must be said
-  // in src/input-schema.ts instead, or show up here.
+  // in src/contract/input-schema.ts instead, or show up here.
   const empty: string[] = [];
   const walk = (value: unknown, at: string): void => {
     if (typeof value !== 'object' || value === null) return;

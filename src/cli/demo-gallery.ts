@@ -5,8 +5,8 @@
  */
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import type { Prompt, Tune } from './api/schemas';
-import type { Cost } from './workflows/cost';
+import type { Prompt, Tune } from '../api/schemas';
+import type { Cost } from '../contract/cost';
 
 /** One image saved to disk. */
 export interface SavedImage {

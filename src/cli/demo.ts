@@ -9,22 +9,19 @@ import * as path from 'node:path';
 import { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime, Worker } from '@temporalio/worker';
-import { createActivities } from './activities';
-import { TunesApi } from './api';
-import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
-import { CallbackSigner } from './callbacks/signing';
-import { TuneflowClient } from './client';
-import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './commands/command-line';
-import { describeCost, follow, LiveLine, type LineOutput } from './commands/progress-view';
-import { listenForStop } from './commands/stop-signal';
-import { DEFAULT_API_URL, loadApiUrl, loadCallbackConfig } from './config';
+import { TunesApi } from '../api';
+import { TuneflowClient } from '../client';
+import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './command-line';
+import { describeCost, follow, LiveLine, type LineOutput } from './progress-view';
+import { listenForStop } from './stop-signal';
+import { DEFAULT_API_URL, loadApiUrl, loadCallbackConfig } from '../config';
 import { saveImages, writeGallery } from './demo-gallery';
-import { createLogger } from './logging';
-import { startMockService } from './mock-service';
-import { workflowSource } from './plugin';
-import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from './temporal-server';
-import { freePort, portIsFree, startDevServerProcess } from './temporal-server/dev-server';
-import type { PromptSpec, TrainThenGenerateInput, TrainThenGenerateResult } from './workflows/inputs';
+import { createLogger } from '../logging';
+import { startMockService } from '../mock-service';
+import { TuneflowPlugin, type TuneflowCallbackOptions } from '../plugin';
+import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from '../temporal-server';
+import { freePort, portIsFree, startDevServerProcess } from '../temporal-server/dev-server';
+import type { PromptSpec, TrainThenGenerateInput, TrainThenGenerateResult } from '../contract/inputs';
 
 export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--keep] [--help]
 
@@ -196,33 +193,36 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       }
       cleanups.push(() => api.close());
 
-      let signer: CallbackSigner | undefined;
+      let callbacks: TuneflowCallbackOptions | undefined;
       if (!real || callbackConfig) {
-        const secret = callbackConfig?.secret ?? randomBytes(24).toString('hex');
-        const receiver = await startCallbackReceiver({
-          port: callbackConfig?.port ?? 0,
+        // Without settings, a free port of this machine: the mock calls back on loopback.
+        const port = callbackConfig?.port ?? (await freePort());
+        callbacks = {
+          baseUrl: callbackConfig?.baseUrl ?? `http://127.0.0.1:${port}`,
+          secret: callbackConfig?.secret ?? randomBytes(24).toString('hex'),
+          port,
           host: callbackConfig ? callbackConfig.host : '127.0.0.1',
-          // Checking needs only the secret; the public base URL is known once the receiver listens.
-          signer: new CallbackSigner({ secret }),
-          signaler: temporalSignaler(
-            new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
-          ),
-          logger: createLogger(line.sink(io.stderr), 'INFO'),
-        });
-        cleanups.push(() => receiver.close());
-        signer = new CallbackSigner({ baseUrl: callbackConfig?.baseUrl ?? receiver.url, secret });
-        say(`callbacks: ${callbackConfig?.baseUrl ?? receiver.url}/callbacks/...`);
+          client: new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
+        };
+        say(`callbacks: ${callbacks.baseUrl}/callbacks/...`);
       } else {
         say('callbacks: off (no TUNEFLOW_CALLBACK_BASE_URL): the run relies on polling');
       }
 
       const taskQueue = `tuneflow-demo-${randomUUID()}`;
+      // A tuneflow worker as any other: the plugin adds the activities and workflows, and runs the receiver as long as
+      // the worker runs. The demo's service client is its own (closed below), and nobody calls it through Nexus.
+      const plugin = new TuneflowPlugin({
+        api,
+        callbacks,
+        logger: createLogger(line.sink(io.stderr), 'INFO'),
+        nexus: false,
+      });
       const worker = await Worker.create({
         connection: temporal.env.nativeConnection,
         namespace: temporal.env.namespace,
         taskQueue,
-        activities: createActivities({ api, callbacks: signer }),
-        ...workflowSource(),
+        plugins: [plugin],
       });
 
       // A plain client: awaiting through a time-skipping test server's own client would skip the waits.

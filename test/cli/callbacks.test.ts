@@ -8,7 +8,7 @@ import { CallbackSigner } from '../../src/callbacks/signing';
 jest.setTimeout(30_000);
 
 const ROOT = path.resolve(__dirname, '../..');
-const ENTRY = "require('./src/callbacks/command').callbacksCommand(process.argv.slice(1)).then((c) => process.exit(c))";
+const ENTRY = "require('./src/cli/callbacks').callbacksCommand(process.argv.slice(1)).then((c) => process.exit(c))";
 const SECRET = 'command-test-secret-0123456789';
 
 /** The parent's environment without tuneflow's or Temporal's settings, plus `extra`. */

@@ -1,10 +1,10 @@
 /**
- * A JSON document's verdict under the published input schema (src/input-schema.ts), from a pinned JSON Schema
+ * A JSON document's verdict under the published input schema (src/contract/input-schema.ts), from a pinned JSON Schema
  * validator (ajv, draft 2020-12), as fields named the way the workflows' contract names them (`prompts[0].num_images`).
- * Shared by test/input-schema.test.ts and the dev-server test that starts runs with the Temporal CLI.
+ * Shared by test/contract/input-schema.test.ts and the dev-server test that starts runs with the Temporal CLI.
  */
 import Ajv2020, { type ErrorObject } from 'ajv/dist/2020';
-import { inputSchema, SCHEMA_WORKFLOWS, type SchemaWorkflow } from '../src/input-schema';
+import { inputSchema, SCHEMA_WORKFLOWS, type SchemaWorkflow } from '../../src/contract/input-schema';
 
 // Strict: an unknown keyword or a type mistake in the schema fails; `required` inside an if/then names properties
 // declared beside it, not in the same subschema.

@@ -1,5 +1,5 @@
-import { resolveOptions } from '../../src/workflows/options';
-import { POLL_GROWTH, pollDelay, pollsWithin, untilEtaMs } from '../../src/workflows/poll-schedule';
+import { resolveOptions } from '../../src/contract/options';
+import { POLL_GROWTH, pollDelay, pollsWithin, untilEtaMs } from '../../src/contract/poll-schedule';
 
 const schedule = { pollIntervalMs: 120_000, maxPollIntervalMs: 600_000 };
 

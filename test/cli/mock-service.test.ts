@@ -1,19 +1,19 @@
 /**
- * `tuneflow mock-service` as a real child process (node with tsx, as a user runs src/cli.ts): the first line
+ * `tuneflow mock-service` as a real child process (node with tsx, as a user runs src/cli/index.ts): the first line
  * announces the URL, it serves and logs requests, SIGTERM stops it with exit 0; usage errors exit 2 naming the flag.
  * Also the `tuneflow` dispatcher itself.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { call, type TuneJson } from './loopback';
+import { call, type TuneJson } from '../mock-service/loopback';
 
 jest.setTimeout(30_000);
 
 const ROOT = resolve(__dirname, '../..');
 
 function cli(args: string[]): ChildProcessWithoutNullStreams {
-  return spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', ...args], { cwd: ROOT });
+  return spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], { cwd: ROOT });
 }
 
 /** Runs the cli to its end. */

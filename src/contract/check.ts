@@ -6,11 +6,27 @@
  * It runs inside the workflow sandbox: pure code over the spec's zod schemas, parsed `jitless` so zod never compiles
  * a parser with `new Function` there (one interpreted code path, the same in every isolate and on every replay).
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { InvalidInputError, type InputIssue } from '../api/errors';
 import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from '../api/schemas';
 import { MAX_PROMPTS_PER_RUN } from './failures';
-import { resolveOptions } from './options';
+import type { GenerateInput, PackTuneInput, TrainThenGenerateInput } from './inputs';
+import { resolveOptions, type ResolvedOptions } from './options';
+
+/** A business key's rule: the workflow ID of the job it names. */
+export const businessKey = z
+  .string({ error: 'must be a string' })
+  .min(1, { error: 'must be a non-empty business key' })
+  .max(1000, { error: 'must be at most 1000 characters' });
+
+/**
+ * An input that met the contract, and its options resolved (defaults applied, durations in milliseconds): what a
+ * boundary passes on, so nothing after it checks or resolves again.
+ */
+export interface CheckedInput<I> {
+  input: I;
+  options: ResolvedOptions;
+}
 
 /**
  * Checks a `trainThenGenerate` input; throws InvalidInputError naming every field that breaks a rule.
@@ -18,32 +34,35 @@ import { resolveOptions } from './options';
  * @example
  * checkTrainThenGenerate('order-1234', { tune: { name: 'woman', image_urls: [url] }, prompts: [{ text: 'ohwx' }] });
  */
-export function checkTrainThenGenerate(workflowId: string, input: unknown): void {
+export function checkTrainThenGenerate(workflowId: string, input: unknown): CheckedInput<TrainThenGenerateInput> {
   const issues: InputIssue[] = [];
+  const checked = new Checked(issues);
   if (requireObject(issues, input, 'input')) {
     const tune = input.tune;
     if (requireObject(issues, tune, 'tune'))
       check(issues, TuneCreateInput, 'tune', { title: workflowId, ...tune, ...paths(issues, tune.images) });
     checkPrompts(issues, input.prompts, true);
-    checkOptions(issues, input.options);
+    checked.options(input.options);
   }
-  throwIfAny(issues);
+  return checked.result(input as TrainThenGenerateInput);
 }
 
 /** Checks a `generate` input; throws InvalidInputError naming every field that breaks a rule. */
-export function checkGenerate(input: unknown): void {
+export function checkGenerate(input: unknown): CheckedInput<GenerateInput> {
   const issues: InputIssue[] = [];
+  const checked = new Checked(issues);
   if (requireObject(issues, input, 'input')) {
     check(issues, ResourceId, 'tuneId', input.tuneId);
     checkPrompts(issues, input.prompts, false);
-    checkOptions(issues, input.options);
+    checked.options(input.options);
   }
-  throwIfAny(issues);
+  return checked.result(input as GenerateInput);
 }
 
 /** Checks a `packTune` input; throws InvalidInputError naming every field that breaks a rule. */
-export function checkPackTune(workflowId: string, input: unknown): void {
+export function checkPackTune(workflowId: string, input: unknown): CheckedInput<PackTuneInput> {
   const issues: InputIssue[] = [];
+  const checked = new Checked(issues);
   if (requireObject(issues, input, 'input')) {
     check(issues, ResourceId, 'packId', input.packId);
     const tune = input.tune ?? {};
@@ -52,9 +71,9 @@ export function checkPackTune(workflowId: string, input: unknown): void {
       const withTitle = tune.tune_ids === undefined ? { title: workflowId, ...tune } : tune;
       check(issues, PackTuneCreateInput, 'tune', { ...withTitle, ...paths(issues, tune.images) });
     }
-    checkOptions(issues, input.options);
+    checked.options(input.options);
   }
-  throwIfAny(issues);
+  return checked.result(input as PackTuneInput);
 }
 
 function checkPrompts(issues: InputIssue[], prompts: unknown, allowEmpty: boolean): void {
@@ -72,15 +91,36 @@ function checkPrompts(issues: InputIssue[], prompts: unknown, allowEmpty: boolea
   prompts.forEach((prompt, i) => check(issues, PromptCreateInput, `prompts[${i}]`, prompt));
 }
 
-/** The workflows' own option rules (defaults, durations, the poll bound). */
-function checkOptions(issues: InputIssue[], options: unknown): void {
-  try {
-    resolveOptions(options as Parameters<typeof resolveOptions>[0]);
-  } catch (err) {
-    const details = (err as { details?: unknown[] }).details?.[0] as { option?: string; rule?: string } | undefined;
-    if (!details?.option) throw err;
-    const field = details.option === 'options' ? 'options' : `options.${details.option}`;
-    issues.push({ field, rule: details.rule ?? 'is invalid' });
+/** One check's verdict: the issues found, and the options resolved once (or the InvalidOptions failure). */
+class Checked {
+  private resolved: ResolvedOptions | undefined;
+  private optionsFailure: unknown;
+
+  constructor(private readonly issues: InputIssue[]) {}
+
+  /** The workflows' own option rules (defaults, durations, the poll bound). */
+  options(options: unknown): void {
+    try {
+      this.resolved = resolveOptions(options as Parameters<typeof resolveOptions>[0]);
+    } catch (err) {
+      const details = (err as { details?: unknown[] }).details?.[0] as { option?: string; rule?: string } | undefined;
+      if (!details?.option) throw err;
+      const field = details.option === 'options' ? 'options' : `options.${details.option}`;
+      this.issues.push({ field, rule: details.rule ?? 'is invalid' });
+      this.optionsFailure = err;
+    }
+  }
+
+  /**
+   * The checked input, or InvalidInputError naming every issue; its `cause` is the InvalidOptions failure when an
+   * option broke a rule (a workflow fails with that one, as documented).
+   */
+  result<I>(input: I): CheckedInput<I> {
+    if (this.issues.length || !this.resolved) {
+      const err = new InvalidInputError('input', this.issues);
+      throw this.optionsFailure === undefined ? err : Object.assign(err, { cause: this.optionsFailure });
+    }
+    return { input, options: this.resolved };
   }
 }
 
@@ -105,8 +145,4 @@ function requireObject(issues: InputIssue[], value: unknown, field: string): val
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) return true;
   issues.push({ field, rule: 'must be an object' });
   return false;
-}
-
-function throwIfAny(issues: InputIssue[]): void {
-  if (issues.length) throw new InvalidInputError('input', issues);
 }

@@ -8,9 +8,9 @@ import type { WorkflowClient, WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import type { TuneflowHandle } from '../client';
-import type { TrainThenGenerateInput } from '../workflows/inputs';
-import type { Progress } from '../workflows/messages';
-import { resolveOptions } from '../workflows/options';
+import type { TrainThenGenerateInput } from '../contract/inputs';
+import type { Progress } from '../contract/messages';
+import { resolveOptions } from '../contract/options';
 
 /**
  * A live worker long-polls again as soon as a poll ends (the server holds one for about a minute): a task queue

@@ -50,19 +50,25 @@ export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typ
 }
 
 /**
- * Runs a command body and turns what it throws into a message on stderr and an exit code.
- * `usage` is printed after a UsageError so the fix is on screen.
+ * Runs a command body and turns what it throws into a message on stderr and an exit code: every command's one way.
+ * `usage` is printed after a UsageError so the fix is on screen; `usageOnError: 'hint'` points at --help instead, for
+ * a service's command whose one-line errors go to a log.
  */
 export async function runCommand(
   name: string,
   usage: string,
   io: CommandIO,
   body: () => Promise<ExitCode>,
+  { usageOnError = 'usage' }: { usageOnError?: 'usage' | 'hint' } = {},
 ): Promise<ExitCode> {
   try {
     return await body();
   } catch (err) {
     const say = (line: string) => io.stderr.write(`tuneflow ${name}: ${line}\n`);
+    if (err instanceof UsageError && usageOnError === 'hint') {
+      say(`${err.message} (see tuneflow ${name} --help)`);
+      return ExitCode.usage;
+    }
     if (err instanceof UsageError) {
       say(err.message);
       io.stderr.write(`\n${usage}`);

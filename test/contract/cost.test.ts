@@ -1,5 +1,5 @@
 /** A job's cost (cost.ts): millicents and dollars, cost_mc as numbers or numeric strings, and the prompt budget. */
-import { costMcOf, costOf, PromptBudget } from '../../src/workflows/cost';
+import { costMcOf, costOf, PromptBudget } from '../../src/contract/cost';
 
 test('costOf gives millicents and US dollars (100,000 mc = 1 USD)', () => {
   expect(costOf(154_000)).toEqual({ mc: 154_000, usd: 1.54 });

@@ -118,15 +118,15 @@ function describePolls(wait: WaitRecord, what: 'it' | 'them'): string {
 }
 
 /**
- * Runs an input check of the contract (contract.ts) and turns its InvalidInputError into a non-retryable InvalidInput
+ * Runs an input check of the contract (check.ts) and turns its InvalidInputError into a non-retryable InvalidInput
  * failure naming every field and rule: a bad input fails the run at once, having created nothing.
  *
  * @example
- * requireValidInput(() => checkGenerate(input));
+ * const { options } = requireValidInput(() => checkGenerate(input));
  */
-export function requireValidInput(check: () => void): void {
+export function requireValidInput<T>(check: () => T): T {
   try {
-    check();
+    return check();
   } catch (err) {
     if (!(err instanceof InvalidInputError)) throw err;
     throw invalidInput(err);

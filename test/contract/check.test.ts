@@ -1,11 +1,11 @@
 /**
- * The job's input contract (src/workflows/contract.ts), the one module the starters, the command line and the
+ * The job's input contract (src/contract/check.ts), the one module the starters, the command line and the
  * workflows check inputs with: every path named, every rule stated, and inside a workflow an `InvalidInput` failure.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { InvalidInputError } from '../../src/api/errors';
-import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/workflows/contract';
-import { requireValidInput } from '../../src/workflows/failures';
+import { checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/contract/check';
+import { requireValidInput } from '../../src/contract/failures';
 
 const tune = { name: 'dog', branch: 'fast' as const, image_urls: ['https://example.com/1.jpg'] };
 

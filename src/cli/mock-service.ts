@@ -2,10 +2,10 @@
  * `tuneflow mock-service`: runs the mock service in the foreground, logging requests briefly, until SIGINT or
  * SIGTERM. Its first line of output is `listening on http://HOST:PORT`, for scripts that start it and wait.
  */
-import { parseArgs } from 'node:util';
 import { durationToMs, type Duration } from '../duration';
-import { listenForStop } from '../commands/stop-signal';
-import { startMockService } from './index';
+import { ExitCode, parseFlags, runCommand, UsageError } from './command-line';
+import { listenForStop } from './stop-signal';
+import { startMockService } from '../mock-service';
 
 export const MOCK_SERVICE_USAGE = `Usage: tuneflow mock-service [flags]
 
@@ -29,46 +29,36 @@ export interface MockServiceCommandIO {
   signal?: AbortSignal;
 }
 
-class FlagError extends Error {}
-
-function parseFlags(argv: string[]) {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        port: { type: 'string' },
-        host: { type: 'string' },
-        'training-time': { type: 'string' },
-        'inference-time': { type: 'string' },
-        idempotency: { type: 'string' },
-        'api-key': { type: 'string', multiple: true },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (error) {
-    // parseArgs names the flag; its hint about positionals does not apply here.
-    throw new FlagError((error as Error).message.replace(/\. To specify a positional.*$/s, ''));
-  }
+function readFlags(argv: string[]) {
+  const { values } = parseFlags({
+    args: argv,
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'training-time': { type: 'string' },
+      'inference-time': { type: 'string' },
+      idempotency: { type: 'string' },
+      'api-key': { type: 'string', multiple: true },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!/^\d+$/.test(values.port ?? '0') || port > 65535)
-    throw new FlagError(`--port: must be an integer from 0 to 65535 (got ${JSON.stringify(values.port)})`);
+    throw new UsageError(`--port: must be an integer from 0 to 65535 (got ${JSON.stringify(values.port)})`);
   const duration = (flag: 'training-time' | 'inference-time') => {
     const value = values[flag];
     if (value === undefined) return undefined;
     try {
       durationToMs(value, `--${flag}`);
     } catch (error) {
-      throw new FlagError((error as Error).message);
+      throw new UsageError((error as Error).message);
     }
     return value;
   };
   const idempotency = values.idempotency ?? 'off';
   if (idempotency !== 'on' && idempotency !== 'off')
-    throw new FlagError(`--idempotency: must be on or off (got ${JSON.stringify(idempotency)})`);
-  if (values.host !== undefined && values.host.trim() === '') throw new FlagError('--host: must not be empty');
+    throw new UsageError(`--idempotency: must be on or off (got ${JSON.stringify(idempotency)})`);
+  if (values.host !== undefined && values.host.trim() === '') throw new UsageError('--host: must not be empty');
   return {
     help: values.help ?? false,
     port,
@@ -88,39 +78,34 @@ export async function mockServiceCommand(
   argv: string[],
   io: MockServiceCommandIO = { stdout: process.stdout, stderr: process.stderr },
 ): Promise<number> {
-  let flags: ReturnType<typeof parseFlags>;
-  try {
-    flags = parseFlags(argv);
-  } catch (error) {
-    if (!(error instanceof FlagError)) throw error;
-    io.stderr.write(`tuneflow mock-service: ${error.message}\n\n${MOCK_SERVICE_USAGE}`);
-    return 2;
-  }
-  if (flags.help) {
-    io.stdout.write(MOCK_SERVICE_USAGE);
-    return 0;
-  }
+  return runCommand('mock-service', MOCK_SERVICE_USAGE, { ...io, env: process.env }, async () => {
+    const flags = readFlags(argv);
+    if (flags.help) {
+      io.stdout.write(MOCK_SERVICE_USAGE);
+      return ExitCode.ok;
+    }
 
-  let mock;
-  try {
-    mock = await startMockService({
-      port: flags.port,
-      host: flags.host,
-      // Checked by durationToMs above.
-      trainingTime: flags.trainingTime as Duration | undefined,
-      inferenceTime: flags.inferenceTime as Duration | undefined,
-      idempotency: flags.idempotency,
-      apiKeys: flags.apiKeys,
-      log: (line) => io.stdout.write(`${line}\n`),
-    });
-  } catch (error) {
-    io.stderr.write(`tuneflow mock-service: could not start: ${(error as Error).message}\n`);
-    return 1;
-  }
-  const stop = listenForStop(io.signal);
-  io.stdout.write(`listening on ${mock.url}\n`);
-  await stop.stopped;
-  await mock.close();
-  io.stdout.write('stopped\n');
-  return 0;
+    let mock;
+    try {
+      mock = await startMockService({
+        port: flags.port,
+        host: flags.host,
+        // Checked by durationToMs above.
+        trainingTime: flags.trainingTime as Duration | undefined,
+        inferenceTime: flags.inferenceTime as Duration | undefined,
+        idempotency: flags.idempotency,
+        apiKeys: flags.apiKeys,
+        log: (line) => io.stdout.write(`${line}\n`),
+      });
+    } catch (error) {
+      io.stderr.write(`tuneflow mock-service: could not start: ${(error as Error).message}\n`);
+      return ExitCode.failed;
+    }
+    const stop = listenForStop(io.signal);
+    io.stdout.write(`listening on ${mock.url}\n`);
+    await stop.stopped;
+    await mock.close();
+    io.stdout.write('stopped\n');
+    return ExitCode.ok;
+  });
 }

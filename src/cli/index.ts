@@ -22,35 +22,35 @@ const COMMANDS: Record<string, Command> = {
   },
   callbacks: {
     summary: 'run the callback receiver alone (callbacks -> workflow signals)',
-    run: async (argv) => (await import('./callbacks/command')).callbacksCommand(argv),
+    run: async (argv) => (await import('./callbacks')).callbacksCommand(argv),
   },
   start: {
     summary: 'start a train-then-generate run (--wait to follow it)',
-    run: async (argv) => (await import('./commands/start')).startCommand(argv),
+    run: async (argv) => (await import('./start')).startCommand(argv),
   },
   status: {
     summary: "show a run's status, progress and result",
-    run: async (argv) => (await import('./commands/status')).statusCommand(argv),
+    run: async (argv) => (await import('./status')).statusCommand(argv),
   },
   cancel: {
     summary: 'cancel a run',
-    run: async (argv) => (await import('./commands/status')).cancelCommand(argv),
+    run: async (argv) => (await import('./status')).cancelCommand(argv),
   },
   packs: {
     summary: "list the service's packs and their classes",
-    run: async (argv) => (await import('./commands/packs')).packsCommand(argv),
+    run: async (argv) => (await import('./packs')).packsCommand(argv),
   },
   schema: {
     summary: "print the JSON Schema of a workflow's input, for callers in any language",
-    run: async (argv) => (await import('./commands/schema')).schemaCommand(argv),
+    run: async (argv) => (await import('./schema')).schemaCommand(argv),
   },
   'dev-server': {
     summary: 'run a Temporal dev server with its Web UI (localhost:7233, UI on :8233), for a worker of your own',
-    run: async (argv) => (await import('./commands/dev-server')).devServerCommand(argv),
+    run: async (argv) => (await import('./dev-server')).devServerCommand(argv),
   },
   'mock-service': {
     summary: 'run an in-memory mock of the fine-tuning service (callbacks, faults)',
-    run: async (argv) => (await import('./mock-service/command')).mockServiceCommand(argv),
+    run: async (argv) => (await import('./mock-service')).mockServiceCommand(argv),
   },
 };
 
@@ -62,7 +62,7 @@ function commandList(): string {
 
 /** `tuneflow 0.1.0 (tuneflow-temporal)`: from the package's manifest, beside lib/ and src/ alike. */
 function version(): string {
-  const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as {
+  const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
     name: string;
     version: string;
   };
@@ -95,7 +95,7 @@ export async function main(argv: string[]): Promise<number> {
   return command.run(rest);
 }
 
-/** The `tuneflow` executable (bin/tuneflow.js) and `node lib/cli.js`. */
+/** The `tuneflow` executable (bin/tuneflow.js) and `node lib/cli/index.js`. */
 export function run(): void {
   main(process.argv.slice(2)).then(
     (code) => {

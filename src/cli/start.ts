@@ -7,9 +7,9 @@ import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
-import { checkTrainThenGenerate } from '../workflows/contract';
+import { checkTrainThenGenerate } from '../contract/check';
 import { DEFAULT_TASK_QUEUE } from '../config';
-import type { TrainThenGenerateInput } from '../workflows/inputs';
+import type { TrainThenGenerateInput } from '../contract/inputs';
 import {
   connectTemporal,
   ExitCode,

@@ -16,10 +16,10 @@ import {
   required,
   ResourceId,
   TuneCreateInput,
-} from './api/schemas';
-import { businessKey } from './client';
-import { MAX_PROMPTS_PER_RUN } from './workflows/failures';
-import { DEFAULT_OPTIONS, MAX_POLLS_PER_WAIT, MAX_PROMPT_CONCURRENCY } from './workflows/options';
+} from '../api/schemas';
+import { businessKey } from './check';
+import { MAX_PROMPTS_PER_RUN } from './failures';
+import { DEFAULT_OPTIONS, MAX_POLLS_PER_WAIT, MAX_PROMPT_CONCURRENCY } from './options';
 
 /** A JSON Schema, as a plain object. */
 export type JsonSchema = { [keyword: string]: unknown };

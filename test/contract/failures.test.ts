@@ -1,13 +1,13 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Prompt } from '../../src/api/schemas';
-import { checkGenerate, checkTrainThenGenerate } from '../../src/workflows/contract';
+import { checkGenerate, checkTrainThenGenerate } from '../../src/contract/check';
 import {
   FailureType,
   MAX_PROMPTS_PER_RUN,
   promptsNeverSettled,
   requireValidInput,
   tuneNeverTrained,
-} from '../../src/workflows/failures';
+} from '../../src/contract/failures';
 
 const wait = { timeoutMs: 6 * 3600_000, polls: 34, failedPolls: 0 };
 
