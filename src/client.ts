@@ -35,6 +35,19 @@ export interface TuneflowClientOptions {
   tracing?: boolean;
 }
 
+/** A start that met the contract, not yet sent (`TuneflowClient.check`); `R` is the run's result. */
+export interface CheckedStart<R> {
+  readonly workflow: WorkflowName;
+  readonly workflowId: string;
+  /** The input as checked. */
+  readonly input: unknown;
+  /** Types only: the result the run gives. */
+  readonly result?: R;
+}
+
+/** The starts `TuneflowClient.check` made. */
+const startsChecked = new WeakSet<CheckedStart<unknown>>();
+
 /** A started (or attached) tuneflow workflow. */
 export interface TuneflowHandle<R> {
   readonly workflowId: string;
@@ -70,28 +83,49 @@ export class TuneflowClient {
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
   }
 
+  /**
+   * Checks a start against the contract and contacts nothing: a bad key or input throws InvalidInputError here. What
+   * it returns is started with `start`, which does not check again (a command line checks before it connects).
+   *
+   * @example
+   * const checked = TuneflowClient.check('trainThenGenerate', 'order-1234', input); // throws on bad input
+   * const run = await new TuneflowClient({ client: await connect() }).start(checked);
+   */
+  static check(
+    workflow: 'trainThenGenerate',
+    key: string,
+    input: TrainThenGenerateInput,
+  ): CheckedStart<TrainThenGenerateResult>;
+  static check(workflow: 'generate', key: string, input: GenerateInput): CheckedStart<GenerateResult>;
+  static check(workflow: 'packTune', key: string, input: PackTuneInput): CheckedStart<PackTuneResult>;
+  static check(workflow: WorkflowName, key: string, input: unknown): CheckedStart<unknown> {
+    const workflowId = parseInput(businessKey, 'workflowId', key);
+    const checks = {
+      trainThenGenerate: () => checkTrainThenGenerate(workflowId, input),
+      generate: () => checkGenerate(input),
+      packTune: () => checkPackTune(workflowId, input),
+    };
+    const checked: CheckedStart<unknown> = { workflow, workflowId, input: checks[workflow]().input };
+    startsChecked.add(checked);
+    return checked;
+  }
+
   /** Trains a tune, then generates the prompts with it. `key` is the job's business key (the workflow ID). */
   async trainThenGenerate(
     key: string,
     input: TrainThenGenerateInput,
   ): Promise<TuneflowHandle<TrainThenGenerateResult>> {
-    const workflowId = parseInput(businessKey, 'workflowId', key);
-    const { input: checked } = checkTrainThenGenerate(workflowId, input);
-    return this.start(WorkflowName.trainThenGenerate, workflowId, checked);
+    return this.start(TuneflowClient.check('trainThenGenerate', key, input));
   }
 
   /** Generates prompts on an existing tune. */
   async generate(key: string, input: GenerateInput): Promise<TuneflowHandle<GenerateResult>> {
-    const workflowId = parseInput(businessKey, 'workflowId', key);
-    const { input: checked } = checkGenerate(input);
-    return this.start(WorkflowName.generate, workflowId, checked);
+    return this.start(TuneflowClient.check('generate', key, input));
   }
 
   /** Creates a tune from a pack (spec 4.9) and waits for its prompts. */
   async packTune(key: string, input: PackTuneInput): Promise<TuneflowHandle<PackTuneResult>> {
-    const workflowId = parseInput(businessKey, 'workflowId', key);
-    const { input: checked } = checkPackTune(workflowId, input);
-    return this.start(WorkflowName.packTune, workflowId, checked);
+    return this.start(TuneflowClient.check('packTune', key, input));
   }
 
   /** A handle to a run by its business key. */
@@ -99,7 +133,11 @@ export class TuneflowClient {
     return toTuneflowHandle<R>(this.client.workflow.getHandle(key), false);
   }
 
-  private async start<R>(name: WorkflowName, workflowId: string, input: unknown): Promise<TuneflowHandle<R>> {
+  /** Starts (or attaches to) a run `TuneflowClient.check` checked. */
+  async start<R>(checked: CheckedStart<R>): Promise<TuneflowHandle<R>> {
+    // Only what the check made: a hand-built start would skip the contract.
+    if (!startsChecked.has(checked)) throw new TypeError('start: takes what TuneflowClient.check returns');
+    const { workflow: name, workflowId, input } = checked;
     try {
       const handle = await this.client.workflow.start(name, {
         taskQueue: this.taskQueue,

@@ -5,7 +5,7 @@
  */
 export { TuneflowPlugin, type TuneflowCallbackOptions, type TuneflowPluginOptions } from './plugin';
 export { tuneflowServiceHandler } from './nexus/handler';
-export { TuneflowClient, type TuneflowClientOptions, type TuneflowHandle } from './client';
+export { TuneflowClient, type CheckedStart, type TuneflowClientOptions, type TuneflowHandle } from './client';
 export type { TuneflowTracingOptions } from './tracing';
 export { createActivities, type ActivityDeps, type TuneflowActivities } from './activities';
 export * from './api';

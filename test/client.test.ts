@@ -107,6 +107,28 @@ describe('TuneflowClient validates before it starts anything', () => {
     },
   );
 
+  test('TuneflowClient.check refuses a bad input with no client at all, naming the field', () => {
+    expect(() => TuneflowClient.check('generate', 'k', { tuneId: 0, prompts })).toThrow(InvalidInputError);
+    expect(() => TuneflowClient.check('packTune', '', { packId: 260, tune: { tune_ids: [5] } })).toThrow(/workflowId/);
+  });
+
+  test('a checked start is not checked again by start; a hand-built one is refused before anything is contacted', async () => {
+    const checked = TuneflowClient.check('trainThenGenerate', 'order-1', { tune, prompts: [...prompts] });
+    expect(checked).toMatchObject({ workflow: 'trainThenGenerate', workflowId: 'order-1' });
+    // Broken after its check, in a way a second check would refuse (InvalidInputError: prompts must be a list) and
+    // the start's payload converter refuses too, before anything is sent: the converter's error shows no check ran.
+    (checked.input as { prompts: unknown }).prompts = 10n;
+    const error = await tuneflow.start(checked).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(error).toBeInstanceOf(Error);
+    expect(error).not.toBeInstanceOf(InvalidInputError);
+    expect(String(error)).toMatch(/Unable to convert .* to payload/);
+    const handBuilt = { workflow: 'generate', workflowId: 'k', input: { tuneId: 0, prompts } } as const;
+    await expect(tuneflow.start(handBuilt)).rejects.toThrow(/takes what TuneflowClient.check returns/);
+  });
+
   test('valid inputs pass validation', () => {
     expect(() =>
       checkTrainThenGenerate('order-1', { tune, prompts, options: { pollInterval: '2 minutes' } }),

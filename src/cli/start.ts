@@ -7,7 +7,6 @@ import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
-import { checkTrainThenGenerate } from '../contract/check';
 import { DEFAULT_TASK_QUEUE } from '../config';
 import type { TrainThenGenerateInput } from '../contract/inputs';
 import {
@@ -140,12 +139,12 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
     const input = await startInput(values);
     const workflowId = values.id ?? `tuneflow-${randomUUID()}`;
     const taskQueue = values['task-queue'] ?? io.env.TUNEFLOW_TASK_QUEUE ?? DEFAULT_TASK_QUEUE;
-    // Bad input is refused before anything is contacted.
-    checkTrainThenGenerate(workflowId, input);
+    // Bad input is refused before anything is contacted: the client's check, made once, before the connection.
+    const checked = TuneflowClient.check('trainThenGenerate', workflowId, input);
     const temporal = await connectTemporal(io.env);
     try {
       const tuneflow = new TuneflowClient({ client: temporal.client, taskQueue });
-      const handle = await tuneflow.trainThenGenerate(workflowId, input);
+      const handle = await tuneflow.start(checked);
       if (!values.json) io.stdout.write(`${handle.started ? 'started' : 'attached to'} ${workflowId}\n`);
       if (!values.wait) {
         // Said at once: a run nobody picks up looks the same as one that runs, until much later.
