@@ -8,6 +8,7 @@ import { Images } from './images';
 import { Likes } from './likes';
 import { Packs } from './packs';
 import { Prompts } from './prompts';
+import { httpUrl } from './schemas';
 import { Themes } from './themes';
 import { Tunes } from './tunes';
 
@@ -69,7 +70,7 @@ export class TunesApi {
     // Messages name the option and never echo the key.
     if (typeof apiKey !== 'string' || apiKey.trim() === '')
       throw new TypeError('TunesApiOptions.apiKey: must be a non-empty string (the API key of the account)');
-    if (typeof baseUrl !== 'string' || !isHttpUrl(baseUrl))
+    if (typeof baseUrl !== 'string' || !httpUrl.safeParse(baseUrl).success)
       throw new TypeError("TunesApiOptions.baseUrl: must be an http(s) URL such as 'https://api.astria.ai'");
     if (!Number.isInteger(connections) || connections < 1)
       throw new TypeError('TunesApiOptions.connections: must be a positive integer');
@@ -93,14 +94,5 @@ export class TunesApi {
    */
   close(): Promise<void> {
     return this.#http.close();
-  }
-}
-
-function isHttpUrl(value: string): boolean {
-  try {
-    const { protocol } = new URL(value);
-    return protocol === 'http:' || protocol === 'https:';
-  } catch {
-    return false;
   }
 }
