@@ -176,6 +176,29 @@ async function raw(bytes: string, ms = 2_000): Promise<string> {
   return answer;
 }
 
+/**
+ * Sends `head`, then `body` piece by piece, as a sender that goes on writing until the answer comes: the receiver
+ * answers an over-limit body without reading it and closes, so the sender may see its upload reset after the answer
+ * (an HTTP client then reports the reset, not the answer). Returns what came back.
+ */
+async function upload(head: string, body: Buffer[], ms = 5_000): Promise<string> {
+  const { port } = new URL(receiver.url);
+  const socket = connectTcp(Number(port), '127.0.0.1');
+  let answer = '';
+  socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(head);
+  for (const piece of body) {
+    if (answer || socket.destroyed) break;
+    if (!socket.write(piece)) await Promise.race([new Promise((resolve) => socket.once('drain', resolve)), closed]);
+  }
+  await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, ms))]);
+  socket.destroy();
+  return answer;
+}
+
 /** Closes the receiver, so its tally of refusals is logged, and returns that line's counts. */
 async function refusedCounts(): Promise<Record<string, number> | undefined> {
   await receiver.close();
@@ -392,14 +415,25 @@ describe('refused callbacks signal nothing, and are logged as counts, never a li
   });
 
   it('413 for a body over the kind limit (declared or chunked), and the receiver stays healthy', async () => {
+    const path = signedPath('prompt', 'job-1');
     const big = Buffer.from(JSON.stringify({ ...prompt, text: 'x'.repeat(4 << 20) }));
-    const res = await send(signedPath('prompt', 'job-1'), big);
-    expect(res.status).toBe(413);
-    expect(JSON.parse(res.text)).toEqual({ error: 'body too large' });
-    const chunks = function* () {
-      for (let i = 0; i < 48; i++) yield Buffer.alloc(64 * 1024, 0x20);
-    };
-    expect((await send(signedPath('prompt', 'job-1'), Readable.from(chunks()))).status).toBe(413);
+    const pieces = Array.from({ length: Math.ceil(big.length / (64 << 10)) }, (_, i) =>
+      big.subarray(i * (64 << 10), (i + 1) * (64 << 10)),
+    );
+    const declared = await upload(
+      `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${big.length}\r\n\r\n`,
+      pieces,
+    );
+    expect(declared).toMatch(/^HTTP\/1\.1 413 /);
+    expect(declared).toContain(JSON.stringify({ error: 'body too large' }));
+    const chunk = Buffer.alloc(64 << 10, 0x20);
+    const chunked = await upload(
+      `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`,
+      Array.from({ length: 48 }, () =>
+        Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]),
+      ),
+    );
+    expect(chunked).toMatch(/^HTTP\/1\.1 413 /);
     expect((await send('/healthz', undefined, 'GET')).status).toBe(200);
   });
 
