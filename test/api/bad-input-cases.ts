@@ -3,7 +3,7 @@
  * refusal must name and the rule it must state. Played by test/api/bad-input.test.ts against the client, and by
  * test/workflows/frozen-contract.test.ts against the input contract as a worker shares it between runs (frozen).
  */
-import type { TunesApi } from '../../src/api';
+import type { PromptCreateInput, TunesApi } from '../../src/api';
 import type { ContractJob } from '../workflows/contract-workflows';
 
 const URLS = ['https://example.com/1.jpg'];
@@ -21,6 +21,11 @@ export interface Case {
 
 // Values of the wrong type on purpose: the schema must catch what TypeScript would.
 export const bad = <T>(value: unknown): T => value as T;
+
+/** A prompt on the base tune, its text given, with `fields` bad. */
+function badPrompt(name: string, fields: Partial<PromptCreateInput>, field: string, rule: string): Case {
+  return { name, call: (a) => a.prompts.create(BASE, { text: 'x', ...fields }), field, rule };
+}
 
 export const badInputCases: Case[] = [
   // --- POST /tunes (spec 4.1)
@@ -152,170 +157,95 @@ export const badInputCases: Case[] = [
   },
 
   // --- POST /tunes/:id/prompts (spec 4.5, limits of spec 8)
-  {
-    name: 'num_images 0',
-    call: (a) => a.prompts.create(BASE, { text: 'x', num_images: 0 }),
-    field: 'prompt.num_images',
-    rule: 'from 1 to 8',
-  },
-  {
-    name: 'num_images 9',
-    call: (a) => a.prompts.create(BASE, { text: 'x', num_images: 9 }),
-    field: 'prompt.num_images',
-    rule: 'from 1 to 8',
-  },
-  {
-    name: 'num_images 2.5',
-    call: (a) => a.prompts.create(BASE, { text: 'x', num_images: 2.5 }),
-    field: 'prompt.num_images',
-    rule: 'an integer from 1 to 8',
-  },
-  {
-    name: 'cfg_scale 15.5',
-    call: (a) => a.prompts.create(BASE, { text: 'x', cfg_scale: 15.5 }),
-    field: 'prompt.cfg_scale',
-    rule: 'from 0 to 15',
-  },
-  {
-    name: 'cfg_scale -1',
-    call: (a) => a.prompts.create(BASE, { text: 'x', cfg_scale: -1 }),
-    field: 'prompt.cfg_scale',
-    rule: 'from 0 to 15',
-  },
-  {
-    name: 'steps 51',
-    call: (a) => a.prompts.create(BASE, { text: 'x', steps: 51 }),
-    field: 'prompt.steps',
-    rule: 'from 0 to 50',
-  },
-  {
-    name: 'steps -1',
-    call: (a) => a.prompts.create(BASE, { text: 'x', steps: -1 }),
-    field: 'prompt.steps',
-    rule: 'from 0 to 50',
-  },
-  {
-    name: 'seed -1',
-    call: (a) => a.prompts.create(BASE, { text: 'x', seed: -1 }),
-    field: 'prompt.seed',
-    rule: 'from 0 to 4294967296',
-  },
-  {
-    name: 'seed above 2^32',
-    call: (a) => a.prompts.create(BASE, { text: 'x', seed: 2 ** 32 + 1 }),
-    field: 'prompt.seed',
-    rule: 'from 0 to 4294967296',
-  },
-  {
-    name: 'denoising_strength 1.2',
-    call: (a) => a.prompts.create(BASE, { text: 'x', denoising_strength: 1.2 }),
-    field: 'prompt.denoising_strength',
-    rule: 'from 0 to 1',
-  },
-  {
-    name: 'controlnet_conditioning_scale -0.1',
-    call: (a) => a.prompts.create(BASE, { text: 'x', controlnet_conditioning_scale: -0.1 }),
-    field: 'prompt.controlnet_conditioning_scale',
-    rule: 'from 0 to 1',
-  },
-  {
-    name: 'w 500',
-    call: (a) => a.prompts.create(BASE, { text: 'x', w: 500 }),
-    field: 'prompt.w',
-    rule: 'multiple of 8',
-  },
+  badPrompt('num_images 0', { num_images: 0 }, 'prompt.num_images', 'from 1 to 8'),
+  badPrompt('num_images 9', { num_images: 9 }, 'prompt.num_images', 'from 1 to 8'),
+  badPrompt('num_images 2.5', { num_images: 2.5 }, 'prompt.num_images', 'an integer from 1 to 8'),
+  badPrompt('cfg_scale 15.5', { cfg_scale: 15.5 }, 'prompt.cfg_scale', 'from 0 to 15'),
+  badPrompt('cfg_scale -1', { cfg_scale: -1 }, 'prompt.cfg_scale', 'from 0 to 15'),
+  badPrompt('steps 51', { steps: 51 }, 'prompt.steps', 'from 0 to 50'),
+  badPrompt('steps -1', { steps: -1 }, 'prompt.steps', 'from 0 to 50'),
+  badPrompt('seed -1', { seed: -1 }, 'prompt.seed', 'from 0 to 4294967296'),
+  badPrompt('seed above 2^32', { seed: 2 ** 32 + 1 }, 'prompt.seed', 'from 0 to 4294967296'),
+  badPrompt('denoising_strength 1.2', { denoising_strength: 1.2 }, 'prompt.denoising_strength', 'from 0 to 1'),
+  badPrompt(
+    'controlnet_conditioning_scale -0.1',
+    { controlnet_conditioning_scale: -0.1 },
+    'prompt.controlnet_conditioning_scale',
+    'from 0 to 1',
+  ),
+  badPrompt('w 500', { w: 500 }, 'prompt.w', 'multiple of 8'),
   { name: 'h 0', call: (a) => a.prompts.create(BASE, { text: 'x', h: 0 }), field: 'prompt.h', rule: 'multiple of 8' },
-  {
-    name: 'unknown scheduler',
-    call: (a) => a.prompts.create(BASE, { text: 'x', scheduler: bad('ddim') }),
-    field: 'prompt.scheduler',
-    rule: 'must be one of "euler"',
-  },
-  {
-    name: 'unknown style',
-    call: (a) => a.prompts.create(BASE, { text: 'x', style: bad('Watercolor') }),
-    field: 'prompt.style',
-    rule: 'must be one of "Cinematic"',
-  },
-  {
-    name: 'unknown color_grading',
-    call: (a) => a.prompts.create(BASE, { text: 'x', color_grading: bad('Kodachrome') }),
-    field: 'prompt.color_grading',
-    rule: 'must be one of "Film Velvia"',
-  },
-  {
-    name: 'unknown controlnet',
-    call: (a) => a.prompts.create(BASE, { text: 'x', controlnet: bad('scribble'), input_image_url: URLS[0] }),
-    field: 'prompt.controlnet',
-    rule: 'must be one of "composition"',
-  },
-  {
-    name: 'controlnet without an input image',
-    call: (a) => a.prompts.create(BASE, { text: 'x', controlnet: 'canny' }),
-    field: 'prompt.controlnet',
-    rule: 'requires an input image',
-  },
-  {
-    name: 'backend_version 2',
-    call: (a) => a.prompts.create(BASE, { text: 'x', backend_version: bad('2') }),
-    field: 'prompt.backend_version',
-    rule: 'must be null or "1"',
-  },
-  {
-    name: 'inpaint_faces without super_resolution',
-    call: (a) => a.prompts.create(BASE, { text: 'x', inpaint_faces: true }),
-    field: 'prompt.inpaint_faces',
-    rule: 'requires super_resolution',
-  },
-  {
-    name: 'hires_fix with super_resolution off',
-    call: (a) => a.prompts.create(BASE, { text: 'x', hires_fix: true, super_resolution: false }),
-    field: 'prompt.hires_fix',
-    rule: 'requires super_resolution',
-  },
-  {
-    name: 'mask_image without input_image',
-    call: (a) => a.prompts.create(BASE, { text: 'x', mask_image: Buffer.from('mask') }),
-    field: 'prompt.mask_image',
-    rule: 'requires input_image',
-  },
-  {
-    name: 'mask_image_url without input_image_url',
-    call: (a) => a.prompts.create(BASE, { text: 'x', mask_image_url: URLS[0] }),
-    field: 'prompt.mask_image_url',
-    rule: 'requires input_image_url',
-  },
-  {
-    name: 'both input_image and input_image_url',
-    call: (a) => a.prompts.create(BASE, { text: 'x', input_image: Buffer.from('i'), input_image_url: URLS[0] }),
-    field: 'prompt.input_image_url',
-    rule: 'not both',
-  },
-  {
-    name: 'lora_scale outside prompts_attributes',
-    call: (a) => a.prompts.create(BASE, { text: 'x', lora_scale: bad(0.8) }),
-    field: 'prompt.lora_scale',
-    rule: 'only inside prompts_attributes',
-  },
+  badPrompt('unknown scheduler', { scheduler: bad('ddim') }, 'prompt.scheduler', 'must be one of "euler"'),
+  badPrompt('unknown style', { style: bad('Watercolor') }, 'prompt.style', 'must be one of "Cinematic"'),
+  badPrompt(
+    'unknown color_grading',
+    { color_grading: bad('Kodachrome') },
+    'prompt.color_grading',
+    'must be one of "Film Velvia"',
+  ),
+  badPrompt(
+    'unknown controlnet',
+    { controlnet: bad('scribble'), input_image_url: URLS[0] },
+    'prompt.controlnet',
+    'must be one of "composition"',
+  ),
+  badPrompt(
+    'controlnet without an input image',
+    { controlnet: 'canny' },
+    'prompt.controlnet',
+    'requires an input image',
+  ),
+  badPrompt('backend_version 2', { backend_version: bad('2') }, 'prompt.backend_version', 'must be null or "1"'),
+  badPrompt(
+    'inpaint_faces without super_resolution',
+    { inpaint_faces: true },
+    'prompt.inpaint_faces',
+    'requires super_resolution',
+  ),
+  badPrompt(
+    'hires_fix with super_resolution off',
+    { hires_fix: true, super_resolution: false },
+    'prompt.hires_fix',
+    'requires super_resolution',
+  ),
+  badPrompt(
+    'mask_image without input_image',
+    { mask_image: Buffer.from('mask') },
+    'prompt.mask_image',
+    'requires input_image',
+  ),
+  badPrompt(
+    'mask_image_url without input_image_url',
+    { mask_image_url: URLS[0] },
+    'prompt.mask_image_url',
+    'requires input_image_url',
+  ),
+  badPrompt(
+    'both input_image and input_image_url',
+    { input_image: Buffer.from('i'), input_image_url: URLS[0] },
+    'prompt.input_image_url',
+    'not both',
+  ),
+  badPrompt(
+    'lora_scale outside prompts_attributes',
+    { lora_scale: bad(0.8) },
+    'prompt.lora_scale',
+    'only inside prompts_attributes',
+  ),
   { name: 'empty text', call: (a) => a.prompts.create(BASE, { text: '' }), field: 'prompt.text', rule: 'is required' },
-  {
-    name: 'an empty input_image path',
-    call: (a) => a.prompts.create(BASE, { text: 'x', input_image: '' }),
-    field: 'prompt.input_image',
-    rule: 'must be a file path, a Buffer or a Blob',
-  },
-  {
-    name: 'a javascript: callback',
-    call: (a) => a.prompts.create(BASE, { text: 'x', callback: 'javascript:alert(1)' }),
-    field: 'prompt.callback',
-    rule: 'must be an http(s) URL',
-  },
-  {
-    name: 'a listed prompt attribute beside unlisted ones still keeps its rule',
-    call: (a) => a.prompts.create(BASE, { text: 'x', aspect_ratio: '16:9', resolution: '1080p', w: 1001 }),
-    field: 'prompt.w',
-    rule: 'multiple of 8',
-  },
+  badPrompt(
+    'an empty input_image path',
+    { input_image: '' },
+    'prompt.input_image',
+    'must be a file path, a Buffer or a Blob',
+  ),
+  badPrompt('a javascript: callback', { callback: 'javascript:alert(1)' }, 'prompt.callback', 'must be an http(s) URL'),
+  badPrompt(
+    'a listed prompt attribute beside unlisted ones still keeps its rule',
+    { aspect_ratio: '16:9', resolution: '1080p', w: 1001 },
+    'prompt.w',
+    'multiple of 8',
+  ),
 
   // --- list parameters (spec 4.3, 4.7, limits of spec 8)
   {

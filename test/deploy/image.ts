@@ -112,16 +112,8 @@ export interface Image {
   exposed: number[];
 }
 
-/** A stage as it is replayed. */
-interface StageState {
-  root: string;
-  workdir: string;
-  env: Record<string, string>;
-  user?: string;
-  entrypoint: string[];
-  cmd: string[];
-  exposed: number[];
-}
+/** A stage as it is replayed: the image it stands for so far. */
+type StageState = Image;
 
 /** Where the image's absolute `inImage` path is, on this machine. */
 export function hostPath(root: string, inImage: string): string {

@@ -3,10 +3,10 @@
  * images, FaceID is immediate, Flux LoRAs load into the base tune, and deletes, themes, inspection and likes.
  */
 import { inflateSync } from 'node:zlib';
-import { FormData, request } from 'undici';
+import { request } from 'undici';
 import { FLUX_BASE_TUNE, startMockService, type MockService } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
-import { call, CallbackReceiver, until, type ErrorJson, type PromptJson, type TuneJson } from './loopback';
+import { call, CallbackReceiver, multipart, until, type ErrorJson, type PromptJson, type TuneJson } from './loopback';
 
 jest.setTimeout(20_000);
 
@@ -320,9 +320,10 @@ describe('themes and image inspection', () => {
   test('inspection answers characteristics and quality flags, the same for the same image', async () => {
     const key = newKey();
     const inspect = async () => {
-      const form = new FormData();
-      form.append('name', 'woman');
-      form.append('file', new Blob([solidPng('face', 16)], { type: 'image/png' }), 'face.png');
+      const form = multipart([
+        ['name', 'woman'],
+        ['file', new Blob([solidPng('face', 16)], { type: 'image/png' }), 'face.png'],
+      ]);
       return call(mock.url, key, 'POST', '/images/inspect', form);
     };
     const first = await inspect();

@@ -4,7 +4,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { request, type FormData } from 'undici';
+import { FormData, request } from 'undici';
 
 /** A tune as the mock answers it (the fields the tests read). */
 export interface TuneJson {
@@ -83,6 +83,22 @@ export async function call<T = Record<string, unknown>>(
   let parsed: unknown = text;
   if (String(res.headers['content-type'] ?? '').startsWith('application/json')) parsed = JSON.parse(text);
   return { status: res.statusCode, headers: res.headers, body: parsed as T };
+}
+
+/** One part of a multipart body: a field's name in bracket notation and its value, or a file with its name. */
+export type Part = readonly [name: string, value: string] | readonly [name: string, file: Blob, fileName: string];
+
+/**
+ * A multipart body of `parts` in their order (a name given again is appended again, as `tune[images][]` is).
+ * @example call(mock.url, key, 'POST', '/tunes', multipart([['tune[title]', 't'], ['tune[images][]', blob, 'a.png']]))
+ */
+export function multipart(parts: readonly Part[]): FormData {
+  const form = new FormData();
+  for (const part of parts) {
+    if (part.length === 3) form.append(part[0], part[1], part[2]);
+    else form.append(part[0], part[1]);
+  }
+  return form;
 }
 
 /**

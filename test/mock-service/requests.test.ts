@@ -2,10 +2,10 @@
  * How the mock reads requests: authentication and accounts, path ids, malformed bodies, the 422 body shape from
  * the shared schemas, list paging and deep offsets, bracket-notation multipart bodies, and idempotency.
  */
-import { FormData, request } from 'undici';
+import { request } from 'undici';
 import { startMockService, type MockService } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
-import { call, until, type ErrorJson, type PromptJson, type TuneJson } from './loopback';
+import { call, multipart, until, type ErrorJson, type PromptJson, type TuneJson } from './loopback';
 
 jest.setTimeout(20_000);
 
@@ -90,11 +90,12 @@ describe('paths and bodies', () => {
   test('publicUrl is the base of object, image and file URLs', async () => {
     const proxied = await startMockService({ publicUrl: 'https://mock.example.test/api/', inferenceTime: '50ms' });
     try {
-      const form = new FormData();
-      form.append('tune[title]', 'p');
-      form.append('tune[name]', 'man');
-      form.append('tune[model_type]', 'faceid');
-      form.append('tune[images][]', new Blob([solidPng('p')], { type: 'image/png' }), 'p.png');
+      const form = multipart([
+        ['tune[title]', 'p'],
+        ['tune[name]', 'man'],
+        ['tune[model_type]', 'faceid'],
+        ['tune[images][]', new Blob([solidPng('p')], { type: 'image/png' }), 'p.png'],
+      ]);
       const tune = (await call<TuneJson>(proxied.url, 'k', 'POST', '/tunes', form)).body;
       expect(tune.url).toBe(`https://mock.example.test/api/tunes/${tune.id}.json`);
       expect(tune.orig_images).toEqual([
@@ -247,24 +248,25 @@ describe('multipart bodies in bracket notation', () => {
     const key = newKey();
     const png = solidPng('training-1', 16);
     const jpeg = Buffer.from('not really a jpeg, but bytes all the same');
-    const form = new FormData();
-    form.append('tune[title]', 'multipart tune');
-    form.append('tune[name]', 'man');
-    form.append('tune[steps]', '500');
-    form.append('tune[face_crop]', 'true');
-    form.append('tune[training_face_correct]', 'false');
-    form.append('tune[callback]', 'https://hooks.test/cb?user=1');
-    form.append('tune[characteristics][age]', '30');
-    form.append('tune[characteristics][eye_color]', 'blue eyes');
-    form.append('tune[images][]', new Blob([png], { type: 'image/png' }), 'one.png');
-    form.append('tune[images][]', new Blob([jpeg], { type: 'image/jpeg' }), 'two.jpg');
-    form.append('tune[prompts_attributes][0][text]', 'ohwx man, {{eye_color}}, age {{age}}');
-    form.append('tune[prompts_attributes][0][num_images]', '2');
-    form.append('tune[prompts_attributes][0][cfg_scale]', '7.5');
-    form.append('tune[prompts_attributes][0][super_resolution]', 'true');
-    form.append('tune[prompts_attributes][0][hires_fix]', 'true');
-    form.append('tune[prompts_attributes][1][text]', 'ohwx man, plain');
-    form.append('tune[prompts_attributes][1][seed]', '4294967296');
+    const form = multipart([
+      ['tune[title]', 'multipart tune'],
+      ['tune[name]', 'man'],
+      ['tune[steps]', '500'],
+      ['tune[face_crop]', 'true'],
+      ['tune[training_face_correct]', 'false'],
+      ['tune[callback]', 'https://hooks.test/cb?user=1'],
+      ['tune[characteristics][age]', '30'],
+      ['tune[characteristics][eye_color]', 'blue eyes'],
+      ['tune[images][]', new Blob([png], { type: 'image/png' }), 'one.png'],
+      ['tune[images][]', new Blob([jpeg], { type: 'image/jpeg' }), 'two.jpg'],
+      ['tune[prompts_attributes][0][text]', 'ohwx man, {{eye_color}}, age {{age}}'],
+      ['tune[prompts_attributes][0][num_images]', '2'],
+      ['tune[prompts_attributes][0][cfg_scale]', '7.5'],
+      ['tune[prompts_attributes][0][super_resolution]', 'true'],
+      ['tune[prompts_attributes][0][hires_fix]', 'true'],
+      ['tune[prompts_attributes][1][text]', 'ohwx man, plain'],
+      ['tune[prompts_attributes][1][seed]', '4294967296'],
+    ]);
 
     const res = await call<TuneJson>(mock.url, key, 'POST', '/tunes', form);
     expect(res.status).toBe(201);
@@ -303,22 +305,24 @@ describe('multipart bodies in bracket notation', () => {
 
   test('image_urls[] are recorded as given; a value of the wrong type is a 422 naming the field', async () => {
     const key = newKey();
-    const form = new FormData();
-    form.append('tune[title]', 'urls');
-    form.append('tune[name]', 'woman');
-    form.append('tune[image_urls][]', 'https://images.test/a.jpg?x=1');
-    form.append('tune[image_urls][]', 'https://images.test/b.jpg');
-    form.append('tune[model_type]', 'faceid');
+    const form = multipart([
+      ['tune[title]', 'urls'],
+      ['tune[name]', 'woman'],
+      ['tune[image_urls][]', 'https://images.test/a.jpg?x=1'],
+      ['tune[image_urls][]', 'https://images.test/b.jpg'],
+      ['tune[model_type]', 'faceid'],
+    ]);
     const res = await call<TuneJson>(mock.url, key, 'POST', '/tunes', form);
     expect(res.status).toBe(201);
     expect(res.body.orig_images).toEqual(['https://images.test/a.jpg?x=1', 'https://images.test/b.jpg']);
 
-    const bad = new FormData();
-    bad.append('tune[title]', 'bad');
-    bad.append('tune[name]', 'man');
-    bad.append('tune[steps]', 'many');
-    bad.append('tune[face_crop]', 'yes');
-    bad.append('tune[image_urls][]', 'https://images.test/a.jpg');
+    const bad = multipart([
+      ['tune[title]', 'bad'],
+      ['tune[name]', 'man'],
+      ['tune[steps]', 'many'],
+      ['tune[face_crop]', 'yes'],
+      ['tune[image_urls][]', 'https://images.test/a.jpg'],
+    ]);
     const refused = await call<ErrorJson>(mock.url, key, 'POST', '/tunes', bad);
     expect(refused.status).toBe(422);
     expect(refused.body).toMatchObject({
@@ -330,12 +334,13 @@ describe('multipart bodies in bracket notation', () => {
   test('a prompt in multipart with an input image file: the file is stored and its URL kept', async () => {
     const key = newKey();
     const tune = await createTune(key);
-    const form = new FormData();
-    form.append('prompt[text]', 'ohwx man, pose');
-    form.append('prompt[controlnet]', 'pose');
-    form.append('prompt[controlnet_txt2img]', 'false');
-    form.append('prompt[denoising_strength]', '0.5');
-    form.append('prompt[input_image]', new Blob([solidPng('pose')], { type: 'image/png' }), 'pose.png');
+    const form = multipart([
+      ['prompt[text]', 'ohwx man, pose'],
+      ['prompt[controlnet]', 'pose'],
+      ['prompt[controlnet_txt2img]', 'false'],
+      ['prompt[denoising_strength]', '0.5'],
+      ['prompt[input_image]', new Blob([solidPng('pose')], { type: 'image/png' }), 'pose.png'],
+    ]);
     const res = await call<PromptJson>(mock.url, key, 'POST', `/tunes/${tune.id}/prompts`, form);
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ controlnet: 'pose', controlnet_txt2img: false, denoising_strength: 0.5 });

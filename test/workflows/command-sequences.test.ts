@@ -88,19 +88,15 @@ function callbacksPath(
   return new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
     .workflowTask()
     .callActivity('1', createTune, training())
-    .startTimer('1', trainingDeadline)
-    .startTimer('2', firstTunePoll)
+    .waitStarts('1', trainingDeadline, '2', firstTunePoll)
     .signal('tuneTrained', trained)
     .workflowTask()
-    .cancelTimer('2')
-    .cancelTimer('1')
+    .waitEnds('2', '1')
     .callActivity('2', createPrompt, prompt(11))
-    .startTimer('3', promptsDeadline)
-    .startTimer('4', firstPromptsPoll)
+    .waitStarts('3', promptsDeadline, '4', firstPromptsPoll)
     .signal('promptSettled', settled(11))
     .workflowTask()
-    .cancelTimer('4')
-    .cancelTimer('3')
+    .waitEnds('4', '3')
     .completed();
 }
 
@@ -240,13 +236,8 @@ test('duplicate, stale and foreign callbacks change nothing: the wait ends on th
     .workflowTask()
     .completeActivity('1', training())
     .workflowTask()
-    .scheduleActivity('2', 'createPrompt')
-    .scheduleActivity('3', 'createPrompt')
-    .completeActivity('2', prompt(11))
-    .completeActivity('3', prompt(12))
-    .workflowTask()
-    .startTimer('1', HOUR)
-    .startTimer('2', 120_000)
+    .callActivitiesTogether(2, 'createPrompt', [prompt(11), prompt(12)])
+    .waitStarts('1', HOUR, '2', 120_000)
     .signal('promptSettled', settled(11))
     .signal('promptSettled', settled(11))
     .signal('tuneTrained', training())
@@ -256,8 +247,7 @@ test('duplicate, stale and foreign callbacks change nothing: the wait ends on th
     .workflowTask()
     .signal('promptSettled', settled(12))
     .workflowTask()
-    .cancelTimer('2')
-    .cancelTimer('1')
+    .waitEnds('2', '1')
     .completed();
   await replay(history);
 });
@@ -268,8 +258,7 @@ test('cancelled while training, with cleanupOnCancel: timers cancelled, the tune
     .startTimer('2', FIRST_TUNE_POLL)
     .cancelRequested()
     .workflowTask()
-    .cancelTimer('2')
-    .cancelTimer('1')
+    .waitEnds('2', '1')
     .callActivity('2', 'deleteTune', null)
     .cancelled();
   await replay(history);
@@ -313,22 +302,12 @@ test('a Flux LoRA cancelled while generating: its prompts (on the base tune) and
     .workflowTask()
     .completeActivity('1', lora)
     .workflowTask()
-    .scheduleActivity('2', 'createPrompt')
-    .scheduleActivity('3', 'createPrompt')
-    .completeActivity('2', prompt(11, { tune_id: 1504944 }))
-    .completeActivity('3', prompt(12, { tune_id: 1504944 }))
-    .workflowTask()
-    .startTimer('1', HOUR)
-    .startTimer('2', 120_000)
+    .callActivitiesTogether(2, 'createPrompt', [prompt(11, { tune_id: 1504944 }), prompt(12, { tune_id: 1504944 })])
+    .waitStarts('1', HOUR, '2', 120_000)
     .cancelRequested()
     .workflowTask()
-    .cancelTimer('2')
-    .cancelTimer('1')
-    .scheduleActivity('4', 'deletePrompt')
-    .scheduleActivity('5', 'deletePrompt')
-    .completeActivity('4', null)
-    .completeActivity('5', null)
-    .workflowTask()
+    .waitEnds('2', '1')
+    .callActivitiesTogether(4, 'deletePrompt', [null, null])
     .callActivity('6', 'deleteTune', null)
     .cancelled();
   await replay(history);
@@ -339,18 +318,12 @@ test('generate on a trained tune: read it, create the prompts, wait for their ca
   const history = new HistoryBuilder('generate', input)
     .workflowTask()
     .callActivity('1', 'retrieveTune', trained)
-    .scheduleActivity('2', 'createPrompt')
-    .scheduleActivity('3', 'createPrompt')
-    .completeActivity('2', prompt(11))
-    .completeActivity('3', prompt(12))
-    .workflowTask()
-    .startTimer('1', HOUR)
-    .startTimer('2', 120_000)
+    .callActivitiesTogether(2, 'createPrompt', [prompt(11), prompt(12)])
+    .waitStarts('1', HOUR, '2', 120_000)
     .signal('promptSettled', settled(11))
     .signal('promptSettled', prompt(12, { user_error: 'the service could not' }))
     .workflowTask()
-    .cancelTimer('2')
-    .cancelTimer('1')
+    .waitEnds('2', '1')
     .completed();
   await replay(history);
 });
@@ -360,21 +333,17 @@ test('a pack: wait for training, list the pack prompts once, then the prompts_ca
   const history = new HistoryBuilder('packTune', input)
     .workflowTask()
     .callActivity('1', 'createPackTune', training())
-    .startTimer('1', 6 * HOUR)
-    .startTimer('2', FIRST_TUNE_POLL)
+    .waitStarts('1', 6 * HOUR, '2', FIRST_TUNE_POLL)
     .signal('tuneTrained', trained)
     .workflowTask()
-    .cancelTimer('2')
-    .cancelTimer('1')
+    .waitEnds('2', '1')
     .callActivity('2', 'listPrompts', [prompt(12), prompt(11)])
-    .startTimer('3', HOUR)
-    .startTimer('4', 120_000)
+    .waitStarts('3', HOUR, '4', 120_000)
     .signal('promptSettled', settled(11))
     .workflowTask()
     .signal('packPromptsSettled', [settled(11), settled(12)])
     .workflowTask()
-    .cancelTimer('4')
-    .cancelTimer('3')
+    .waitEnds('4', '3')
     .completed();
   await replay(history);
 });
@@ -403,8 +372,7 @@ describe('runs that take callbacks as wake-ups (histories with the callbacks-are
       .workflowTask()
       .patchMarker(CALLBACKS_ARE_WAKE_UPS)
       .callActivity('1', 'createTune', training())
-      .startTimer('1', 6 * HOUR)
-      .startTimer('2', FIRST_TUNE_POLL);
+      .waitStarts('1', 6 * HOUR, '2', FIRST_TUNE_POLL);
 
   test('a callback wakes the wait, the run reads the object, and what it read ends the wait', async () => {
     const history = wakeUpJob()
@@ -414,8 +382,7 @@ describe('runs that take callbacks as wake-ups (histories with the callbacks-are
       .callActivity('2', 'retrieveTune', trained)
       .cancelTimer('1')
       .callActivity('3', 'createPrompt', prompt(11))
-      .startTimer('3', HOUR)
-      .startTimer('4', 120_000)
+      .waitStarts('3', HOUR, '4', 120_000)
       .signal('callback', { kind: 'prompt', ids: [11] })
       .workflowTask()
       .cancelTimer('4')
@@ -463,8 +430,7 @@ describe('maxCostMc on a pack that names no price for the class (runs with the m
   test('a run started before goes on, as it did: the pack is created and its training waited for', async () => {
     const history = priceRead()
       .callActivity('2', 'createPackTune', training())
-      .startTimer('1', 6 * HOUR)
-      .startTimer('2', FIRST_TUNE_POLL);
+      .waitStarts('1', 6 * HOUR, '2', FIRST_TUNE_POLL);
     await replay(history);
   });
 

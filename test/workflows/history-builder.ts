@@ -115,6 +115,16 @@ export class HistoryBuilder {
     return this.scheduleActivity(activityId, activityType).completeActivity(activityId, result).workflowTask();
   }
 
+  /**
+   * Activities of one type scheduled in one workflow task, their ids counting from `firstActivityId`, answered in
+   * order with `results`, then the workflow task that reads the answers.
+   */
+  callActivitiesTogether(firstActivityId: number, activityType: string, results: readonly unknown[]): this {
+    results.forEach((_, i) => this.scheduleActivity(String(firstActivityId + i), activityType));
+    results.forEach((result, i) => this.completeActivity(String(firstActivityId + i), result));
+    return this.workflowTask();
+  }
+
   /** The activity's last attempt failed with a failure of `type`, and its retries are over. */
   failActivity(activityId: string, type: string, nonRetryable: boolean, afterMs = 100): this {
     const scheduledEventId = id(this.activityEvent(activityId));
@@ -180,6 +190,16 @@ export class HistoryBuilder {
       },
     });
     return this;
+  }
+
+  /** A wait starts: its deadline's timer, then its first poll's. */
+  waitStarts(deadlineTimerId: string, deadlineMs: number, pollTimerId: string, pollMs: number): this {
+    return this.startTimer(deadlineTimerId, deadlineMs).startTimer(pollTimerId, pollMs);
+  }
+
+  /** A wait ends: its poll's timer cancelled, then its deadline's. */
+  waitEnds(pollTimerId: string, deadlineTimerId: string): this {
+    return this.cancelTimer(pollTimerId).cancelTimer(deadlineTimerId);
   }
 
   signal(signalName: string, payload: unknown, afterMs = 100): this {
