@@ -50,6 +50,16 @@ const tuneCreated = (input: object, deadlineMs: number): HistoryBuilder =>
     .callActivity('1', 'createTune', training())
     .startTimer('1', deadlineMs);
 
+/** A trainThenGenerate run whose tune's callback came before the create's answer: both read, no wait started. */
+const trainedBeforeCreated = (input: object): HistoryBuilder =>
+  new HistoryBuilder('trainThenGenerate', input)
+    .workflowTask()
+    .scheduleActivity('1', 'createTune')
+    .signal('tuneTrained', trained)
+    .workflowTask()
+    .completeActivity('1', training())
+    .workflowTask();
+
 /** Polls every second or two, deadlines of two minutes. */
 const QUICK = {
   pollInterval: '1 second',
@@ -211,13 +221,7 @@ test('a FaceID tune needs no wait: no timer between the create and the prompts',
 });
 
 test('callbacks that beat the create answer are kept: no wait once the answer comes', async () => {
-  const history = new HistoryBuilder('trainThenGenerate', { tune: DOG, prompts: [{ text: 'sks dog' }] })
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .signal('tuneTrained', trained)
-    .workflowTask()
-    .completeActivity('1', training())
-    .workflowTask()
+  const history = trainedBeforeCreated({ tune: DOG, prompts: [{ text: 'sks dog' }] })
     .scheduleActivity('2', 'createPrompt')
     .signal('promptSettled', settled(11))
     .workflowTask()
@@ -229,13 +233,7 @@ test('callbacks that beat the create answer are kept: no wait once the answer co
 
 test('duplicate, stale and foreign callbacks change nothing: the wait ends on the last prompt settling', async () => {
   const input = { tune: DOG, prompts: [{ text: 'a' }, { text: 'b' }] };
-  const history = new HistoryBuilder('trainThenGenerate', input)
-    .workflowTask()
-    .scheduleActivity('1', 'createTune')
-    .signal('tuneTrained', trained)
-    .workflowTask()
-    .completeActivity('1', training())
-    .workflowTask()
+  const history = trainedBeforeCreated(input)
     .callActivitiesTogether(2, 'createPrompt', [prompt(11), prompt(12)])
     .waitStarts('1', HOUR, '2', 120_000)
     .signal('promptSettled', settled(11))
