@@ -290,22 +290,31 @@ export class FaultInjection {
       );
     // In `all` the cut comes first and the restart after it, so a refused callback is the cut's, not the outage's.
     const cutting = this.has('receiver-cut');
+    const restarting = this.has('server-restart') && this.targets.restartServer !== undefined;
     let cutDone = !cutting;
-    if (cutting)
-      this.when(
-        () => this.runsWaiting() && this.callbackDue(),
-        async () => {
-          try {
-            await this.cutReceiver();
-          } finally {
-            cutDone = true;
-          }
-        },
-      );
-    if (this.has('server-restart') && this.targets.restartServer)
+    let restartDone = !restarting;
+    const cut = async (): Promise<void> => {
+      let taken = false;
+      try {
+        taken = await this.cutReceiver();
+      } finally {
+        cutDone = true;
+      }
+      // A cut no callback came through (the due ones dropped, or late) proves nothing: cut again when callbacks are
+      // due, after the restart in `all`, so a refused callback is still the cut's.
+      if (!taken) this.when(() => restartDone && this.runsWaiting() && this.callbackDue(), cut);
+    };
+    if (cutting) this.when(() => this.runsWaiting() && this.callbackDue(), cut);
+    if (restarting)
       this.when(
         () => (!this.all || cutDone) && this.runsWaiting(),
-        () => this.restartServer(),
+        async () => {
+          try {
+            await this.restartServer();
+          } finally {
+            restartDone = true;
+          }
+        },
       );
     if (this.has('forged-callbacks')) {
       const perTick = this.all ? 4 : 20;
@@ -343,10 +352,10 @@ export class FaultInjection {
   }
 
   /**
-   * Cuts the receiver off Temporal: for `cutMs`, or in `all` until a callback failed during the cut. Counted when a
-   * callback sent during the cut was refused (an error status, or no answer before the mock gave up).
+   * Cuts the receiver off Temporal: for `cutMs`, or in `all` until a callback failed during the cut. Counted, and
+   * true, when a callback sent during the cut was refused (an error status, or no answer before the mock gave up).
    */
-  private async cutReceiver(): Promise<void> {
+  private async cutReceiver(): Promise<boolean> {
     const { mock } = this.targets;
     const from = Date.now();
     this.targets.cutReceiver();
@@ -365,8 +374,12 @@ export class FaultInjection {
     const settled = () =>
       mock.journal().callbacks.every((c) => c.sentAt > to || c.status !== null || c.failure !== null);
     for (const start = Date.now(); Date.now() - start < CALLBACK_SETTLE_MS && !settled(); ) await sleep(TICK_MS);
-    if (refused(to)) this.taken.receiverCuts++;
-    else this.log('fault: no callback came during the receiver cut; not counted');
+    if (refused(to)) {
+      this.taken.receiverCuts++;
+      return true;
+    }
+    this.log('fault: no callback came during the receiver cut; not counted, cut again when one is due');
+    return false;
   }
 
   private burst(kind: 'status500' | 'status429', everyMs: number, forMs: number): void {

@@ -145,6 +145,24 @@ test('a receiver cut comes while a callback is due, and counts only when a callb
   expect(mock.journal().callbacks).toEqual([expect.objectContaining({ status: 503 })]);
 });
 
+test('a cut no callback came through is made again when a callback is due, and that one counts', async () => {
+  let cuts = 0;
+  const cut = targets({
+    cutReceiver: () => void (cuts++, (receiver.status = 503)),
+    restoreReceiver: () => void (receiver.status = 200),
+  });
+  const injection = new FaultInjection(['receiver-cut'], cut, [], () => undefined, { cutMs: 800 });
+  injection.start();
+  await tuneWithCallback('recut-no-callback', false); // due, but its callback never comes: the first cut is idle
+  await until(() => cuts === 1);
+  await sleep(1_200); // the idle cut is over, not counted
+  expect(injection.counts.receiverCuts).toBe(0);
+  await tuneWithCallback('recut-victim'); // due again: a second cut, and its callback comes during it
+  await until(() => cuts === 2 && injection.counts.receiverCuts === 1);
+  await injection.stop();
+  expect(mock.journal().callbacks).toEqual([expect.objectContaining({ status: 503 })]);
+});
+
 test('process faults wait for runs in flight, and count once they took effect', async () => {
   let progress = { total: 4, started: 1, closed: 0 };
   let restarts = 0;
