@@ -225,13 +225,22 @@ export class FaultInjection {
     this.targets.mock.setFaults(faults);
   }
 
+  /**
+   * Keeps a timer for stop() to clear. An action still running when stop() came (a cut that ends early) may schedule
+   * one after it: that one is cleared at once, or it would keep the process alive forever.
+   */
+  private keep(timer: NodeJS.Timeout): void {
+    if (this.stopped) clearTimeout(timer);
+    else this.timers.push(timer);
+  }
+
   private at(ms: number, action: () => Promise<void> | void): void {
-    this.timers.push(setTimeout(() => this.track(action), ms));
+    this.keep(setTimeout(() => this.track(action), ms));
   }
 
   private every(ms: number, firstMs: number, action: () => Promise<void> | void): void {
     this.at(firstMs, () => {
-      this.timers.push(setInterval(() => this.track(action), ms));
+      this.keep(setInterval(() => this.track(action), ms));
       return action();
     });
   }
@@ -243,7 +252,7 @@ export class FaultInjection {
       clearInterval(timer);
       this.track(action);
     }, TICK_MS);
-    this.timers.push(timer);
+    this.keep(timer);
   }
 
   private track(action: () => Promise<void> | void): void {

@@ -163,6 +163,38 @@ test('a cut no callback came through is made again when a callback is due, and t
   expect(mock.journal().callbacks).toEqual([expect.objectContaining({ status: 503 })]);
 });
 
+test('stopped during a cut, it leaves no timer running: one left would keep the process alive for ever', async () => {
+  // Every interval the injection makes, and every timer cleared: an interval never cleared never lets node exit.
+  const made: NodeJS.Timeout[] = [];
+  const realSetInterval = global.setInterval;
+  jest.spyOn(global, 'setInterval').mockImplementation(((...args: Parameters<typeof setInterval>) => {
+    const timer = realSetInterval(...args);
+    made.push(timer);
+    return timer;
+  }) as typeof setInterval);
+  const clearedByTimeout = jest.spyOn(global, 'clearTimeout');
+  const clearedByInterval = jest.spyOn(global, 'clearInterval');
+  try {
+    let cuts = 0;
+    const injection = new FaultInjection(
+      ['receiver-cut'],
+      targets({ cutReceiver: () => void cuts++ }),
+      [],
+      () => undefined,
+      { cutMs: 60_000 },
+    );
+    injection.start();
+    await tuneWithCallback('cut-then-stop', false); // due, never comes: the cut would last its 60 s
+    await until(() => cuts === 1);
+    await injection.stop(); // the cut ends early, with nothing refused: it asks for another cut, after stop()
+    const cleared = new Set([...clearedByTimeout.mock.calls, ...clearedByInterval.mock.calls].map(([t]) => t));
+    expect(made.length).toBeGreaterThan(0);
+    expect(made.filter((timer) => !cleared.has(timer)).length).toBe(0);
+  } finally {
+    jest.restoreAllMocks();
+  }
+});
+
 test('process faults wait for runs in flight, and count once they took effect', async () => {
   let progress = { total: 4, started: 1, closed: 0 };
   let restarts = 0;
