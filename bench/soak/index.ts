@@ -101,6 +101,8 @@ export interface SoakReport extends PhaseFigures {
   terminated: number;
   /** Signed callback URLs in the logs of the workers and the receiver. */
   signedUrlsInLogs: number;
+  /** Runs whose history or result holds a signed callback URL. */
+  signedUrlsInHistories: number;
   /** Faults that took effect (see faults.ts), and the mock's callback faults. */
   faults: FaultCounts & {
     callbacksDropped: number;
@@ -357,7 +359,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       .map((name) => fs.readFileSync(path.join(dir, name), 'utf8'));
     const logLeaks = logs.reduce((sum, text) => sum + text.split(apiKey).length - 1, 0);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
-    // A signed callback URL is a capability: none in any log (results and histories are judged per job).
+    // A signed callback URL is a capability: none in any log (results and histories: judged per job, signedUrlLeaks).
     const signedUrlsInLogs = logs.reduce((sum, text) => sum + (text.match(SIGNATURE) ?? []).length, 0);
     if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
     const forgedAccepted = faults.forgeries.accepted + verdict.unmatchedSignals;
@@ -417,6 +419,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       forgedDataRuns: verdict.forgedData,
       terminated: verdict.terminated,
       signedUrlsInLogs,
+      signedUrlsInHistories: verdict.signedUrlLeaks,
       faults: {
         ...faultCounts,
         callbacksDropped: stats.callbacks.dropped,
@@ -519,8 +522,8 @@ function table(report: SoakReport): string {
       `${report.forgedWithLeakedUrls.sent} / ${report.forgedWithLeakedUrls.delivered} / ${report.forgedWithLeakedUrls.signals}`,
     ],
     [
-      'runs with forged data / terminated / signed URLs in logs',
-      `${report.forgedDataRuns} / ${report.terminated} / ${report.signedUrlsInLogs}`,
+      'runs with forged data / terminated / signed URLs in logs / in histories',
+      `${report.forgedDataRuns} / ${report.terminated} / ${report.signedUrlsInLogs} / ${report.signedUrlsInHistories}`,
     ],
     ['faults', JSON.stringify(report.faults)],
   ];

@@ -10,7 +10,7 @@
  * - each job closed with an outcome the mock's truth allows: completed only when its tune trained and its prompts
  *   settled; TuneNeverTrained only when the tune had not trained, PromptsNeverSettled only when a prompt had not
  *   settled, when the run gave up; any other failure, typed or not, is a violation; none open at the deadline;
- * - the API key in no history; every callback signal matches a callback the mock sent (else a forgery got through);
+ * - the API key and signed callback URLs in no history; every callback signal matches a callback the mock sent (else a forgery got through);
  * - and the figures: history size, workflow tasks, callback-to-reaction latency.
  */
 import * as proto from '@temporalio/proto';
@@ -30,6 +30,9 @@ export type JobStatus = 'completed' | 'failed' | 'open' | 'other';
  */
 export const FORGED_DATA_MARK = 'forged.invalid';
 
+/** A callback URL's signature, not redacted: the capability itself, never to be kept in a history (or a result). */
+export const SIGNATURE = /sig(=|%3D)[0-9a-f]{64}/;
+
 /** What one job's history says. */
 export interface JobOutcome {
   job: SoakJob;
@@ -46,6 +49,8 @@ export interface JobOutcome {
   /** The objects the run reports: a completed run's result, a failed run's failure details. */
   reported: { tuneIds: number[]; promptIds: number[] };
   keyInHistory: boolean;
+  /** A signed callback URL somewhere in the history, its result included. */
+  signedUrlInHistory: boolean;
   /** Signals whose ids match no callback the mock sent, nor a forgery made with a leaked valid URL. */
   unmatchedSignals: number;
   /** Signals that forgeries made with a leaked valid URL caused (wake-ups: harmless by design). */
@@ -153,6 +158,7 @@ export function readHistory(
     bytes: raw.length,
     reported: { tuneIds: [], promptIds: [] },
     keyInHistory: raw.includes(apiKey) || raw.includes(Buffer.from(apiKey).toString('base64')),
+    signedUrlInHistory: SIGNATURE.test(raw.toString('latin1')),
     unmatchedSignals: 0,
     forgedSignals: 0,
     forgedData: raw.includes(FORGED_DATA_MARK),
@@ -412,6 +418,7 @@ export function judgeJob(outcome: JobOutcome, truth: JobTruth, cleanupAsked: boo
     violations.push(`${id}: closed without completing or failing`);
   }
   if (outcome.keyInHistory) violations.push(`${id}: the API key is in its history`);
+  if (outcome.signedUrlInHistory) violations.push(`${id}: a signed callback URL is in its history`);
   if (outcome.forgedData) violations.push(`${id}: its history holds data only a forged callback carried`);
   if (outcome.terminated) violations.push(`${id}: terminated (${outcome.terminated})`);
   if (outcome.unmatchedSignals)
@@ -430,6 +437,8 @@ export interface RunVerdict {
   lost: number;
   stuck: number;
   keyLeaks: number;
+  /** Runs whose history (or result) holds a signed callback URL. */
+  signedUrlLeaks: number;
   /** Signals that match no callback the mock sent. */
   unmatchedSignals: number;
   /** Signals caused by forgeries made with leaked valid URLs, and runs whose history holds forged data (must be 0). */
@@ -457,6 +466,7 @@ export function judgeRun(outcomes: readonly JobOutcome[], journal: MockJournal, 
     lost: 0,
     stuck: 0,
     keyLeaks: 0,
+    signedUrlLeaks: 0,
     unmatchedSignals: 0,
     forgedSignals: 0,
     forgedData: 0,
@@ -470,6 +480,7 @@ export function judgeRun(outcomes: readonly JobOutcome[], journal: MockJournal, 
     verdict.lost += job.lost;
     verdict.violations.push(...job.violations);
     if (outcome.keyInHistory) verdict.keyLeaks++;
+    if (outcome.signedUrlInHistory) verdict.signedUrlLeaks++;
     verdict.unmatchedSignals += outcome.unmatchedSignals;
     verdict.forgedSignals += outcome.forgedSignals;
     if (outcome.forgedData) verdict.forgedData++;

@@ -53,6 +53,7 @@ test('a good run: every job completed, nothing duplicated, lost, open or leaked'
     lost: 0,
     stuck: 0,
     keyLeaks: 0,
+    signedUrlLeaks: 0,
     unmatchedSignals: 0,
     forgedSignals: 0,
     forgedData: 0,
@@ -209,6 +210,34 @@ test('the API key in a history is reported', () => {
   const verdict = judge(goodJournal().journal(), withHistory(generateJob, history.history()));
   expect(verdict.keyLeaks).toBe(1);
   expectOnly(verdict, /^soak-t-6: the API key is in its history/);
+});
+
+test('a signed callback URL in a history or a result is reported; a redacted one is not', () => {
+  const url = `https://cb.example/callbacks/prompt/soak-t-6;sig=${'ab'.repeat(32)}`;
+  const leaking = (result: unknown) =>
+    new HistoryFixture()
+      .task(10)
+      .activity('createPrompt', 40, {}, { id: 103, callback: url.replace(/sig=.*/, 'sig=redacted') })
+      .signal('promptSettled', { id: 103 }, 1_510)
+      .task(1_520)
+      .completed(result, 1_530)
+      .history();
+  const redacted = judge(goodJournal().journal(), withHistory(generateJob, leaking({ prompts: [{ id: 103 }] })));
+  expect(redacted.signedUrlLeaks).toBe(0);
+  expect(redacted.violations).toEqual([]);
+
+  const signed = judge(
+    goodJournal().journal(),
+    withHistory(generateJob, leaking({ prompts: [{ id: 103, callback: url }] })),
+  );
+  expect(signed.signedUrlLeaks).toBe(1);
+  expectOnly(signed, /^soak-t-6: a signed callback URL is in its history/);
+  // URL-encoded, as a query string or a form would carry it.
+  const encoded = judge(
+    goodJournal().journal(),
+    withHistory(generateJob, leaking({ prompts: [{ id: 103, callback: encodeURIComponent(url) }] })),
+  );
+  expect(encoded.signedUrlLeaks).toBe(1);
 });
 
 test('a signal that matches no callback the mock sent is a forged callback that got through', () => {

@@ -32,6 +32,7 @@ const outcome = (j: SoakJob, closedAt: number, reactions: Array<[number, number]
   bytes: 10_000,
   reported: { tuneIds: [], promptIds: [] },
   keyInHistory: false,
+  signedUrlInHistory: false,
   unmatchedSignals: 0,
   forgedSignals: 0,
   forgedData: false,

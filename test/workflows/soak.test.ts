@@ -58,6 +58,7 @@ devServerTest(
         forgedDataRuns: 0,
         terminated: 0,
         signedUrlsInLogs: 0,
+        signedUrlsInHistories: 0,
         violations: [],
       }),
     );
