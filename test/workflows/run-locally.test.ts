@@ -146,6 +146,8 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   );
   expect(startOutput).toMatch(/^cost: 0 mc \(\$0\.00\)$/m);
   expect(startOutput).not.toMatch(/no worker polls/);
+  // The run asked for callbacks (its objects carry signed URLs at the service): none reaches the terminal.
+  expect(startOutput).not.toMatch(/sig=(?!redacted)/);
   // By callbacks, through the worker's receiver: seconds, not the minutes polls take.
   expect(took).toBeLessThan(60_000);
 
@@ -155,6 +157,20 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   expect(statusRun.output()).toMatch(/^tune: +\d+ "my-first-run", class woman, branch fast, trained at /m);
   expect(statusRun.output()).toMatch(/^counts: +callbacks [1-9]\d*, polls 0, /m);
   expect(statusRun.output()).not.toMatch(/sig=(?!redacted)/);
+  const statusJson = run(`${onOurPorts(status)} --json`, env);
+  expect(await statusJson.exited).toBe(0);
+  // stdout and stderr together here: the JSON is the line that starts with a brace (npm may warn on stderr).
+  const raw = JSON.parse(
+    statusJson
+      .output()
+      .split('\n')
+      .find((line) => line.startsWith('{')) ?? 'null',
+  ) as {
+    status: string;
+  };
+  expect(raw.status).toBe('COMPLETED');
+  expect(statusJson.output()).toMatch(/sig=redacted/);
+  expect(statusJson.output()).not.toMatch(/sig=(?!redacted)/);
 
   // docker-compose.yml's comment: its host command, on this stack (compose's mock-service:8080 is our mock).
   const composeCommand = /^#\s+(TEMPORAL_ADDRESS=\S+ npx tuneflow start .*)$/m.exec(compose)?.[1];
