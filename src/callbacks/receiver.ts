@@ -18,6 +18,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
+import { isPort } from '../config';
 import { type Duration, durationToMs } from '../duration';
 import { createJsonLogger } from '../logging';
 import { callbackSignal, type CallbackWakeUp } from '../contract/messages';
@@ -183,6 +184,12 @@ export interface CallbackReceiverOptions {
    */
   runBudget?: { burst: number; perMinute: number };
   /**
+   * How long a client may take to send its headers, and its whole request; a slower one is answered 408 and closed,
+   * so slow clients hold no connection for long.
+   * @default { headers: '10 seconds', request: '30 seconds' }
+   */
+  clientTimeouts?: { headers: Duration; request: Duration };
+  /**
    * Refused requests are logged as counts, one line per interval, never a line each (nor their URLs).
    * @default '1 minute'
    */
@@ -253,8 +260,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const logger = options.logger ?? createJsonLogger();
   if (!signer || typeof signer.verify !== 'function') throw new TypeError('signer: must be a CallbackSigner');
   if (!signaler || typeof signaler.signal !== 'function') throw new TypeError('signaler: must be a Signaler');
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new TypeError('port: must be an integer from 0 to 65535');
+  if (!isPort(port)) throw new TypeError('port: must be an integer from 0 to 65535');
   if (maxBodyBytes !== undefined && !(Number.isInteger(maxBodyBytes) && maxBodyBytes >= 1))
     throw new TypeError('maxBodyBytes: must be a positive integer');
   const budget = options.runBudget;
@@ -269,6 +275,10 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     durationToMs(options.refusalLogInterval ?? '1 minute', 'refusalLogInterval'),
   );
   const limitOf = (route: CallbackRoute): number => maxBodyBytes ?? route.maxBodyBytes;
+  const headersTimeout = durationToMs(options.clientTimeouts?.headers ?? '10 seconds', 'clientTimeouts.headers');
+  const requestTimeout = durationToMs(options.clientTimeouts?.request ?? '30 seconds', 'clientTimeouts.request');
+  if (!(headersTimeout >= 1 && requestTimeout >= headersTimeout))
+    throw new TypeError('clientTimeouts: headers must be positive and request at least as long as headers');
 
   // Signals under way: close() waits for them even when their client hung up, so nothing still runs on a
   // Temporal connection its owner closes next.
@@ -390,7 +400,11 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     send(res, 200, answers.delivered);
   };
 
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000 }, (req, res) => handle(req, res));
+  // Node checks the timeouts every connectionsCheckingInterval (30 s by default): often enough that they hold.
+  const server = createServer(
+    { requestTimeout, headersTimeout, connectionsCheckingInterval: Math.max(10, Math.min(headersTimeout / 4, 5_000)) },
+    (req, res) => handle(req, res),
+  );
   // `Expect: 100-continue`: only a request whose body would be read is told to send it.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if ((req.url ?? '/').split('?')[0] === '/healthz') return handle(req, res);
@@ -400,9 +414,11 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     handle(req, res, target);
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    const status = CLIENT_ERROR_STATUS[err.code ?? ''] ?? 400;
-    if (err.code !== 'ECONNRESET') refusals.count(status, 'unreadable request');
+    // Reset by the client, or answered already (Node may report a timed-out socket again as it closes): nothing
+    // more to say, nor to count.
     if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
+    const status = CLIENT_ERROR_STATUS[err.code ?? ''] ?? 400;
+    refusals.count(status, 'unreadable request');
     socket.end(`HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
   });
   await new Promise<void>((resolve, reject) => {

@@ -475,6 +475,32 @@ describe('refused callbacks signal nothing, and are logged as counts, never a li
     calls.length = 0;
   });
 
+  it('408 for a client too slow with its headers or its body, and the connection closed', async () => {
+    await restart({ clientTimeouts: { headers: '200 ms', request: '400 ms' } });
+    // Headers never finished (a slow loris).
+    expect(await raw('POST /callbacks/prompt HTTP/1.1\r\nhost: x\r\n', 3_000)).toMatch(/^HTTP\/1\.1 408 /);
+    // Headers sent, the body never comes.
+    expect(
+      await raw(
+        `POST ${signedPath('prompt', 'job-1')} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n` +
+          'content-length: 100\r\n\r\n{',
+        3_000,
+      ),
+    ).toMatch(/^HTTP\/1\.1 408 /);
+    expect(calls).toEqual([]);
+    expect(await refusedCounts()).toEqual({ '408 unreadable request': 2 });
+  });
+
+  it('clientTimeouts: a request timeout shorter than the headers one is refused, naming the option', async () => {
+    await expect(
+      startCallbackReceiver({
+        signer,
+        signaler: recordingSignaler,
+        clientTimeouts: { headers: '10 seconds', request: '1 second' },
+      }),
+    ).rejects.toThrow(/^clientTimeouts: /);
+  });
+
   it('431 for headers too large, 400 for a request that is not HTTP', async () => {
     expect(await raw(`GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(40_000)}\r\n\r\n`)).toMatch(
       /^HTTP\/1\.1 431 /,
