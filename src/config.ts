@@ -73,8 +73,25 @@ export interface WorkerConfig {
 type Env = Record<string, string | undefined>;
 
 const httpUrl = z.url({ protocol: /^https?$/ });
-const port = z.coerce.number().int().min(0).max(65535);
 const hostPort = z.string().regex(/^[^\s:]+:\d{1,5}$/);
+
+/** Whether `n` is a port number from `min` (0: any free port) to 65535: the one port rule, options and flags alike. */
+export function isPort(n: number, min: 0 | 1 = 0): boolean {
+  return Number.isInteger(n) && n >= min && n <= 65535;
+}
+
+/**
+ * A port number written in a variable or a flag; a ConfigError names `name` and the rule.
+ *
+ * @example
+ * readPort('3001', 'TUNEFLOW_CALLBACK_PORT'); // 3001
+ * readPort('0', '--port', 1); // throws "--port: must be a port number from 1 to 65535"
+ */
+export function readPort(value: string, name: string, min: 0 | 1 = 0): number {
+  const port = /^\d{1,5}$/.test(value.trim()) ? Number(value) : NaN;
+  if (!isPort(port, min)) throw new ConfigError(name, `must be a port number from ${min} to 65535`);
+  return port;
+}
 
 function read<T>(env: Env, variable: string, schema: z.ZodType<T>, rule: string): T {
   const result = schema.safeParse(env[variable]);
@@ -100,7 +117,7 @@ export function loadReceiverConfig(env: Env = process.env): ReceiverConfig {
         : 'is required with callbacks: the HMAC key of callback URLs, at least 16 characters',
     ),
     port: env.TUNEFLOW_CALLBACK_PORT
-      ? read(env, 'TUNEFLOW_CALLBACK_PORT', port, 'must be a port number from 0 to 65535')
+      ? readPort(env.TUNEFLOW_CALLBACK_PORT, 'TUNEFLOW_CALLBACK_PORT')
       : DEFAULT_CALLBACK_PORT,
     host: env.TUNEFLOW_CALLBACK_HOST || '0.0.0.0',
   };

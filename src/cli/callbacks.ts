@@ -5,6 +5,7 @@
 import { Client, Connection } from '@temporalio/client';
 import {
   ConfigError,
+  readPort,
   DEFAULT_CALLBACK_PORT,
   loadLogLevel,
   loadReceiverConfig,
@@ -45,12 +46,6 @@ interface Settings extends ReceiverConfig {
   logLevel: LogLevel;
 }
 
-function readPort(value: string, name: string): number {
-  const port = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
-  if (!(port >= 0 && port <= 65535)) throw new ConfigError(name, 'must be a port number from 0 to 65535');
-  return port;
-}
-
 /** The environment's settings (src/config.ts), then the flags over them; a ConfigError names what is wrong. */
 function readSettings(values: { port?: string; host?: string }, env: Record<string, string | undefined>): Settings {
   const settings = { ...loadReceiverConfig(env), logLevel: loadLogLevel(env) };
@@ -65,7 +60,7 @@ function readSettings(values: { port?: string; host?: string }, env: Record<stri
 
 /**
  * Runs the callback receiver until SIGINT or SIGTERM; resolves to the exit code (0 stopped, 1 could not listen,
- * 2 bad flag or setting). `argv` holds the arguments after `callbacks`.
+ * 2 bad flag or setting, a taken port included). `argv` holds the arguments after `callbacks`.
  *
  * @example
  * // TUNEFLOW_CALLBACK_SECRET=... TEMPORAL_ADDRESS=temporal:7233 tuneflow callbacks --port 3001
@@ -106,11 +101,18 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
   try {
     receiver = await startCallbackReceiver({ port, host, signer, signaler, logger });
   } catch (err) {
-    stderr.write(`tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`);
+    const code = (err as NodeJS.ErrnoException).code;
+    // A taken or forbidden port is a setting to change (exit 2, naming it); anything else broke.
+    const setting = argv.includes('--port') ? '--port' : 'TUNEFLOW_CALLBACK_PORT';
+    stderr.write(
+      code === 'EADDRINUSE' || code === 'EACCES'
+        ? `tuneflow callbacks: ${setting}: cannot listen on ${urlHost}:${port}: ${code === 'EADDRINUSE' ? 'the port is taken (another receiver or worker on this machine?)' : 'not allowed here'}\n`
+        : `tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`,
+    );
     stop.dispose();
     await connection.close().catch(() => undefined);
     await traces?.shutdown();
-    return ExitCode.failed;
+    return code === 'EADDRINUSE' || code === 'EACCES' ? ExitCode.usage : ExitCode.failed;
   }
   const boundPort = new URL(receiver.url).port;
   stdout.write(`callbacks listening on http://${urlHost}:${boundPort}\n`);

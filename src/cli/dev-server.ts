@@ -3,7 +3,7 @@
  * cache, or an install), in the foreground with its Web UI until Ctrl-C, for running tuneflow's worker and commands
  * locally. On Temporal's own ports by default, so the other commands find it with TEMPORAL_ADDRESS unset.
  */
-import { ConfigError } from '../config';
+import { ConfigError, readPort } from '../config';
 import { describeServer, provisionTemporal, TemporalUnavailableError } from '../temporal-server';
 import { portIsFree, startDevServerProcess } from '../temporal-server/dev-server';
 import { ExitCode, parseFlags, processIO, runCommand, type CommandIO } from './command-line';
@@ -28,13 +28,6 @@ Options:
 Environment: TEMPORAL_CLI_PATH (a Temporal CLI to run), TUNEFLOW_TEMPORAL_DOWNLOAD=off (no download or install).
 `;
 
-function readPort(value: string | undefined, flag: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  const port = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
-  if (!(port >= 1 && port <= 65535)) throw new ConfigError(flag, 'must be a port number from 1 to 65535');
-  return port;
-}
-
 export async function devServerCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
   return runCommand('dev-server', DEV_SERVER_USAGE, io, async () => {
     const { values } = parseFlags({
@@ -51,8 +44,12 @@ export async function devServerCommand(argv: string[], io: CommandIO = processIO
       io.stdout.write(DEV_SERVER_USAGE);
       return ExitCode.ok;
     }
-    const port = readPort(values.port, '--port', DEFAULT_PORT);
-    const uiPort = values.headless ? undefined : readPort(values['ui-port'], '--ui-port', DEFAULT_UI_PORT);
+    const port = values.port === undefined ? DEFAULT_PORT : readPort(values.port, '--port', 1);
+    const uiPort = values.headless
+      ? undefined
+      : values['ui-port'] === undefined
+        ? DEFAULT_UI_PORT
+        : readPort(values['ui-port'], '--ui-port', 1);
     // Said before anything starts: the server's own message for a taken port is a page of Go log.
     for (const [flag, taken] of [
       ['--port', port],

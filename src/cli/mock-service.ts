@@ -2,6 +2,7 @@
  * `tuneflow mock-service`: runs the mock service in the foreground, logging requests briefly, until SIGINT or
  * SIGTERM. Its first line of output is `listening on http://HOST:PORT`, for scripts that start it and wait.
  */
+import { readPort } from '../config';
 import { durationToMs, type Duration } from '../duration';
 import { ExitCode, parseFlags, runCommand, UsageError } from './command-line';
 import { listenForStop } from './stop-signal';
@@ -42,9 +43,7 @@ function readFlags(argv: string[]) {
       help: { type: 'boolean', short: 'h' },
     },
   });
-  const port = values.port === undefined ? 0 : Number(values.port);
-  if (!/^\d+$/.test(values.port ?? '0') || port > 65535)
-    throw new UsageError(`--port: must be an integer from 0 to 65535 (got ${JSON.stringify(values.port)})`);
+  const port = values.port === undefined ? 0 : readPort(values.port, '--port');
   const duration = (flag: 'training-time' | 'inference-time') => {
     const value = values[flag];
     if (value === undefined) return undefined;
@@ -98,6 +97,13 @@ export async function mockServiceCommand(
         log: (line) => io.stdout.write(`${line}\n`),
       });
     } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EADDRINUSE' || code === 'EACCES') {
+        // A setting to change: exit 2, naming the flag.
+        const why = code === 'EADDRINUSE' ? 'is taken (another mock service?)' : 'is not allowed here';
+        io.stderr.write(`tuneflow mock-service: --port: ${flags.host}:${flags.port} ${why}\n`);
+        return ExitCode.usage;
+      }
       io.stderr.write(`tuneflow mock-service: could not start: ${(error as Error).message}\n`);
       return ExitCode.failed;
     }

@@ -126,7 +126,7 @@ describe('tuneflow callbacks: settings', () => {
     expect(stdout).toContain('TUNEFLOW_CALLBACK_SECRET');
   });
 
-  it('exits 1 when the port is taken', async () => {
+  it('exits 2 naming the port setting when the port is taken', async () => {
     const taken: Server = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     const { port } = taken.address() as AddressInfo;
@@ -135,8 +135,15 @@ describe('tuneflow callbacks: settings', () => {
         ['--port', String(port), '--host', '127.0.0.1'],
         envWith({ TUNEFLOW_CALLBACK_SECRET: SECRET }),
       );
-      expect(res.code).toBe(1);
-      expect(res.stderr).toContain(`cannot listen on 127.0.0.1:${port}`);
+      expect(res.code).toBe(2);
+      expect(res.stderr).toContain(`--port: cannot listen on 127.0.0.1:${port}: the port is taken`);
+      const byEnv = await run(
+        ['--host', '127.0.0.1'],
+        envWith({ TUNEFLOW_CALLBACK_SECRET: SECRET, TUNEFLOW_CALLBACK_PORT: String(port) }),
+      );
+      expect(byEnv.code).toBe(2);
+      expect(byEnv.stderr).toContain(`TUNEFLOW_CALLBACK_PORT: cannot listen on 127.0.0.1:${port}: the port is taken`);
+      expect(byEnv.stderr.trim().split('\n')).toHaveLength(1);
     } finally {
       await new Promise<void>((resolve) => taken.close(() => resolve()));
     }

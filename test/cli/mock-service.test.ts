@@ -4,6 +4,8 @@
  * Also the `tuneflow` dispatcher itself.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { call, type TuneJson } from '../mock-service/loopback';
@@ -52,6 +54,20 @@ describe('tuneflow mock-service', () => {
       expect(await exited).toEqual([0, null]);
     } finally {
       child.kill('SIGKILL');
+    }
+  });
+
+  test('a taken port exits 2 naming --port, in one line', async () => {
+    const taken: Server = createServer();
+    await new Promise<void>((done) => taken.listen(0, '127.0.0.1', done));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      const { code, stdout, stderr } = await run(['mock-service', '--port', String(port)]);
+      expect(code).toBe(2);
+      expect(stdout).toBe('');
+      expect(stderr).toBe(`tuneflow mock-service: --port: 127.0.0.1:${port} is taken (another mock service?)\n`);
+    } finally {
+      await new Promise<void>((done) => taken.close(() => done()));
     }
   });
 
