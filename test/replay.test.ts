@@ -15,7 +15,8 @@ import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import { TuneflowPlugin } from '../src/plugin';
 import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
-import { bundleForStrictReplay, replayStrictly, quietRuntime } from './workflows/strict-replay';
+import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
+import { installQuietRuntime } from './workflows/global-setup';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
@@ -41,7 +42,7 @@ let bundle: WorkflowBundle;
 const readHistory = (file: string) => historyFromJson(JSON.parse(fs.readFileSync(file, 'utf8')));
 
 beforeAll(async () => {
-  quietRuntime();
+  installQuietRuntime();
   bundle = await bundleForStrictReplay();
 }, 120_000);
 

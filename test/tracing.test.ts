@@ -29,7 +29,8 @@ import { ConfigError } from '../src/config';
 import { startMockService, type MockService } from '../src/mock-service';
 import { loadTracingConfig, TRACING_ENVIRONMENT } from '../src/tracing-environment';
 import { historyFromJson } from './workflows/history-json';
-import { bundleForStrictReplay, replayStrictly, quietRuntime } from './workflows/strict-replay';
+import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
+import { installQuietRuntime } from './workflows/global-setup';
 import { installTestTracing, spansWithSecrets, type TestTracing } from './tracing-sdk';
 
 jest.setTimeout(60_000);
@@ -343,7 +344,7 @@ describe('recorded histories, replayed with tracing', () => {
   let otel: OpenTelemetryPlugin;
 
   beforeAll(async () => {
-    quietRuntime();
+    installQuietRuntime();
     bundle = await bundleForStrictReplay(undefined, [OTEL_WORKFLOW_INTERCEPTORS]);
     otel = new OpenTelemetryPlugin(tracing.options);
   }, 120_000);

@@ -5,13 +5,14 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, type WorkflowBundle } from '@temporalio/worker';
 import { FloorService, type FloorAnswer } from '../../bench/floor/service';
 import { FLOOR_DEFAULTS, type FloorObject } from '../../bench/floor/workflows';
 import { PACKS } from '../../src/mock-service';
 import type { CallbackWakeUp } from '../../src/contract/messages';
 import { DEFAULT_OPTIONS } from '../../src/contract/options';
 import { historyFromJson } from '../workflows/history-json';
+import { installQuietRuntime } from '../workflows/global-setup';
 import { replayStrictly } from '../workflows/strict-replay';
 
 const HISTORIES = path.join(__dirname, '..', 'histories');
@@ -60,11 +61,7 @@ describe('the floor replays tuneflow', () => {
   let bundle: WorkflowBundle;
 
   beforeAll(async () => {
-    try {
-      Runtime.install({ logger: new DefaultLogger('ERROR') });
-    } catch {
-      // Installed already by another test file of this process.
-    }
+    installQuietRuntime();
     // As bench/floor/phase.ts bundles it (nothing preloaded), with the interceptor the strict replay reads.
     bundle = await bundleWorkflowCode({
       workflowsPath: require.resolve('../../bench/floor/workflows'),

@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { DefaultLogger, Worker, bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
-import { quietRuntime } from '../workflows/strict-replay';
+import { installQuietRuntime } from '../workflows/global-setup';
 import { API_KEY, CALLBACK_SECRET } from '../workflows/harness';
 import { historyFromJson } from '../workflows/history-json';
 
@@ -30,7 +30,7 @@ const callers = jsonFiles(CALLER_HISTORIES);
 
 let bundle: WorkflowBundle;
 beforeAll(async () => {
-  quietRuntime();
+  installQuietRuntime();
   bundle = await bundleForStrictReplay(require.resolve('./caller-workflows'));
 }, 120_000);
 

@@ -9,7 +9,8 @@
  */
 import { type WorkflowBundle } from '@temporalio/worker';
 import type { Prompt, Tune } from '../../src/api/schemas';
-import { bundleForStrictReplay, replayStrictly, quietRuntime } from './strict-replay';
+import { bundleForStrictReplay, replayStrictly } from './strict-replay';
+import { installQuietRuntime } from './global-setup';
 import { HistoryBuilder } from './history-builder';
 import { CALLBACKS_ARE_WAKE_UPS, MAX_COST_HOLDS } from '../../src/workflows/job';
 
@@ -81,7 +82,7 @@ const FIRST_TUNE_POLL = 1_000 + 120_000;
 let bundle: WorkflowBundle;
 
 beforeAll(async () => {
-  quietRuntime();
+  installQuietRuntime();
   bundle = await bundleForStrictReplay();
 }, 120_000);
 

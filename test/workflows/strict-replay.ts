@@ -4,25 +4,9 @@
  * only, so a history whose activities were swapped, or whose timers were all 1 ms, would otherwise replay clean.
  */
 import type { History } from '@temporalio/common/lib/proto-utils';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  Runtime,
-  Worker,
-  type WorkerPlugin,
-  type WorkflowBundle,
-} from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Worker, type WorkerPlugin, type WorkflowBundle } from '@temporalio/worker';
 import { withPreloadedContract } from '../../src/bundling';
 import { summarize } from './history-summary';
-
-/** The SDK's runtime logging warnings only; installed by the first test file of the process, kept by the rest. */
-export function quietRuntime(): void {
-  try {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-  } catch {
-    // Installed already in this process.
-  }
-}
 
 /**
  * The workflows bundled with the command-reporting interceptor (and `interceptors`, e.g. OpenTelemetry's); once per
