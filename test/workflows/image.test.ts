@@ -12,6 +12,7 @@ import { startMockService, type MockService } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
 import { imageCommand, replayImage, type Image } from '../deploy/image';
 import { devServerTest, startDevServer } from './environment';
+import { summarize } from './history-summary';
 
 jest.setTimeout(180_000);
 
@@ -75,6 +76,18 @@ devServerTest("the image's entrypoint runs a worker that completes a job with ca
     expect(result.tune.trained_at).toBeTruthy();
     expect(result.prompts[0].images?.length).toBe(1);
     expect((await run.progress()).counts.callbacks).toBeGreaterThanOrEqual(2);
+    // By callbacks: one tune and one prompt made, the reads they asked for, no poll timer fired.
+    const { 'GET /tunes/:id/prompts': lists, ...rest } = mock.stats().routes;
+    expect(rest).toMatchObject({ 'POST /tunes': 1, 'GET /tunes/:id': 1, 'POST /tunes/:id/prompts': 1 });
+    const history = summarize(await run.handle.fetchHistory());
+    expect(history.activities).toEqual([
+      'createTune',
+      'retrieveTune',
+      'createPrompt',
+      ...Array(lists ?? 0).fill('listPrompts'),
+    ]);
+    expect(history.signals).toEqual(['callback', 'callback']);
+    expect(history.timers.filter((t) => t.ended === 'fired')).toEqual([]);
   } finally {
     worker.kill('SIGTERM');
   }
