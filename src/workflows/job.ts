@@ -65,6 +65,13 @@ export const CALLBACKS_ARE_WAKE_UPS = 'callbacks-are-wake-ups';
  */
 export const MAX_COST_HOLDS = 'max-cost-holds';
 
+/**
+ * Runs with this marker create the prompts of a tune on branch fast without holding them to `maxCostMc`: the service
+ * never charges them (spec 1), so their price, 0, is known beforehand. Runs started before it learned that price from
+ * the first create, and created none once the cost had reached the limit (so `maxCostMc: 0` stopped every prompt).
+ */
+export const FAST_PROMPTS_FREE = 'fast-prompts-free';
+
 /** True for runs that hold maxCostMc; false when replaying a run started before (see MAX_COST_HOLDS). */
 const maxCostHolds = (): boolean => patched(MAX_COST_HOLDS);
 
@@ -310,7 +317,8 @@ export class Job {
     this.phase = Phase.creatingPrompts;
     this.expectingPrompts = true;
     const maxCostMc = this.options.maxCostMc;
-    const budget = maxCostMc === undefined ? undefined : new PromptBudget(maxCostMc);
+    const free = maxCostMc !== undefined && target.free && patched(FAST_PROMPTS_FREE);
+    const budget = maxCostMc === undefined || free ? undefined : new PromptBudget(maxCostMc);
     const notCreated: number[] = [];
     await runBounded(specs.length, this.options.promptConcurrency, async (i) => {
       const prompt = { ...specs[i], text: target.textFor(specs[i].text) };

@@ -58,6 +58,8 @@ export interface PromptTarget {
   tuneId: number;
   /** The text sent for a prompt the caller wrote as `text`. */
   textFor(text: string): string;
+  /** Its prompts are never charged: a tune on branch fast (spec 1: mock mode). */
+  free: boolean;
 }
 
 /**
@@ -71,14 +73,15 @@ export interface PromptTarget {
 export function promptTarget(tune: Pick<Tune, 'id' | 'model_type' | 'branch' | 'base_tune_id'>): PromptTarget {
   const base = tune.base_tune_id;
   if (tune.model_type === 'lora' && typeof base === 'number')
-    return { tuneId: base, textFor: (text) => loraPromptText(tune.id, text) };
+    // Posted to the base, whose branch is not known here: priced as any other.
+    return { tuneId: base, textFor: (text) => loraPromptText(tune.id, text), free: false };
   if (isFluxLoraTune(tune))
     throw ApplicationFailure.nonRetryable(
       `Tune ${tune.id} is a Flux LoRA without a base_tune_id: its prompts have no tune to run on`,
       FailureType.missingBaseTune,
       { tuneId: tune.id },
     );
-  return { tuneId: tune.id, textFor: (text) => text };
+  return { tuneId: tune.id, textFor: (text) => text, free: tune.branch === 'fast' };
 }
 
 /**

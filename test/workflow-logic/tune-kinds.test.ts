@@ -64,6 +64,14 @@ describe('promptTarget', () => {
     expect(alone.textFor('sks dog')).toBe('sks dog');
   });
 
+  test('prompts on a tune of branch fast are free (spec 1); on any other branch, or on a base tune, they are priced', () => {
+    expect(promptTarget({ id: 5, model_type: null, branch: 'fast', base_tune_id: null }).free).toBe(true);
+    expect(promptTarget({ id: 5, model_type: null, branch: 'sd15', base_tune_id: null }).free).toBe(false);
+    expect(promptTarget({ id: 5, model_type: null, branch: undefined, base_tune_id: null }).free).toBe(false);
+    // A LoRA trained on fast still posts to its base tune, whose branch is not known here.
+    expect(promptTarget({ id: 8, model_type: 'lora', branch: 'fast', base_tune_id: 690204 }).free).toBe(false);
+  });
+
   test('a Flux LoRA without a base tune fails at once, typed', () => {
     let failure: unknown;
     try {

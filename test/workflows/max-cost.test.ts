@@ -9,7 +9,7 @@ import type { Prompt } from '../../src/api/schemas';
 import { IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
 import type { OverBudgetDetails } from '../../src/contract/failures';
 import type { PackTuneInput, PackTuneResult, TrainThenGenerateResult } from '../../src/contract/inputs';
-import { MAX_COST_HOLDS } from '../../src/workflows/job';
+import { FAST_PROMPTS_FREE, MAX_COST_HOLDS } from '../../src/workflows/job';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf, trainedPaidTune, type Outcome } from './harness';
 import { summarize } from './history-summary';
@@ -58,6 +58,24 @@ workflowTest(
     const { activities, patches } = summarize(outcome.history);
     expect(activities).toEqual(['createTune', 'retrieveTune']);
     expect(patches).not.toContain(MAX_COST_HOLDS); // nothing went otherwise than before
+  },
+);
+
+workflowTest(
+  'a training on branch fast is free: maxCostMc 0 needs no tuneCostMc, and the job completes at cost 0',
+  async () => {
+    const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.fastTrainingMaxCost);
+    const { tune, prompts, cost } = resultOf(outcome);
+    expect(tune.branch).toBe('fast');
+    expect(prompts).toHaveLength(1);
+    expect(cost).toEqual({ mc: 0, usd: 0 });
+    expect(outcome.progress.cost).toEqual(cost);
+    expect(outcome.ledger.totalMc).toBe(0);
+    expect(outcome.ledger.charges.map((c) => c.object)).toEqual(['tune', 'prompt']);
+    expect(outcome.stats.routes).toMatchObject({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 1 });
+    const { activities, patches } = summarize(outcome.history);
+    expect(activities.slice(0, 3)).toEqual(['createTune', 'retrieveTune', 'createPrompt']);
+    expect(patches).toContain(FAST_PROMPTS_FREE);
   },
 );
 

@@ -328,6 +328,21 @@ export const scenarios = {
     ),
   },
 
+  /** `maxCostMc` 0 on a training on branch fast (free, spec 1): no `tuneCostMc` needed, one prompt. */
+  fastTrainingMaxCost: {
+    name: 'fast-training-max-cost',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'fast', image_urls: IMAGE_URLS },
+        prompts: [{ text: 'sks dog on a beach' }],
+        options: { maxCostMc: 0 },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
   /**
    * `maxCostMc` on a paid training whose price the caller does not state, and no prompts: the service publishes no
    * price for a tune and charges it when the tune is created (150,000 mc here, above the limit).
