@@ -110,6 +110,12 @@ const PACK_TUNE_RULES: JsonSchema[] = [
   },
 ];
 
+/**
+ * A character String.prototype.trim keeps, as every engine reads it: `\\S` is ASCII-only in RE2 (Go), where a
+ * no-break space would pass, so JavaScript's blanks are listed (as characters: `\\u` escapes are not portable).
+ */
+const NOT_BLANK = '[^\\t\\n\\v\\f\\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]';
+
 /** The zod schemas' JSON Schema, with what zod renders as "anything" or leaves out said here. */
 function fromContract(schema: z.ZodType): JsonSchema {
   return z.toJSONSchema(schema, {
@@ -123,7 +129,7 @@ function fromContract(schema: z.ZodType): JsonSchema {
       }
       if (zodSchema === httpUrl) Object.assign(out, HTTP_URL);
       // Trimmed, then at least one character: something other than blanks.
-      if (zodSchema === required) Object.assign(out, { pattern: '\\S' });
+      if (zodSchema === required) Object.assign(out, { pattern: NOT_BLANK });
       if (zodSchema === PromptCreateInput || zodSchema === PromptAttributesInput) out.allOf = PROMPT_RULES;
       if (zodSchema === TuneCreateInput) out.allOf = TUNE_RULES;
       if (zodSchema === PackTuneCreateInput) out.allOf = PACK_TUNE_RULES;

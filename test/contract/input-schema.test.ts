@@ -4,6 +4,7 @@
  * same verdict from a pinned JSON Schema validator (ajv, test/contract/input-schema-verdict.ts) as from the contract, and a
  * refusal names the same fields; the valid jobs pass both. The rules the schema cannot hold are listed here, by name.
  */
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -222,14 +223,105 @@ test('durations: the schema takes what the workflow takes as a positive duration
     expect({ value, verdict: contractVerdict(job(value)) }).toEqual({ value, verdict: ['options.promptTimeout'] });
 });
 
-test('every pattern compiles in RE2 (Go) and Python as in ECMA-262: no lookaround, no \\u escapes', () => {
+/** Strings each pattern is tried on in every engine: URLs as users write them, blanks, digits of other scripts. */
+const PROBES = [
+  'https://example.com/a.png',
+  'http://127.0.0.1:8080/images/training-1.png',
+  'HTTPS://EXAMPLE.COM',
+  ' https://example.com',
+  'http:example.com',
+  'http:\\\\example.com',
+  'ftp://example.com',
+  'not-a-url',
+  '',
+  ' ',
+  'order-1',
+  '42',
+  '\u0664\u0662',
+  '1.5',
+  'sks dog\non a beach',
+  '\u00a0',
+  '\u3000\ufeff',
+  '\u200b',
+  '\t\v',
+  '90 seconds',
+  '2s',
+  '1.5 Hours',
+  '0',
+  ' 2s',
+];
+
+test('every pattern compiles in RE2 (Go) and Python and matches as in ECMA-262: no lookaround, no \\u escapes', () => {
   const patterns = [
-    ...JSON.stringify(inputSchema('trainThenGenerate', { nexus: true })).matchAll(/"pattern":"((?:[^"\\]|\\.)*)"/g),
-  ].map((m) => JSON.parse(`"${m[1]}"`) as string);
+    ...new Set(
+      [
+        ...JSON.stringify(inputSchema('trainThenGenerate', { nexus: true })).matchAll(/"pattern":"((?:[^"\\]|\\.)*)"/g),
+      ].map((m) => JSON.parse(`"${m[1]}"`) as string),
+    ),
+  ];
   expect(patterns.length).toBeGreaterThanOrEqual(3);
   for (const pattern of patterns)
     expect({ pattern, portable: !/\(\?[=!<]|\\u/.test(pattern) }).toEqual({ pattern, portable: true });
-});
+
+  // JSON Schema's `pattern` is a search, not a full match: re.search in Python, MatchString in Go, test in JS.
+  const ecma = patterns.map((pattern) => PROBES.map((probe) => new RegExp(pattern, 'u').test(probe)));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-patterns-'));
+  try {
+    const input = path.join(dir, 'input.json');
+    fs.writeFileSync(input, JSON.stringify({ patterns, probes: PROBES }));
+    const python = execFileSync(
+      'python3',
+      [
+        '-c',
+        'import json, re, sys\n' +
+          'd = json.load(open(sys.argv[1]))\n' +
+          'print(json.dumps([[re.search(p, s) is not None for s in d["probes"]] for p in d["patterns"]]))',
+        input,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(JSON.parse(python)).toEqual(ecma);
+    fs.writeFileSync(
+      path.join(dir, 'main.go'),
+      `package main
+
+import (
+\t"encoding/json"
+\t"fmt"
+\t"os"
+\t"regexp"
+)
+
+func main() {
+\tvar d struct{ Patterns, Probes []string }
+\tb, _ := os.ReadFile(os.Args[1])
+\tif err := json.Unmarshal(b, &d); err != nil {
+\t\tpanic(err)
+\t}
+\tout := [][]bool{}
+\tfor _, p := range d.Patterns {
+\t\tre := regexp.MustCompile(p)
+\t\trow := []bool{}
+\t\tfor _, s := range d.Probes {
+\t\t\trow = append(row, re.MatchString(s))
+\t\t}
+\t\tout = append(out, row)
+\t}
+\tj, _ := json.Marshal(out)
+\tfmt.Println(string(j))
+}
+`,
+    );
+    const go = execFileSync('go', ['run', path.join(dir, 'main.go'), input], {
+      encoding: 'utf8',
+      cwd: dir,
+      env: { ...process.env, GO111MODULE: 'off', GOFLAGS: '' },
+    });
+    expect(JSON.parse(go)).toEqual(ecma);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);
 
 test("a Nexus operation's input is the workflow's and a business key", () => {
   const job: ContractJob = { workflow: 'generate', input: { tuneId: 7, prompts: [{ text: 'x' }] } };
