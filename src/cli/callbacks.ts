@@ -13,7 +13,7 @@ import {
   type LogLevel,
   type ReceiverConfig,
 } from '../config';
-import { ExitCode, parseFlags, runCommand, type CommandIO } from './command-line';
+import { ExitCode, parseFlags, portProblem, runCommand, type CommandIO } from './command-line';
 import { listenForStop } from './stop-signal';
 import { createLogger } from '../logging';
 import { tracedClient } from '../tracing';
@@ -101,18 +101,15 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
   try {
     receiver = await startCallbackReceiver({ port, host, signer, signaler, logger });
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    // A taken or forbidden port is a setting to change (exit 2, naming it); anything else broke.
-    const setting = argv.includes('--port') ? '--port' : 'TUNEFLOW_CALLBACK_PORT';
-    stderr.write(
-      code === 'EADDRINUSE' || code === 'EACCES'
-        ? `tuneflow callbacks: ${setting}: cannot listen on ${urlHost}:${port}: ${code === 'EADDRINUSE' ? 'the port is taken (another receiver or worker on this machine?)' : 'not allowed here'}\n`
-        : `tuneflow callbacks: cannot listen on ${urlHost}:${port}: ${(err as Error).message}\n`,
-    );
     stop.dispose();
     await connection.close().catch(() => undefined);
     await traces?.shutdown();
-    return code === 'EADDRINUSE' || code === 'EACCES' ? ExitCode.usage : ExitCode.failed;
+    // A taken or forbidden port is a setting to change (exit 2, naming it); anything else broke (exit 1).
+    const setting = argv.includes('--port') ? '--port' : 'TUNEFLOW_CALLBACK_PORT';
+    throw (
+      portProblem(err, setting, `${urlHost}:${port}`) ??
+      new Error(`cannot listen on ${urlHost}:${port}: ${(err as Error).message}`)
+    );
   }
   const boundPort = new URL(receiver.url).port;
   stdout.write(`callbacks listening on http://${urlHost}:${boundPort}\n`);

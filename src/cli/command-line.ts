@@ -32,6 +32,20 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
+/**
+ * Why a server could not listen, when the fault is its port setting (taken, or not allowed): a ConfigError naming
+ * `setting`, which runCommand answers with exit 2. Undefined for any other error.
+ *
+ * @example
+ * const mock = await startMockService({ port }).catch((err) => { throw portProblem(err, '--port', address) ?? err; });
+ */
+export function portProblem(err: unknown, setting: string, address: string): ConfigError | undefined {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') return new ConfigError(setting, `${address} is taken (another server on this machine?)`);
+  if (code === 'EACCES') return new ConfigError(setting, `${address} is not allowed here (a port below 1024?)`);
+  return undefined;
+}
+
 export interface CommandIO {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;

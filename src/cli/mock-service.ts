@@ -4,7 +4,7 @@
  */
 import { readPort } from '../config';
 import { durationToMs, type Duration } from '../duration';
-import { ExitCode, parseFlags, runCommand, UsageError } from './command-line';
+import { ExitCode, parseFlags, portProblem, runCommand, UsageError } from './command-line';
 import { listenForStop } from './stop-signal';
 import { startMockService } from '../mock-service';
 
@@ -97,13 +97,9 @@ export async function mockServiceCommand(
         log: (line) => io.stdout.write(`${line}\n`),
       });
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'EADDRINUSE' || code === 'EACCES') {
-        // A setting to change: exit 2, naming the flag.
-        const why = code === 'EADDRINUSE' ? 'is taken (another mock service?)' : 'is not allowed here';
-        io.stderr.write(`tuneflow mock-service: --port: ${flags.host}:${flags.port} ${why}\n`);
-        return ExitCode.usage;
-      }
+      // A taken or forbidden port: exit 2, naming the flag.
+      const problem = portProblem(error, '--port', `${flags.host}:${flags.port}`);
+      if (problem) throw problem;
       io.stderr.write(`tuneflow mock-service: could not start: ${(error as Error).message}\n`);
       return ExitCode.failed;
     }

@@ -65,7 +65,9 @@ describe('tuneflow mock-service', () => {
       const { code, stdout, stderr } = await run(['mock-service', '--port', String(port)]);
       expect(code).toBe(2);
       expect(stdout).toBe('');
-      expect(stderr).toBe(`tuneflow mock-service: --port: 127.0.0.1:${port} is taken (another mock service?)\n`);
+      expect(stderr).toBe(
+        `tuneflow mock-service: --port: 127.0.0.1:${port} is taken (another server on this machine?)\n`,
+      );
     } finally {
       await new Promise<void>((done) => taken.close(() => done()));
     }
