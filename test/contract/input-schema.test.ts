@@ -265,62 +265,16 @@ test('every pattern compiles in RE2 (Go) and Python and matches as in ECMA-262: 
 
   // JSON Schema's `pattern` is a search, not a full match: re.search in Python, MatchString in Go, test in JS.
   const ecma = patterns.map((pattern) => PROBES.map((probe) => new RegExp(pattern, 'u').test(probe)));
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-patterns-'));
-  try {
-    const input = path.join(dir, 'input.json');
-    fs.writeFileSync(input, JSON.stringify({ patterns, probes: PROBES }));
-    const python = execFileSync(
-      'python3',
-      [
-        '-c',
-        'import json, re, sys\n' +
-          'd = json.load(open(sys.argv[1]))\n' +
-          'print(json.dumps([[re.search(p, s) is not None for s in d["probes"]] for p in d["patterns"]]))',
-        input,
-      ],
-      { encoding: 'utf8' },
-    );
-    expect(JSON.parse(python)).toEqual(ecma);
-    fs.writeFileSync(
-      path.join(dir, 'main.go'),
-      `package main
-
-import (
-\t"encoding/json"
-\t"fmt"
-\t"os"
-\t"regexp"
-)
-
-func main() {
-\tvar d struct{ Patterns, Probes []string }
-\tb, _ := os.ReadFile(os.Args[1])
-\tif err := json.Unmarshal(b, &d); err != nil {
-\t\tpanic(err)
-\t}
-\tout := [][]bool{}
-\tfor _, p := range d.Patterns {
-\t\tre := regexp.MustCompile(p)
-\t\trow := []bool{}
-\t\tfor _, s := range d.Probes {
-\t\t\trow = append(row, re.MatchString(s))
-\t\t}
-\t\tout = append(out, row)
-\t}
-\tj, _ := json.Marshal(out)
-\tfmt.Println(string(j))
-}
-`,
-    );
-    const go = execFileSync('go', ['run', path.join(dir, 'main.go'), input], {
-      encoding: 'utf8',
-      cwd: dir,
-      env: { ...process.env, GO111MODULE: 'off', GOFLAGS: '' },
-    });
-    expect(JSON.parse(go)).toEqual(ecma);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+  const engines = path.join(__dirname, 'pattern-engines');
+  const input = JSON.stringify({ patterns, probes: PROBES });
+  const python = execFileSync('python3', [path.join(engines, 'match.py')], { input, encoding: 'utf8' });
+  expect(JSON.parse(python)).toEqual(ecma);
+  const go = execFileSync('go', ['run', path.join(engines, 'match.go')], {
+    input,
+    encoding: 'utf8',
+    env: { ...process.env, GO111MODULE: 'off', GOFLAGS: '' },
+  });
+  expect(JSON.parse(go)).toEqual(ecma);
 }, 120_000);
 
 test("a Nexus operation's input is the workflow's and a business key", () => {
