@@ -20,7 +20,7 @@ import { runFloor } from '../floor/phase';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { planJobs, startJob, type SoakJob } from './jobs';
-import { callbackTimes, judgeRun, readHistory } from './judge';
+import { callbackTimes, judgeRun, readHistory, SIGNATURE } from './judge';
 import {
   COMPARED,
   followRuns,
@@ -48,9 +48,6 @@ import {
   type TuneflowProcess,
 } from './processes';
 import { startSoakServer } from './server';
-
-/** A callback signature: never in a log. */
-const SIGNATURE = /sig=[0-9a-f]{64}/g;
 
 /**
  * The figures of a run; the JSON line is this object. With --compare-floor, `floor` holds the floor's figures for the
@@ -360,7 +357,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     const logLeaks = logs.reduce((sum, text) => sum + text.split(apiKey).length - 1, 0);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
     // A signed callback URL is a capability: none in any log (results and histories: judged per job, signedUrlLeaks).
-    const signedUrlsInLogs = logs.reduce((sum, text) => sum + (text.match(SIGNATURE) ?? []).length, 0);
+    const signedUrlsInLogs = logs.reduce((sum, text) => sum + (text.match(new RegExp(SIGNATURE, 'g')) ?? []).length, 0);
     if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
     const forgedAccepted = faults.forgeries.accepted + verdict.unmatchedSignals;
     if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
