@@ -17,11 +17,14 @@ import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
 import { installQuietRuntime } from './workflows/global-setup';
+import { summarize } from './workflows/history-summary';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
 /** The corpus recorded before callbacks became wake-ups. */
 const BEFORE_WAKE_UPS = path.join(HISTORIES, 'before-wake-ups');
+/** The corpus recorded before activities answered briefly: every activity result whole. */
+const BEFORE_BRIEF_ANSWERS = path.join(HISTORIES, 'before-brief-answers');
 
 /** Every history file under `dir`, at any depth, as paths; none when it does not exist. */
 function historiesUnder(dir: string): string[] {
@@ -79,6 +82,20 @@ test('both corpora are here: histories recorded before callbacks became wake-ups
   const before = historiesUnder(BEFORE_WAKE_UPS);
   expect(before.length).toBeGreaterThanOrEqual(21);
   expect(files.length - before.length).toBeGreaterThanOrEqual(21);
+});
+
+test('runs in flight at the brief-answers upgrade are kept: whole answers in before-brief-answers/, brief ones now', () => {
+  // The tunes the runs created, as their createTune answered while the tune was still training.
+  const untrainedCreates = (histories: string[]) =>
+    histories
+      .map((file) => summarize(readHistory(file)).calls.find((c) => c.activity === 'createTune')?.result)
+      .filter((tune) => !!tune && !(tune as { trained_at?: unknown }).trained_at);
+  const whole = untrainedCreates(historiesUnder(BEFORE_BRIEF_ANSWERS));
+  const brief = untrainedCreates(historiesUnder(HISTORIES).filter((file) => path.dirname(file) === HISTORIES));
+  expect(whole.length).toBeGreaterThanOrEqual(10);
+  expect(brief.length).toBeGreaterThanOrEqual(10);
+  for (const tune of whole) expect(tune).toHaveProperty('orig_images');
+  for (const tune of brief) expect(tune).not.toHaveProperty('orig_images');
 });
 
 for (const file of files) {

@@ -12,6 +12,7 @@ import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from 
 import { callbackTraceParams } from '../callbacks/trace-context';
 import { CallbackKind } from '../contract/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
+import { briefPrompt, briefTune } from './brief';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
 import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
@@ -20,15 +21,17 @@ export { toApplicationFailure } from './failures';
 
 /**
  * What the workflows call. Every argument and result is JSON that enters history: results carry no callback
- * signature (the service echoes callback URLs in its objects; a signed URL is a capability).
+ * signature (the service echoes callback URLs in its objects; a signed URL is a capability). With `brief: true` a tune
+ * not trained yet, or a prompt not settled yet, comes back with only the fields tuneflow reads (./brief.ts); a done
+ * one comes back whole. The workflows ask for it: they wait on such copies, and return only done ones.
  */
 export interface TuneflowActivities {
   /**
    * POST /tunes with the signed tune callback (and `title` as given; the workflow defaults it to its ID).
    * On a retry it first looks for a tune with the same title and returns that instead of creating twice.
    */
-  createTune(input: { tune: TuneSpec & { title: string } }): Promise<Tune>;
-  retrieveTune(input: { tuneId: number }): Promise<Tune>;
+  createTune(input: { tune: TuneSpec & { title: string }; brief?: boolean }): Promise<Tune>;
+  retrieveTune(input: { tuneId: number; brief?: boolean }): Promise<Tune>;
   /** DELETE /tunes/:id; a tune that is already gone counts as deleted. */
   deleteTune(input: { tuneId: number }): Promise<void>;
   /**
@@ -36,7 +39,7 @@ export interface TuneflowActivities {
    * callback URL). On a retry it first looks among the tune's prompts for one with the same considered
    * attributes (spec 4.11) and returns it.
    */
-  createPrompt(input: { tuneId: number; prompt: PromptSpec; key: string }): Promise<Prompt>;
+  createPrompt(input: { tuneId: number; prompt: PromptSpec; key: string; brief?: boolean }): Promise<Prompt>;
   retrievePrompt(input: { tuneId: number; promptId: number }): Promise<Prompt>;
   /**
    * The tune's prompts, newest first. With `promptIds` (a job's poll of its own prompts): only those, read with one
@@ -44,7 +47,13 @@ export interface TuneflowActivities {
    * grow with other jobs' prompts on the tune (a Flux base tune is shared). Without: those with id >= minId, at most
    * `limit` of them, one list call unless there are more than a page.
    */
-  listPrompts(input: { tuneId: number; minId?: number; limit?: number; promptIds?: number[] }): Promise<Prompt[]>;
+  listPrompts(input: {
+    tuneId: number;
+    minId?: number;
+    limit?: number;
+    promptIds?: number[];
+    brief?: boolean;
+  }): Promise<Prompt[]>;
   /** DELETE /tunes/:tune_id/prompts/:id; a prompt that is already gone counts as deleted. */
   deletePrompt(input: { tuneId: number; promptId: number }): Promise<void>;
   /**
@@ -52,7 +61,7 @@ export interface TuneflowActivities {
    */
   packPrice(input: { packId: number; name: string }): Promise<number | null>;
   /** POST /p/:packId/tunes with the signed tune, prompt and prompts callbacks; looks up by title on a retry. */
-  createPackTune(input: { packId: number; tune: PackTuneSpec & { title: string } }): Promise<Tune>;
+  createPackTune(input: { packId: number; tune: PackTuneSpec & { title: string }; brief?: boolean }): Promise<Tune>;
 }
 
 export interface ActivityDeps {
@@ -95,8 +104,8 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
   };
 
   return {
-    async createTune({ tune }) {
-      return mapped(async () => {
+    async createTune({ tune, brief }) {
+      return tuneAnswer(brief, async () => {
         const earlier = earlierAttempt();
         if (earlier) {
           const found = await findCreatedTune(api, tune.title, lookupPages, options());
@@ -106,16 +115,16 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       });
     },
 
-    async retrieveTune({ tuneId }) {
-      return mapped(() => api.tunes.retrieve(tuneId, options()));
+    async retrieveTune({ tuneId, brief }) {
+      return tuneAnswer(brief, () => api.tunes.retrieve(tuneId, options()));
     },
 
     async deleteTune({ tuneId }) {
       await mapped(() => ignoreNotFound(api.tunes.delete(tuneId, options())));
     },
 
-    async createPrompt({ tuneId, prompt, key }) {
-      return mapped(async () => {
+    async createPrompt({ tuneId, prompt, key, brief }) {
+      const created = await mapped(async () => {
         const attributes = { ...prompt, callback: callbackUrl(CallbackKind.prompt, { key }) };
         const earlier = earlierAttempt();
         if (earlier) {
@@ -125,14 +134,15 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
         }
         return api.prompts.create(tuneId, attributes, options());
       });
+      return brief ? briefPrompt(created) : created;
     },
 
     async retrievePrompt({ tuneId, promptId }) {
       return mapped(() => api.prompts.retrieve(tuneId, promptId, options()));
     },
 
-    async listPrompts({ tuneId, minId, limit, promptIds }) {
-      return mapped(async () => {
+    async listPrompts({ tuneId, minId, limit, promptIds, brief }) {
+      const prompts = await mapped(async () => {
         if (promptIds !== undefined) return listOwnPrompts(api, tuneId, promptIds, options());
         const prompts: Prompt[] = [];
         if (limit !== undefined && limit < 1) return prompts;
@@ -144,6 +154,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
         }
         return prompts;
       });
+      return brief ? prompts.map(briefPrompt) : prompts;
     },
 
     async deletePrompt({ tuneId, promptId }) {
@@ -157,8 +168,8 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       });
     },
 
-    async createPackTune({ packId, tune }) {
-      return mapped(async () => {
+    async createPackTune({ packId, tune, brief }) {
+      return tuneAnswer(brief, async () => {
         const earlier = earlierAttempt();
         const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
         if (earlier && tune.tune_ids === undefined) {
@@ -188,6 +199,12 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       });
     },
   };
+}
+
+/** A tune call's answer, brief when asked. */
+async function tuneAnswer(brief: boolean | undefined, call: () => Promise<Tune>): Promise<Tune> {
+  const tune = await mapped(call);
+  return brief ? briefTune(tune) : tune;
 }
 
 function runOf(): CallbackRun {

@@ -51,6 +51,10 @@ import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
 const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
 /** Polls: a few attempts; a poll that still fails is counted and the wait goes on. */
 const polls = proxyActivities<TuneflowActivities>(pollActivityOptions);
+// Creates and reads ask for brief answers (the activities' briefTune and briefPrompt): a copy not done yet carries
+// only what the run reads, and only done copies reach the result. No patch: replay matches an activity by type and
+// order, not by its arguments, and an activity worker of an earlier release ignores `brief` and answers whole, which
+// the run reads alike.
 
 /**
  * Runs with this marker take callbacks as wake-ups and read what they say from the service; runs started before it
@@ -222,7 +226,7 @@ export class Job {
   async createTune(tune: TuneSpec & { title: string }): Promise<Tune> {
     this.phase = Phase.creatingTune;
     const created = await this.create(() =>
-      service.createTune.executeWithOptions({ summary: 'create the tune' }, [{ tune }]),
+      service.createTune.executeWithOptions({ summary: 'create the tune' }, [{ tune, brief: true }]),
     );
     this.callbacksAsked = !!created.callback;
     this.createdTuneId = created.id;
@@ -242,7 +246,9 @@ export class Job {
     this.phase = Phase.creatingTune;
     const reused = tune.tune_ids !== undefined;
     const created = await this.create(() =>
-      service.createPackTune.executeWithOptions({ summary: `create the tune from pack ${packId}` }, [{ packId, tune }]),
+      service.createPackTune.executeWithOptions({ summary: `create the tune from pack ${packId}` }, [
+        { packId, tune, brief: true },
+      ]),
     );
     this.callbacksAsked = !!created.callback;
     if (!reused) this.createdTuneId = created.id;
@@ -262,7 +268,7 @@ export class Job {
     // Newest first: one prompt tells, however many the reused tune has (history stays small).
     const prompts = await this.counted(
       service.listPrompts.executeWithOptions({ summary: `note the newest prompt of tune ${tuneId}` }, [
-        { tuneId, limit: 1 },
+        { tuneId, limit: 1, brief: true },
       ]),
     );
     return prompts.reduce((max, p) => Math.max(max, p.id), 0) + 1;
@@ -276,7 +282,7 @@ export class Job {
    */
   async retrieveTune(tuneId: number): Promise<Tune> {
     const summary = { summary: `read tune ${tuneId}` };
-    this.tune.adopt(await this.counted(service.retrieveTune.executeWithOptions(summary, [{ tuneId }])));
+    this.tune.adopt(await this.counted(service.retrieveTune.executeWithOptions(summary, [{ tuneId, brief: true }])));
     return this.tune.latest as Tune;
   }
 
@@ -298,7 +304,9 @@ export class Job {
       // A tune the run did not create calls back whoever did.
       pollOnly: this.createdTuneId === undefined || this.callbacksAsked === false,
       read: async (summary) =>
-        this.tune.adopt(await this.counted(polls.retrieveTune.executeWithOptions({ summary }, [{ tuneId }]))),
+        this.tune.adopt(
+          await this.counted(polls.retrieveTune.executeWithOptions({ summary }, [{ tuneId, brief: true }])),
+        ),
       reads: this.tuneReads,
       waiting: () => this.tuneWaiting(),
     });
@@ -325,7 +333,7 @@ export class Job {
       const createOne = async () => {
         const created = await this.create(() =>
           service.createPrompt.executeWithOptions({ summary: `create prompt ${i + 1} of ${specs.length}` }, [
-            { tuneId: target.tuneId, prompt, key: String(i) },
+            { tuneId: target.tuneId, prompt, key: String(i), brief: true },
           ]),
         );
         this.callbacksAsked = !!created.callback;
@@ -512,7 +520,7 @@ export class Job {
         this.prompts.learn(
           await this.counted(
             polls.listPrompts.executeWithOptions({ summary: `list the prompts the pack made on tune ${tuneId}` }, [
-              { tuneId, minId: this.prompts.pollMinId() },
+              { tuneId, minId: this.prompts.pollMinId(), brief: true },
             ]),
           ),
         ),
@@ -541,7 +549,9 @@ export class Job {
         // Only this run's prompts, by id, once all are known: other jobs' prompts on a shared (Flux base) tune
         // neither cost calls nor enter history.
         const promptIds = this.prompts.pollIds();
-        const query = promptIds ? { tuneId, promptIds } : { tuneId, minId: this.prompts.pollMinId() };
+        const query = promptIds
+          ? { tuneId, promptIds, brief: true }
+          : { tuneId, minId: this.prompts.pollMinId(), brief: true };
         this.prompts.learn(await this.counted(polls.listPrompts.executeWithOptions({ summary }, [query])));
       },
       reads: this.promptReads,

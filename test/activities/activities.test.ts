@@ -471,6 +471,73 @@ describe('reads, lists and deletes', () => {
   });
 });
 
+describe('brief answers (what a wait reads, and whole once done)', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** What the workflows read of an object they wait for: each field must survive a brief answer. */
+  const TUNE_READS = ['id', 'eta', 'created_at', 'started_training_at', 'trained_at', 'updated_at', 'model_type'];
+  const PROMPT_READS = ['id', 'tune_id', 'images', 'user_error', 'started_training_at', 'updated_at', 'pack_id'];
+
+  test('a tune in training comes back with what a wait reads only; trained, it comes back whole', async () => {
+    const { api, activities } = account();
+    const created = await run(activities, 'createTune', { tune: tune('job-brief'), brief: true }, { workflowId: 'b' });
+    const full = await api.tunes.retrieve(created.id);
+    expect(full.trained_at).toBeNull();
+    for (const field of [...TUNE_READS, 'cost_mc', 'title']) expect(created[field]).toEqual(full[field]);
+    expect(created.callback).toBe(redacted(full.callback as string));
+    for (const field of ['orig_images', 'token', 'url', 'ckpt_urls', 'args']) {
+      expect(full).toHaveProperty(field);
+      expect(created).not.toHaveProperty(field);
+    }
+    expect(JSON.stringify(created).length).toBeLessThan(JSON.stringify(full).length * 0.8);
+
+    const polled = await run(activities, 'retrieveTune', { tuneId: created.id, brief: true });
+    expect(Object.keys(polled).sort()).toEqual(Object.keys(created).sort());
+    await sleep(400); // the mock trains in 200 ms
+    const trained = await run(activities, 'retrieveTune', { tuneId: created.id, brief: true });
+    expect(trained.trained_at).toBeTruthy();
+    expect(trained).toEqual(await run(activities, 'retrieveTune', { tuneId: created.id }));
+    expect(trained).toHaveProperty('orig_images');
+  });
+
+  test('a prompt not settled comes back with what a wait reads only; settled, it comes back whole', async () => {
+    const { activities } = account();
+    const t = await run(activities, 'createTune', { tune: tune('job-brief-prompts') });
+    await sleep(400);
+    const prompt = { text: 'sks dog', num_images: 2, seed: 7 };
+    const created = await run(
+      activities,
+      'createPrompt',
+      { tuneId: t.id, prompt, key: '0', brief: true },
+      { workflowId: 'bp' },
+    );
+    expect(created.images ?? []).toEqual([]);
+    for (const field of [...PROMPT_READS.filter((f) => f !== 'pack_id'), 'text', 'callback', 'cost_mc'])
+      expect(created).toHaveProperty(field);
+    for (const field of ['num_images', 'seed', 'url']) expect(created).not.toHaveProperty(field);
+
+    await sleep(400); // the mock generates in 100 ms
+    const [settled] = await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [created.id], brief: true });
+    expect(settled.images?.length).toBe(2);
+    expect(settled).toEqual((await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [created.id] }))[0]);
+    expect(settled).toMatchObject({ num_images: 2, seed: 7 });
+  });
+
+  test("a pack's prompts in a brief listing keep pack_id, which a pack's claim reads", async () => {
+    const { api, activities } = account();
+    const [pack] = await api.packs.list();
+    const klass = Object.keys(pack.cost_mc_hash ?? {})[0];
+    const spec = { title: 'job-brief-pack', name: klass, image_urls: ['https://img.example.com/1.png'] };
+    const created = await run(activities, 'createPackTune', { packId: pack.id, tune: spec, brief: true });
+    const listed = await run(activities, 'listPrompts', { tuneId: created.id, minId: 0, brief: true });
+    expect(listed.length).toBeGreaterThan(0);
+    for (const p of listed) {
+      expect(p.images ?? []).toEqual([]);
+      expect(p.pack_id).toBe(pack.id);
+      expect(p).not.toHaveProperty('url');
+    }
+  });
+});
+
 describe('createPackTune on reused tunes (tune_ids)', () => {
   test('a 504 after the pack prompts were created: the retry finds them and creates none again', async () => {
     const { api, activities } = account();

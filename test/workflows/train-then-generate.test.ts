@@ -78,6 +78,15 @@ workflowTest('happy path: callbacks wake every wait, the run reads what they sai
   });
   expect(outcome.ledger.totalMc).toBe(0);
   expect(outcome.result?.cost).toEqual({ mc: 0, usd: 0 });
+  // Brief answers: the tune in training and the prompts not settled entered history without what the run does not
+  // read; the result holds them whole, from the reads that found them done.
+  const answers = (activity: string) => history.calls.filter((c) => c.activity === activity).map((c) => c.result);
+  expect(answers('createTune')).toEqual([expect.not.objectContaining({ orig_images: expect.anything() })]);
+  expect(answers('createTune')[0]).toMatchObject({ id: tune.id, trained_at: null, eta: tune.eta });
+  for (const created of answers('createPrompt')) expect(created).not.toHaveProperty('num_images');
+  expect(tune.orig_images).toEqual(['https://example.com/training/1.jpg', 'https://example.com/training/2.jpg']);
+  expect(prompts.map((p) => p.num_images)).toEqual([2, 1]);
+  expect(prompts.every((p) => typeof p.url === 'string')).toBe(true);
 });
 
 workflowTest('every callback dropped: polls near the eta and after the prompts start finish the job', async () => {

@@ -1,0 +1,37 @@
+/**
+ * Brief answers: what a run keeps of an object it is still waiting for. Every activity result enters the run's
+ * history and its memory, and a wait may read a tune or a prompt several times before it is done; only the copy that
+ * is done reaches the caller's result. So the workflows ask for brief answers (`brief: true`): an object not done yet
+ * comes back with the fields tuneflow reads (those its answer schema checks, and `updated_at` and `pack_id`, which
+ * the run's merge and a pack's claim read), a done one whole.
+ */
+import { ModelType, Prompt, Tune, isPromptSettled, isTuneTrained } from '../api/schemas';
+
+const TUNE_FIELDS: readonly string[] = [...Object.keys(Tune.shape), 'updated_at'];
+const PROMPT_FIELDS: readonly string[] = [...Object.keys(Prompt.shape), 'updated_at', 'pack_id'];
+
+/**
+ * The tune as a wait needs it: whole once trained (a FaceID tune from the start), else only the fields tuneflow reads.
+ *
+ * @example
+ * briefTune({ id: 1, trained_at: null, orig_images: ['https://...'] }); // { id: 1, trained_at: null }
+ */
+export function briefTune(tune: Tune): Tune {
+  return isTuneTrained(tune) || tune.model_type === ModelType.faceid ? tune : (pick(tune, TUNE_FIELDS) as Tune);
+}
+
+/**
+ * The prompt as a wait needs it: whole once settled (images or a user_error), else only the fields tuneflow reads.
+ *
+ * @example
+ * briefPrompt({ id: 2, tune_id: 1, text: 'a', images: [], seed: 7 }); // { id: 2, tune_id: 1, text: 'a', images: [] }
+ */
+export function briefPrompt(prompt: Prompt): Prompt {
+  return isPromptSettled(prompt) ? prompt : (pick(prompt, PROMPT_FIELDS) as Prompt);
+}
+
+function pick(object: Record<string, unknown>, fields: readonly string[]): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const field of fields) if (field in object) kept[field] = object[field];
+  return kept;
+}
