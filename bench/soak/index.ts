@@ -441,7 +441,11 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
 /** A part of the run's reactions in words: `p50 / p99 ms (count, ~in flight, seconds)`. */
 function reactionText(part: ReactionFigures | null): string {
   if (!part) return 'none';
-  return `${part.p50Ms} / ${part.p99Ms} ms (${part.count}; ~${part.inFlight} in flight over ${part.seconds} s)`;
+  const parts = part.partsP99Ms;
+  const where = parts
+    ? `; p99 to the server ${parts.delivery}, waiting for the worker ${parts.wait}, the task ${parts.task} ms`
+    : '';
+  return `${part.p50Ms} / ${part.p99Ms} ms (${part.count}; ~${part.inFlight} in flight over ${part.seconds} s${where})`;
 }
 
 /** The figures tuneflow is compared on, in words: name, tuneflow's, the floor's, the ratio. */

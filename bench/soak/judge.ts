@@ -18,6 +18,14 @@ import type { JournalPrompt, JournalTune, MockJournal } from '../../src/mock-ser
 import { FailureType } from '../../src/contract/failures';
 import type { SoakJob } from './jobs';
 
+/** A reaction: when the callback was sent, how long until the run's next command, and where that time went. */
+export interface Reaction {
+  sentAt: number;
+  ms: number;
+  /** The callback to its signal in history, the signal to the task that took it starting, the task to the command. */
+  parts?: { deliveryMs: number; waitMs: number; taskMs: number };
+}
+
 export type History = proto.temporal.api.history.v1.IHistory;
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 const EventType = proto.temporal.api.enums.v1.EventType;
@@ -60,7 +68,7 @@ export interface JobOutcome {
   /** Why the run was terminated, when it was (Temporal terminates a run whose history grows too large). */
   terminated?: string;
   /** From the mock's callback to the run's next command, for callbacks that alone moved the run on. */
-  reactions: Array<{ sentAt: number; ms: number }>;
+  reactions: Reaction[];
   /** The run's Temporal shape: activities scheduled, timers started, signals taken. */
   commands: { activities: number; timers: number; signals: number };
   /**
@@ -212,16 +220,19 @@ export function readHistory(
   }
 
   // Callback-to-reaction: signals taken by a workflow task that nothing else triggered, to that task's first command.
-  let pendingSignals: { sentAt: number }[] = [];
+  // Each reaction in three parts: the callback to its signal in history (receiver and server), the signal to the
+  // task that took it starting (waiting for a worker), and that task to its command.
+  let pendingSignals: { sentAt: number; signaledAt: number }[] = [];
   let otherTrigger = false;
-  let taken: { sentAt: number }[] = [];
+  let taken: { sentAt: number; signaledAt: number }[] = [];
+  let takenAt = 0;
   for (let i = 0; i < events.length; i++) {
     const event = events[i];
     const signaled = event.workflowExecutionSignaledEventAttributes;
     if (signaled) {
       const ids = signalIds(payloadJson(signaled.input?.payloads));
       const sentAt = callbacks.get(idsKey(ids));
-      if (sentAt !== undefined) pendingSignals.push({ sentAt });
+      if (sentAt !== undefined) pendingSignals.push({ sentAt, signaledAt: millis(event.eventTime) });
       else if (ids.length > 0 && ids.every((id) => forgedIds.has(id))) outcome.forgedSignals++;
       else outcome.unmatchedSignals++;
     } else if (
@@ -234,6 +245,7 @@ export function readHistory(
       otherTrigger = true;
     } else if (event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED) {
       taken = otherTrigger ? [] : pendingSignals;
+      takenAt = millis(event.eventTime);
       pendingSignals = [];
       otherTrigger = false;
     } else if (event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED && taken.length) {
@@ -247,8 +259,16 @@ export function readHistory(
               Number(event.eventId),
         );
       if (command)
-        for (const signal of taken)
-          outcome.reactions.push({ sentAt: signal.sentAt, ms: millis(command.eventTime) - signal.sentAt });
+        for (const { sentAt, signaledAt } of taken)
+          outcome.reactions.push({
+            sentAt,
+            ms: millis(command.eventTime) - sentAt,
+            parts: {
+              deliveryMs: signaledAt - sentAt,
+              waitMs: takenAt - signaledAt,
+              taskMs: millis(command.eventTime) - takenAt,
+            },
+          });
       taken = [];
     }
   }

@@ -5,7 +5,7 @@
  * histories, the callback-to-reaction latency apart for the steady part and for a burst.
  */
 import type { Client } from '@temporalio/client';
-import { percentile, type History, type JobOutcome } from './judge';
+import { percentile, type History, type JobOutcome, type Reaction } from './judge';
 import type { SoakJob } from './jobs';
 import { usageOf } from './processes';
 
@@ -210,12 +210,12 @@ export interface ReactionFigures {
   inFlight: number;
   /** How long the part lasted. */
   seconds: number;
-}
-
-/** A reaction: when the callback was sent, how long until the run's next command. */
-export interface Reaction {
-  sentAt: number;
-  ms: number;
+  /**
+   * The p99 of each part of a reaction (where the histories tell them): the callback to its signal in history
+   * (receiver and server), the signal to the task that took it starting (waiting for the worker), that task to its
+   * command (the worker's turn).
+   */
+  partsP99Ms?: { delivery: number; wait: number; task: number };
 }
 
 /**
@@ -258,12 +258,21 @@ export function reactionsApart(
       .filter((s) => within(t0 + s.t * 1000, window))
       .map((s) => s.inFlight)
       .sort((a, b) => a - b);
+    const parts = picked.every((r) => r.parts) ? picked.map((r) => r.parts!) : undefined;
+    const p99 = (values: number[]) => Math.round(percentile(values, 99) as number);
     return {
       p50Ms: Math.round(percentile(ms, 50) as number),
-      p99Ms: Math.round(percentile(ms, 99) as number),
+      p99Ms: p99(ms),
       count: picked.length,
       inFlight: inFlight.length ? inFlight[Math.floor(inFlight.length / 2)] : 0,
       seconds: Math.round((window[1] - window[0]) / 100) / 10,
+      ...(parts && {
+        partsP99Ms: {
+          delivery: p99(parts.map((p) => p.deliveryMs)),
+          wait: p99(parts.map((p) => p.waitMs)),
+          task: p99(parts.map((p) => p.taskMs)),
+        },
+      }),
     };
   };
   const burst = reactions.filter((r) => within(r.sentAt, burstWindow));

@@ -261,12 +261,14 @@ test('callback signals match by ids in either form: objects, a list of objects, 
   expect(verdict.violations).toEqual([]);
 });
 
-test('reactions: from the mock sending a callback to the first command of the task that took it', () => {
+test('reactions: from the mock sending a callback to the first command of the task that took it, in three parts', () => {
   const journal: JournalFixture = goodJournal();
   const outcome = readHistory(ttgJob, goodHistories().get(ttgJob)!, API_KEY, callbackTimes(journal.journal()));
   // Tune 100's callback at 900, its task's createPrompt at 930; the prompts' at 1,500, completion at 1,530.
   expect(outcome.reactions.map((r) => r.ms)).toEqual([30, 30, 30]);
   expect(outcome.reactions.map((r) => r.sentAt - T0)).toEqual([900, 1_500, 1_500]);
+  // In parts (the fixture's events are 10 ms apart): the signal in history, the task that took it, its command.
+  for (const reaction of outcome.reactions) expect(reaction.parts).toEqual({ deliveryMs: 10, waitMs: 10, taskMs: 10 });
   // And its shape: what it scheduled, started and took, each activity from scheduled to completed.
   expect(outcome.commands.activities).toBe(outcome.activityMs.length);
   expect(outcome.sequence[0]).toBe('createTune');

@@ -109,6 +109,19 @@ describe('reactionsApart', () => {
     );
     expect(parts.steady).toBeNull();
     expect(parts.burst).toMatchObject({ p50Ms: 300, p99Ms: 500, count: 2, seconds: 25 });
+    expect(parts.burst).not.toHaveProperty('partsP99Ms'); // these reactions were not taken apart
+  });
+
+  test('where the reactions are taken apart, each part has its own p99: to the server, waiting, the task', () => {
+    const jobs = [job(0), job(1)];
+    const times: StartTimes = { burstAt: T0, burstIds: new Set(['job-0', 'job-1']) };
+    const outcomes = [outcome(jobs[0], T0 + 20_000), outcome(jobs[1], T0 + 25_000)];
+    const reactions = [
+      { sentAt: T0 + 10_000, ms: 300, parts: { deliveryMs: 20, waitMs: 250, taskMs: 30 } },
+      { sentAt: T0 + 11_000, ms: 500, parts: { deliveryMs: 400, waitMs: 40, taskMs: 60 } },
+    ];
+    const parts = reactionsApart(reactions, times, outcomes, samples, T0);
+    expect(parts.burst?.partsP99Ms).toEqual({ delivery: 400, wait: 250, task: 60 });
   });
 });
 
