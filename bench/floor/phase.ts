@@ -13,6 +13,7 @@ import * as ts from 'typescript';
 import { durationToMs } from '../../src/duration';
 import { callbackSignal } from '../../src/contract/messages';
 import type { TuneflowOptions } from '../../src/contract/inputs';
+import { heapPeaks } from '../soak/gc-trace';
 import { jobInput, planJobs, type SoakJob } from '../soak/jobs';
 import { callbackTimes, readHistory } from '../soak/judge';
 import {
@@ -197,6 +198,7 @@ export async function runFloor(
       t0,
       loadAverage,
     });
+    if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(dir, 'floor-worker-1.log'), 'utf8'));
     const reactionMs = outcomes.flatMap((o) => o.reactions.map((r) => r.ms));
     const sequences = jobs.map((job) => outcomes.find((o) => o.job === job)?.sequence ?? []);
     return { figures, samples, reactionMs, sequences, violations };

@@ -19,6 +19,7 @@ import type { TuneflowOptions } from '../../src/contract/inputs';
 import { runFloor } from '../floor/phase';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
+import { heapPeaks, type HeapPeak } from './gc-trace';
 import { planJobs, startJob, type SoakJob } from './jobs';
 import { callbackTimes, judgeRun, readHistory, SIGNATURE } from './judge';
 import {
@@ -374,6 +375,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       t0,
       loadAverage,
     });
+    if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(dir, 'worker-1.log'), 'utf8'));
     const serverUsage = server.process ? usageOf(server.process.pid) : undefined;
     const round = (n: number | undefined, digits = 0) =>
       n === undefined ? null : Math.round(n * 10 ** digits) / 10 ** digits;
@@ -438,6 +440,12 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
   }
 }
 
+/** The first worker's V8 heaps in words: `main 163 / 139 / 46, thread 2 124 / 103 / 58` (peaks, MiB), or n/a. */
+function heapsText(heaps: readonly HeapPeak[] | undefined): string {
+  if (!heaps?.length) return 'n/a';
+  return heaps.map((h) => `${h.heap} ${h.committedMiB} / ${h.usedMiB} / ${h.liveMiB ?? 'n/a'}`).join(', ');
+}
+
 /** A part of the run's reactions in words: `p50 / p99 ms (count, ~in flight, seconds)`. */
 function reactionText(part: ReactionFigures | null): string {
   if (!part) return 'none';
@@ -474,6 +482,7 @@ export function comparisonRows(report: SoakReport): string[][] {
         ['reaction p50 / p99, steady rate', (r) => reactionText(r.reaction.steady)],
         ['reaction p50 / p99, burst', (r) => reactionText(r.reaction.burst)],
         ['activity scheduled to completed p50 / p99', (r) => `${r.activityP50Ms} / ${r.activityP99Ms} ms`],
+        ['V8 heaps: committed / used / live MiB', (r) => heapsText(r.heaps)],
         ['load average at start / end', (r) => `${r.loadAverage.start} / ${r.loadAverage.end}`],
       ] as Array<[string, (r: PhaseFigures) => string]>
     ).map(([name, text]) => (floor ? [name, text(report), text(floor), ''] : [name, text(report)])),
@@ -503,6 +512,7 @@ function table(report: SoakReport): string {
     ['  at the steady rate', reactionText(report.reaction.steady)],
     ['  in the burst', reactionText(report.reaction.burst)],
     ['worker peak RSS', `${report.workerRssMiB} MiB`],
+    ...(report.heaps ? [['  V8 heaps: committed / used / live', heapsText(report.heaps)] as [string, string]] : []),
     ['worker CPU per job', `${report.workerCpuMsPerJob} ms`],
     ['server RSS', report.serverRssMiB === null ? 'n/a' : `${report.serverRssMiB} MiB`],
     [

@@ -5,6 +5,7 @@
  * histories, the callback-to-reaction latency apart for the steady part and for a burst.
  */
 import type { Client } from '@temporalio/client';
+import type { HeapPeak } from './gc-trace';
 import { percentile, type History, type JobOutcome, type Reaction } from './judge';
 import type { SoakJob } from './jobs';
 import { usageOf } from './processes';
@@ -309,6 +310,8 @@ export interface PhaseFigures {
   signalsPerJob: number;
   /** The machine's 1-minute load average at the first start and when the last run closed: others' work shows here. */
   loadAverage: { start: number; end: number };
+  /** With --trace-gc: the first worker's V8 heaps (its main thread's, then its workflow thread's). */
+  heaps?: HeapPeak[];
 }
 
 const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;

@@ -58,6 +58,8 @@ export interface SoakOptions {
   keep: boolean;
   /** Write a CPU profile of each worker process into this directory (`node --cpu-prof`). */
   cpuProfDir?: string;
+  /** Trace each worker's garbage collection (`node --trace-gc`) and report each V8 heap's peaks (bench/soak/gc-trace.ts). */
+  traceGc: boolean;
 }
 
 export const USAGE = `Usage: npm run soak -- [--jobs N] [--workers K] [--profile NAME[,NAME...]|all] [--duration D] [--json]
@@ -93,6 +95,9 @@ ${Object.entries(PROFILES)
                         throwaway PostgreSQL); needs Go the first time and PostgreSQL's binaries
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
+  --trace-gc            trace each worker's garbage collection (node --trace-gc) and report the first worker's V8
+                        heaps apart (its main thread, where activities run, and its workflow thread): peak committed,
+                        peak in use, live after a full collection
   --worker-heap MIB     V8 heap limit of each worker (--max-old-space-size); the SDK sizes its workflow cache from it
   --max-cached N        runs each worker keeps cached (TUNEFLOW_MAX_CACHED_WORKFLOWS): bounds its memory
   --keep                keep the run's directory (logs, the server's state file) even when it passed
@@ -153,6 +158,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         cluster: { type: 'boolean' },
         'server-arg': { type: 'string', multiple: true },
         'cpu-prof': { type: 'string' },
+        'trace-gc': { type: 'boolean' },
         keep: { type: 'boolean' },
         'worker-heap': { type: 'string' },
         'max-cached': { type: 'string' },
@@ -207,6 +213,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     cluster: v.cluster ?? false,
     serverArgs: v['server-arg'] ?? [],
     cpuProfDir: v['cpu-prof'],
+    traceGc: v['trace-gc'] ?? false,
     keep: v.keep ?? false,
     workerHeapMiB:
       v['worker-heap'] === undefined ? undefined : positiveInteger('--worker-heap', v['worker-heap'], 0, 65_536),

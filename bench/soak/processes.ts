@@ -113,9 +113,10 @@ export async function stopGracefully(process: TuneflowProcess): Promise<void> {
 }
 
 /** Node flags of every worker process (tuneflow's and the floor's alike): a CPU profile, a heap limit. */
-export function workerNodeFlags(options: { cpuProfDir?: string; workerHeapMiB?: number }): string[] {
+export function workerNodeFlags(options: { cpuProfDir?: string; workerHeapMiB?: number; traceGc?: boolean }): string[] {
   const flags = options.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(options.cpuProfDir)] : [];
   if (options.workerHeapMiB) flags.push(`--max-old-space-size=${options.workerHeapMiB}`);
+  if (options.traceGc) flags.push('--trace-gc');
   return flags;
 }
 

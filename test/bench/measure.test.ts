@@ -15,6 +15,7 @@ import {
   type StartTimes,
 } from '../../bench/soak/measure';
 import { FlagError, parseSoakOptions } from '../../bench/soak/options';
+import { workerNodeFlags } from '../../bench/soak/processes';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const job = (i: number, startedAt = T0): SoakJob => ({
@@ -215,6 +216,13 @@ describe('the flags of the floor, the burst and the report', () => {
     ]);
     expect(options).toMatchObject({ jobs: 50, rate: 5, burst: 10, compareFloor: true, reportDir: 'out' });
     expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined });
+  });
+
+  test('--trace-gc gives each worker node --trace-gc, beside the other worker flags', () => {
+    const options = parseSoakOptions(['--trace-gc', '--worker-heap', '512'])!;
+    expect(options.traceGc).toBe(true);
+    expect(workerNodeFlags(options)).toEqual(['--max-old-space-size=512', '--trace-gc']);
+    expect(workerNodeFlags(parseSoakOptions([])!)).toEqual([]);
   });
 
   test.each([
