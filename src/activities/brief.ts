@@ -30,6 +30,16 @@ export function briefPrompt(prompt: Prompt): Prompt {
   return isPromptSettled(prompt) ? prompt : (pick(prompt, PROMPT_FIELDS) as Prompt);
 }
 
+/**
+ * A listing as a wait needs it: each prompt as `briefPrompt` leaves it.
+ *
+ * @example
+ * briefPrompts(await listOwnPrompts(api, tuneId, ids, options));
+ */
+export function briefPrompts(prompts: Prompt[]): Prompt[] {
+  return prompts.map(briefPrompt);
+}
+
 function pick(object: Record<string, unknown>, fields: readonly string[]): Record<string, unknown> {
   const kept: Record<string, unknown> = {};
   for (const field of fields) if (field in object) kept[field] = object[field];

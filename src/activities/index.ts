@@ -12,7 +12,7 @@ import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from 
 import { callbackTraceParams } from '../callbacks/trace-context';
 import { CallbackKind } from '../contract/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
-import { briefPrompt, briefTune } from './brief';
+import { briefPrompt, briefPrompts, briefTune } from './brief';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
 import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
@@ -105,18 +105,18 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
   return {
     async createTune({ tune, brief }) {
-      return tuneAnswer(brief, async () => {
+      return mapped(async () => {
         const earlier = earlierAttempt();
         if (earlier) {
           const found = await findCreatedTune(api, tune.title, lookupPages, options());
           if (found) return found;
         }
         return api.tunes.create({ ...tune, callback: callbackUrl(CallbackKind.tune) }, options());
-      });
+      }, brief && briefTune);
     },
 
     async retrieveTune({ tuneId, brief }) {
-      return tuneAnswer(brief, () => api.tunes.retrieve(tuneId, options()));
+      return mapped(() => api.tunes.retrieve(tuneId, options()), brief && briefTune);
     },
 
     async deleteTune({ tuneId }) {
@@ -124,7 +124,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     },
 
     async createPrompt({ tuneId, prompt, key, brief }) {
-      const created = await mapped(async () => {
+      return mapped(async () => {
         const attributes = { ...prompt, callback: callbackUrl(CallbackKind.prompt, { key }) };
         const earlier = earlierAttempt();
         if (earlier) {
@@ -133,8 +133,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
           if (found) return found;
         }
         return api.prompts.create(tuneId, attributes, options());
-      });
-      return brief ? briefPrompt(created) : created;
+      }, brief && briefPrompt);
     },
 
     async retrievePrompt({ tuneId, promptId }) {
@@ -142,7 +141,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     },
 
     async listPrompts({ tuneId, minId, limit, promptIds, brief }) {
-      const prompts = await mapped(async () => {
+      return mapped(async () => {
         if (promptIds !== undefined) return listOwnPrompts(api, tuneId, promptIds, options());
         const prompts: Prompt[] = [];
         if (limit !== undefined && limit < 1) return prompts;
@@ -153,8 +152,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
           if (prompts.length === limit) break;
         }
         return prompts;
-      });
-      return brief ? prompts.map(briefPrompt) : prompts;
+      }, brief && briefPrompts);
     },
 
     async deletePrompt({ tuneId, promptId }) {
@@ -169,7 +167,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     },
 
     async createPackTune({ packId, tune, brief }) {
-      return tuneAnswer(brief, async () => {
+      return mapped(async () => {
         const earlier = earlierAttempt();
         const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
         if (earlier && tune.tune_ids === undefined) {
@@ -196,15 +194,9 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
         // The pack form of the answer leaves `callback` out: a new tune's is the one asked for (the workflow polls
         // quickly when none was).
         return tune.tune_ids === undefined && created.callback == null && callback ? { ...created, callback } : created;
-      });
+      }, brief && briefTune);
     },
   };
-}
-
-/** A tune call's answer, brief when asked. */
-async function tuneAnswer(brief: boolean | undefined, call: () => Promise<Tune>): Promise<Tune> {
-  const tune = await mapped(call);
-  return brief ? briefTune(tune) : tune;
 }
 
 function runOf(): CallbackRun {
@@ -224,10 +216,12 @@ function options() {
  */
 const HEARTBEAT_EVERY_MS = 2_000;
 
-async function mapped<T>(call: () => Promise<T>): Promise<T> {
+/** A call to the service as an activity: it heartbeats while it runs; its answer is redacted, then `shape`d (brief). */
+async function mapped<T>(call: () => Promise<T>, shape?: ((answer: T) => T) | false): Promise<T> {
   const beating = setInterval(() => heartbeat(), HEARTBEAT_EVERY_MS);
   try {
-    return redactCallbackSignatures(await call());
+    const answer = redactCallbackSignatures(await call());
+    return shape ? shape(answer) : answer;
   } catch (err) {
     const { attempt, retryPolicy } = activityInfo();
     throw toApplicationFailure(err, { attempt, retryPolicy });
