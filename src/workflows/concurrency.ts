@@ -10,7 +10,7 @@
  * @example
  * await runBounded(prompts.length, 4, async (i) => ledger.adopt(await createPrompt(prompts[i]), i));
  */
-export async function runBounded(count: number, limit: number, work: (i: number) => Promise<void>): Promise<void> {
+export async function runBounded(count: number, limit: number, work: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
   let failure: { error: unknown } | undefined;
   const lane = async () => {

@@ -303,9 +303,9 @@ export class Job {
       untilExpectedMs,
       // A tune the run did not create calls back whoever did.
       pollOnly: this.createdTuneId === undefined || this.callbacksAsked === false,
-      read: async (summary) =>
-        this.tune.adopt(
-          await this.counted(polls.retrieveTune.executeWithOptions({ summary }, [{ tuneId, brief: true }])),
+      read: (summary) =>
+        this.counted(polls.retrieveTune.executeWithOptions({ summary }, [{ tuneId, brief: true }])).then((tune) =>
+          this.tune.adopt(tune),
         ),
       reads: this.tuneReads,
       waiting: () => this.tuneWaiting(),
@@ -328,21 +328,21 @@ export class Job {
     const free = maxCostMc !== undefined && target.free && patched(FAST_PROMPTS_FREE);
     const budget = maxCostMc === undefined || free ? undefined : new PromptBudget(maxCostMc);
     const notCreated: number[] = [];
-    await runBounded(specs.length, this.options.promptConcurrency, async (i) => {
+    // `.then`, not `async`/`await`, where a step only passes an answer on: the SDK records a stack trace for every
+    // promise a run makes, and each async function and await is one more (see `counted`).
+    const createOne = (i: number): Promise<Prompt> => {
       const prompt = { ...specs[i], text: target.textFor(specs[i].text) };
-      const createOne = async () => {
-        const created = await this.create(() =>
-          service.createPrompt.executeWithOptions({ summary: `create prompt ${i + 1} of ${specs.length}` }, [
-            { tuneId: target.tuneId, prompt, key: String(i), brief: true },
-          ]),
-        );
+      return this.create(() =>
+        service.createPrompt.executeWithOptions({ summary: `create prompt ${i + 1} of ${specs.length}` }, [
+          { tuneId: target.tuneId, prompt, key: String(i), brief: true },
+        ]),
+      ).then((created) => {
         this.callbacksAsked = !!created.callback;
+        this.prompts.adopt(created, i);
         return created;
-      };
-      if (!budget) {
-        this.prompts.adopt(await createOne(), i);
-        return;
-      }
+      });
+    };
+    const withinBudget = async (i: number, budget: PromptBudget): Promise<void> => {
       // Lanes woken together: the first to run may take the only unpriced slot, so each checks again.
       do await condition(() => budget.ready);
       while (!budget.ready);
@@ -353,12 +353,12 @@ export class Job {
       }
       let created: Prompt | undefined;
       try {
-        created = await createOne();
-        this.prompts.adopt(created, i);
+        created = await createOne(i);
       } finally {
         budget.settle(ticket, costMcOf(created));
       }
-    });
+    };
+    await runBounded(specs.length, this.options.promptConcurrency, budget ? (i) => withinBudget(i, budget) : createOne);
     if (notCreated.length) this.prompts.expectOnly(specs.length - notCreated.length);
     return notCreated.sort((a, b) => a - b);
   }
@@ -516,14 +516,12 @@ export class Job {
    */
   async learnPrompts(tuneId: number): Promise<void> {
     if (!this.prompts.known)
-      await this.pollSafely(async () =>
-        this.prompts.learn(
-          await this.counted(
-            polls.listPrompts.executeWithOptions({ summary: `list the prompts the pack made on tune ${tuneId}` }, [
-              { tuneId, minId: this.prompts.pollMinId(), brief: true },
-            ]),
-          ),
-        ),
+      await this.pollSafely(() =>
+        this.counted(
+          polls.listPrompts.executeWithOptions({ summary: `list the prompts the pack made on tune ${tuneId}` }, [
+            { tuneId, minId: this.prompts.pollMinId(), brief: true },
+          ]),
+        ).then((prompts) => this.prompts.learn(prompts)),
       );
     // The service made the pack's prompts: their callback says whether any was asked for.
     const known = this.prompts.all();
@@ -545,14 +543,16 @@ export class Job {
       timeoutMs: this.options.promptTimeoutMs,
       untilExpectedMs: 0,
       pollOnly: this.callbacksAsked === false,
-      read: async (summary) => {
+      read: (summary) => {
         // Only this run's prompts, by id, once all are known: other jobs' prompts on a shared (Flux base) tune
         // neither cost calls nor enter history.
         const promptIds = this.prompts.pollIds();
         const query = promptIds
           ? { tuneId, promptIds, brief: true }
           : { tuneId, minId: this.prompts.pollMinId(), brief: true };
-        this.prompts.learn(await this.counted(polls.listPrompts.executeWithOptions({ summary }, [query])));
+        return this.counted(polls.listPrompts.executeWithOptions({ summary }, [query])).then((prompts) =>
+          this.prompts.learn(prompts),
+        );
       },
       reads: this.promptReads,
       waiting: () => this.promptsWaiting(),
@@ -624,45 +624,57 @@ export class Job {
    * A poll (or a read a callback asked for) that fails after its retries is counted and the wait goes on; failures
    * that cannot heal end the run.
    */
-  private async pollSafely(
+  private pollSafely(
     pollOnce: () => Promise<void>,
     record?: WaitRecord,
     cause: 'poll' | 'callback' = 'poll',
   ): Promise<void> {
     // Reads for callbacks are counted apart: the poll schedule grows with polls only.
     if (cause === 'callback' && record) record.callbackReads = (record.callbackReads ?? 0) + 1;
-    try {
-      await pollOnce();
-      if (cause === 'poll') {
-        this.counts.polls++;
-        if (record) record.polls++;
-      }
-    } catch (err) {
-      if (!isTransientFailure(err)) throw err;
-      const error = describeFailure(err);
-      if (record) {
-        if (cause === 'poll') record.failedPolls++;
-        record.lastPollError = error;
-      }
-      log.warn('poll failed; waiting on for a callback or the next poll', { error });
-    }
+    // A `.then` with both handlers, as `counted`: one promise, and the wait resumes in as many turns as with an await.
+    return pollOnce().then(
+      () => {
+        if (cause === 'poll') {
+          this.counts.polls++;
+          if (record) record.polls++;
+        }
+      },
+      (err: unknown) => {
+        if (!isTransientFailure(err)) throw err;
+        const error = describeFailure(err);
+        if (record) {
+          if (cause === 'poll') record.failedPolls++;
+          record.lastPollError = error;
+        }
+        log.warn('poll failed; waiting on for a callback or the next poll', { error });
+      },
+    );
   }
 
   /**
    * With `cleanupOnCancel`, a create is not started after a cancellation and, once started, is let finish: cleanup
    * then knows everything that exists on the service.
    */
-  private async create<T>(start: () => Promise<T>): Promise<T> {
-    if (!this.options.cleanupOnCancel) return this.counted(start());
+  private create<T>(start: () => Promise<T>): Promise<T> {
+    return this.options.cleanupOnCancel ? this.createToCleanUp(start) : this.counted(start());
+  }
+
+  private async createToCleanUp<T>(start: () => Promise<T>): Promise<T> {
     const scope = CancellationScope.current();
     if (scope.consideredCancelled) await scope.cancelRequested;
     return this.counted(CancellationScope.nonCancellable(start));
   }
 
-  private async counted<T>(call: Promise<T>): Promise<T> {
-    const result = await call;
-    this.counts.apiCalls++;
-    return result;
+  /**
+   * Counts a call once it answered. A `.then` rather than an async function: the SDK records a stack trace for every
+   * promise a run makes (for its `__stack_trace` query), and an async function with an await makes two where this
+   * makes one. Its answer reaches the caller in as many microtask turns as before, so commands keep their order.
+   */
+  private counted<T>(call: Promise<T>): Promise<T> {
+    return call.then((result) => {
+      this.counts.apiCalls++;
+      return result;
+    });
   }
 
   /** Deletes the prompts the run created (those a tune deletion leaves behind), then the tune it created. */
