@@ -159,10 +159,14 @@ export function redactCallbackSignatures<T>(value: T, depth = 0): T {
     });
     return (copy ?? value) as T;
   }
+  // for...in rather than Object.entries: no [key, value] pair allocated per field of every answer (JSON objects have
+  // no inherited enumerable keys).
+  const record = value as Record<string, unknown>;
   let copy: Record<string, unknown> | undefined;
-  for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+  for (const key in record) {
+    const item = record[key];
     const redacted = redactCallbackSignatures(item, depth + 1);
-    if (redacted !== item) (copy ??= { ...(value as Record<string, unknown>) })[key] = redacted;
+    if (redacted !== item) (copy ??= { ...record })[key] = redacted;
   }
   return (copy ?? value) as T;
 }
