@@ -18,6 +18,22 @@ const BUNDLES = [
   },
 ];
 
+/** zod's locale index replaced by English alone (./zod-english-only.js). */
+function englishOnly(config) {
+  const rule = { test: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.cjs$/, loader: require.resolve('./zod-english-only') };
+  return { ...config, module: { ...config.module, rules: [...(config.module?.rules ?? []), rule] } };
+}
+
+/**
+ * The code with every character above U+00FF written as a `\uXXXX` escape (a handful remain in comments and in two of zod's
+ * template literals), so that V8 holds the bundle's source as a one-byte string: a single such character makes it
+ * two bytes a character, in the worker's main thread and in every workflow thread. An escape means the same character
+ * in a string, template, regular expression or identifier.
+ */
+function latin1Only(code) {
+  return code.replace(/[^\x00-\xff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 async function run() {
   for (const { file, interceptors } of BUNDLES) {
     const started = Date.now();
@@ -28,10 +44,12 @@ async function run() {
         workflowInterceptorModules: interceptors,
         // webpack's module-by-module report is noise in a build log; warnings and errors still show.
         logger: new DefaultLogger('WARN'),
+        webpackConfigHook: englishOnly,
       }),
     );
-    fs.writeFileSync(out, code);
-    const kib = Math.round(Buffer.byteLength(code) / 1024);
+    const written = latin1Only(code);
+    fs.writeFileSync(out, written);
+    const kib = Math.round(Buffer.byteLength(written) / 1024);
     process.stdout.write(
       `workflow bundle: ${path.relative(process.cwd(), out)} (${kib} KiB, ${Date.now() - started} ms)\n`,
     );
