@@ -172,7 +172,7 @@ export async function runFloor(
     });
     const times = await starting;
     const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
-    const workerCpuMs = sampleWorkers().cpuMs;
+    const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
 
     const sent = callbackTimes({ callbacks: service.callbacks });
@@ -191,6 +191,7 @@ export async function runFloor(
       outcomes,
       finished: outcomes.length - incomplete.length,
       workerCpuMs,
+      workerMainThreadCpuMs,
       peakRssBytes: usage.peakRssBytes,
       serverCpuMs,
       times,

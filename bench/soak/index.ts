@@ -331,7 +331,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     });
     const times = await starting;
     const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
-    const workerCpuMs = sampleWorkers().cpuMs;
+    const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
     const receiverCpuMs = usageOf(receiver.child.pid)?.cpuMs;
     const harnessCpu = process.cpuUsage();
@@ -368,6 +368,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       outcomes,
       finished: verdict.completed + verdict.failedTyped,
       workerCpuMs,
+      workerMainThreadCpuMs,
       peakRssBytes: usage.peakRssBytes,
       serverCpuMs,
       times,
@@ -468,6 +469,7 @@ export function comparisonRows(report: SoakReport): string[][] {
   };
   return [
     row('worker CPU per job', 'workerCpuMsPerJob', ' ms'),
+    row('  its main thread (activities)', 'workerMainThreadCpuMsPerJob', ' ms'),
     row('worker RSS peak', 'workerRssMiB', ' MiB'),
     row('jobs/s', 'jobsPerSecond'),
     row('server CPU per job', 'serverCpuMsPerJob', ' ms'),
@@ -514,6 +516,7 @@ function table(report: SoakReport): string {
     ['worker peak RSS', `${report.workerRssMiB} MiB`],
     ...(report.heaps ? [['  V8 heaps: committed / used / live', heapsText(report.heaps)] as [string, string]] : []),
     ['worker CPU per job', `${report.workerCpuMsPerJob} ms`],
+    ['  its main thread (activities)', `${report.workerMainThreadCpuMsPerJob} ms`],
     ['server RSS', report.serverRssMiB === null ? 'n/a' : `${report.serverRssMiB} MiB`],
     [
       'CPU per job: server / receiver / harness',

@@ -22,34 +22,41 @@ export interface Sample {
  * memory of the largest.
  */
 export class WorkerUsage {
-  private readonly startCpu = new Map<number, number>();
+  private readonly startCpu = new Map<number, { cpuMs: number; mainThreadCpuMs: number }>();
   private deadCpuMs = 0;
+  private deadMainThreadCpuMs = 0;
   peakRssBytes = 0;
 
   /** A worker is ready: the CPU it spent starting (loading, bundling) is not the jobs'. */
   started(pid: number | undefined): void {
-    if (pid !== undefined) this.startCpu.set(pid, usageOf(pid)?.cpuMs ?? 0);
+    if (pid !== undefined) this.startCpu.set(pid, usageOf(pid) ?? { cpuMs: 0, mainThreadCpuMs: 0 });
   }
 
   /** A worker is about to be killed: its CPU so far counts. */
   dying(pid: number | undefined): void {
     if (pid === undefined) return;
-    this.deadCpuMs += (usageOf(pid)?.cpuMs ?? 0) - (this.startCpu.get(pid) ?? 0);
+    const usage = usageOf(pid);
+    const start = this.startCpu.get(pid);
+    this.deadCpuMs += (usage?.cpuMs ?? 0) - (start?.cpuMs ?? 0);
+    this.deadMainThreadCpuMs += (usage?.mainThreadCpuMs ?? 0) - (start?.mainThreadCpuMs ?? 0);
     this.startCpu.delete(pid);
   }
 
-  /** CPU the jobs took so far, and the live workers' resident memory together. */
-  sample(pids: ReadonlyArray<number | undefined>): { cpuMs: number; rssBytes: number } {
+  /** CPU the jobs took so far (all of it, and the main threads' part), and the live workers' resident memory together. */
+  sample(pids: ReadonlyArray<number | undefined>): { cpuMs: number; mainThreadCpuMs: number; rssBytes: number } {
     let cpuMs = this.deadCpuMs;
+    let mainThreadCpuMs = this.deadMainThreadCpuMs;
     let rssBytes = 0;
     for (const pid of pids) {
       const usage = usageOf(pid);
       if (!usage || pid === undefined) continue;
       this.peakRssBytes = Math.max(this.peakRssBytes, usage.rssBytes);
       rssBytes += usage.rssBytes;
-      cpuMs += usage.cpuMs - (this.startCpu.get(pid) ?? 0);
+      const start = this.startCpu.get(pid);
+      cpuMs += usage.cpuMs - (start?.cpuMs ?? 0);
+      mainThreadCpuMs += usage.mainThreadCpuMs - (start?.mainThreadCpuMs ?? 0);
     }
-    return { cpuMs, rssBytes };
+    return { cpuMs, mainThreadCpuMs, rssBytes };
   }
 }
 
@@ -288,6 +295,8 @@ export interface PhaseFigures {
   finished: number;
   workerRssMiB: number;
   workerCpuMsPerJob: number;
+  /** The part of workerCpuMsPerJob the workers' main threads took: activities, and the SDK's side of the core. */
+  workerMainThreadCpuMsPerJob: number;
   serverCpuMsPerJob: number | null;
   jobsPerSecond: number;
   wallSeconds: number;
@@ -328,6 +337,7 @@ export function phaseFigures(run: {
   outcomes: readonly JobOutcome[];
   finished: number;
   workerCpuMs: number;
+  workerMainThreadCpuMs: number;
   peakRssBytes: number;
   serverCpuMs: number | undefined;
   times: StartTimes;
@@ -351,6 +361,7 @@ export function phaseFigures(run: {
     finished: run.finished,
     workerRssMiB: round(run.peakRssBytes / 2 ** 20, 1),
     workerCpuMsPerJob: round(run.workerCpuMs / count, 1),
+    workerMainThreadCpuMsPerJob: round(run.workerMainThreadCpuMs / count, 1),
     serverCpuMsPerJob: orNull(run.serverCpuMs && run.serverCpuMs / count, 1),
     jobsPerSecond: round(run.finished / wall, 2),
     wallSeconds: round(wall, 1),
@@ -407,6 +418,7 @@ export function sameShape(tuneflow: string[][], floor: string[][]): FloorShape {
 /** The figures tuneflow is held to against the floor: tuneflow's divided by the floor's. */
 export const COMPARED = [
   'workerCpuMsPerJob',
+  'workerMainThreadCpuMsPerJob',
   'workerRssMiB',
   'serverCpuMsPerJob',
   'historyEventsPerJob',

@@ -120,20 +120,35 @@ export function workerNodeFlags(options: { cpuProfDir?: string; workerHeapMiB?: 
   return flags;
 }
 
-/** Resident memory and CPU time (user + system) of a process, from /proc; undefined once it is gone. */
-export function usageOf(pid: number | undefined): { rssBytes: number; cpuMs: number } | undefined {
+/**
+ * Resident memory and CPU time (user + system) of a process, and the CPU time of its main thread alone (a worker's
+ * activities run there; its workflow threads, the core's threads and V8's helpers make the rest), from /proc;
+ * undefined once it is gone.
+ */
+export function usageOf(
+  pid: number | undefined,
+): { rssBytes: number; cpuMs: number; mainThreadCpuMs: number } | undefined {
   if (pid === undefined) return undefined;
   try {
     const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
     const rss = /VmRSS:\s+(\d+) kB/.exec(status);
-    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return { rssBytes: rss ? Number(rss[1]) * 1024 : 0, cpuMs: (ticks * 1000) / 100 };
+    return {
+      rssBytes: rss ? Number(rss[1]) * 1024 : 0,
+      cpuMs: cpuMsOf(`/proc/${pid}/stat`),
+      // A process's main thread is the task whose id is the process's.
+      mainThreadCpuMs: cpuMsOf(`/proc/${pid}/task/${pid}/stat`),
+    };
   } catch {
     return undefined;
   }
+}
+
+/** utime + stime of a /proc stat file, in milliseconds (USER_HZ is 100). */
+function cpuMsOf(statPath: string): number {
+  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+  const stat = fs.readFileSync(statPath, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }
 
 /**

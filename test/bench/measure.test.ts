@@ -15,7 +15,7 @@ import {
   type StartTimes,
 } from '../../bench/soak/measure';
 import { FlagError, parseSoakOptions } from '../../bench/soak/options';
-import { workerNodeFlags } from '../../bench/soak/processes';
+import { usageOf, workerNodeFlags } from '../../bench/soak/processes';
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const job = (i: number, startedAt = T0): SoakJob => ({
@@ -134,6 +134,7 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
     outcomes,
     finished: 2,
     workerCpuMs: 300,
+    workerMainThreadCpuMs: 120,
     peakRssBytes: 200 * 2 ** 20,
     serverCpuMs: undefined,
     times: { burstAt: T0, burstIds: new Set(['job-0', 'job-1']) },
@@ -144,6 +145,7 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
   expect(figures).toMatchObject({
     jobs: 2,
     workerCpuMsPerJob: 150,
+    workerMainThreadCpuMsPerJob: 60,
     workerRssMiB: 200,
     serverCpuMsPerJob: null,
     jobsPerSecond: 0.2,
@@ -163,6 +165,7 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
   const figures = (over: Partial<PhaseFigures>) =>
     ({
       workerCpuMsPerJob: 30,
+      workerMainThreadCpuMsPerJob: 12,
       workerRssMiB: 500,
       serverCpuMsPerJob: 40,
       historyEventsPerJob: 46,
@@ -174,9 +177,13 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
       signalsPerJob: 5,
       ...over,
     }) as PhaseFigures;
-  const ratios = ratiosOf(figures({}), figures({ workerCpuMsPerJob: 20, jobsPerSecond: 30, serverCpuMsPerJob: null }));
+  const ratios = ratiosOf(
+    figures({}),
+    figures({ workerCpuMsPerJob: 20, workerMainThreadCpuMsPerJob: 8, jobsPerSecond: 30, serverCpuMsPerJob: null }),
+  );
   expect(ratios).toMatchObject({
     workerCpuMsPerJob: 1.5,
+    workerMainThreadCpuMsPerJob: 1.5,
     jobsPerSecond: 0.5,
     serverCpuMsPerJob: null,
     workerRssMiB: 1,
@@ -238,4 +245,20 @@ describe('the flags of the floor, the burst and the report', () => {
     expect(() => parseSoakOptions(argv)).toThrow(FlagError);
     expect(() => parseSoakOptions(argv)).toThrow(message);
   });
+});
+
+const linux = process.platform === 'linux' ? test : test.skip;
+
+linux("usageOf: the main thread's CPU apart from the whole process's (/proc/<pid>/task/<pid>)", () => {
+  const before = usageOf(process.pid)!;
+  // Work on this thread until its CPU shows 250 ms more (ticks are 10 ms), for at most 20 s of a busy machine.
+  const giveUpAt = performance.now() + 20_000;
+  let after = before;
+  while (after.mainThreadCpuMs - before.mainThreadCpuMs < 250 && performance.now() < giveUpAt) {
+    for (let i = 0; i < 1e6; i++) Math.sqrt(i);
+    after = usageOf(process.pid)!;
+  }
+  expect(after.mainThreadCpuMs - before.mainThreadCpuMs).toBeGreaterThanOrEqual(250);
+  expect(after.cpuMs - before.cpuMs).toBeGreaterThanOrEqual(after.mainThreadCpuMs - before.mainThreadCpuMs);
+  expect(usageOf(2 ** 22 + 12_345)).toBeUndefined();
 });
