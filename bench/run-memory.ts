@@ -4,18 +4,21 @@
  * N trainThenGenerate runs started and left waiting for a training that takes an hour; then the same runs to the end
  * (a 2 s training). The heap after a full collection, before and after, divided by N:
  * - in flight: what one cached run holds (its state, its copy of the bundle's modules not preloaded);
- * - completed: what a finished run leaves behind (nothing, when the difference is the JIT's warm-up).
+ * - completed: what a finished run leaves behind (nothing, when the difference is the JIT's warm-up), and the promises a
+ *   run's workflow code made over its life: the SDK records a stack trace for each (its `__stack_trace` query), so they
+ *   are a cost of every workflow task.
  * Needs a Temporal dev server (provisioned as for the soak). Run alone: `npx tsx bench/run-memory.ts [N]`.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { promiseHooks } from 'node:v8';
 import { Context } from '@temporalio/activity';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { TuneflowPlugin } from '../src';
 import { startMockService } from '../src/mock-service';
 import { provisionTemporal } from '../src/temporal-server';
-import { startDevServerProcess } from '../src/temporal-server/dev-server';
+import { freePort, startDevServerProcess } from '../src/temporal-server/dev-server';
 import { FloorService } from './floor/service';
 import type { FloorActivities } from './floor/workflows';
 
@@ -25,6 +28,8 @@ interface Measure {
   phase: 'in flight' | 'completed';
   runs: number;
   heapKiBPerRun: number;
+  /** Promises made in workflow code (the sandbox's realm), per run. */
+  promisesPerRun: number;
 }
 
 const HOUR_MS = 3_600_000;
@@ -35,10 +40,23 @@ async function measure(side: Side, phase: Measure['phase'], runs: number, addres
   const gc = (globalThis as { gc?: () => void }).gc;
   if (!gc) throw new Error('run with node --expose-gc');
   const heap = () => (gc(), gc(), process.memoryUsage().heapUsed);
+  // Workflow code runs in the sandbox's own realm: its promises are not this realm's.
+  let promises = 0;
+  promiseHooks.onInit((promise) => {
+    if (!(promise instanceof Promise)) promises++;
+  });
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const connection = await NativeConnection.connect({ address });
   const client = new Client({ connection: await Connection.connect({ address }) });
   const taskQueue = `run-memory-${side}-${Date.now()}`;
+  // tuneflow with its callback receiver, as the floor's runs get their callbacks: the same signals on both sides.
+  const port = await freePort();
+  const callbacks = {
+    baseUrl: `http://127.0.0.1:${port}`,
+    secret: 'run-memory-callback-secret',
+    port,
+    host: '127.0.0.1',
+  };
   const worker =
     side === 'tuneflow'
       ? await Worker.create({
@@ -46,7 +64,7 @@ async function measure(side: Side, phase: Measure['phase'], runs: number, addres
           taskQueue,
           debugMode: true,
           workflowBundle: { codePath: require.resolve('../lib/workflow-bundle.js') },
-          plugins: [new TuneflowPlugin({ api: { apiKey: 'run-memory', baseUrl: mockUrl } })],
+          plugins: [new TuneflowPlugin({ api: { apiKey: 'run-memory', baseUrl: mockUrl }, callbacks })],
         })
       : await floorWorker(connection, client, taskQueue, TRAINING_MS[phase]);
   const running = worker.run();
@@ -61,12 +79,19 @@ async function measure(side: Side, phase: Measure['phase'], runs: number, addres
   if (phase === 'completed') await warm.result();
   await settled(worker);
   const before = heap();
+  const promisesBefore = promises;
   const handles = [];
   for (let i = 0; i < runs; i++) handles.push(await start(`${taskQueue}-${i}`));
   if (phase === 'completed') await Promise.all(handles.map((h) => h.result()));
   await settled(worker);
   const after = heap();
-  const result: Measure = { side, phase, runs, heapKiBPerRun: Math.round(((after - before) / runs / 1024) * 10) / 10 };
+  const result: Measure = {
+    side,
+    phase,
+    runs,
+    heapKiBPerRun: Math.round(((after - before) / runs / 1024) * 10) / 10,
+    promisesPerRun: Math.round(((promises - promisesBefore) / runs) * 10) / 10,
+  };
   console.log(JSON.stringify(result));
   worker.shutdown();
   await running;
@@ -145,15 +170,16 @@ export async function benchRunMemory(runs = 300): Promise<void> {
     }
     console.log(`heap per run (KiB, after a full collection; ${runs} trainThenGenerate runs of 1 tune and 2 prompts)`);
     console.log(`  ${''.padEnd(12)} ${'tuneflow'.padStart(9)} ${'floor'.padStart(9)}  tuneflow / floor`);
-    for (const phase of ['in flight', 'completed'] as const) {
+    const row = (label: string, phase: Measure['phase'], key: 'heapKiBPerRun' | 'promisesPerRun') => {
       const [t, f] = (['tuneflow', 'floor'] as const).map(
-        (side) => results.find((r) => r.side === side && r.phase === phase)!,
+        (side) => results.find((r) => r.side === side && r.phase === phase)![key],
       );
-      const ratio = f.heapKiBPerRun > 0 ? `${(t.heapKiBPerRun / f.heapKiBPerRun).toFixed(2)}x` : 'n/a';
-      console.log(
-        `  ${phase.padEnd(12)} ${String(t.heapKiBPerRun).padStart(9)} ${String(f.heapKiBPerRun).padStart(9)}  ${ratio}`,
-      );
-    }
+      const ratio = f > 0 ? `${(t / f).toFixed(2)}x` : 'n/a';
+      console.log(`  ${label.padEnd(12)} ${String(t).padStart(9)} ${String(f).padStart(9)}  ${ratio}`);
+    };
+    for (const phase of ['in flight', 'completed'] as const) row(phase, phase, 'heapKiBPerRun');
+    console.log('workflow promises per run, start to end (the SDK records a stack trace for each)');
+    row('completed', 'completed', 'promisesPerRun');
   } finally {
     await server.stop();
   }
