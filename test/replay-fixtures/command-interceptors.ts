@@ -8,7 +8,9 @@ import { proxySinks, workflowInfo, type Sinks, type WorkflowInterceptorsFactory 
 
 export interface CommandSinks extends Sinks {
   commands: {
-    activity(activityType: string): void;
+    activity(seq: number, activityType: string): void;
+    /** An activity cancelled in the workflow task that scheduled it: the core never sends it, so no history has it. */
+    activityElided(seq: number): void;
     timer(seq: number, durationMs: number): void;
     /** A timer cancelled in the workflow task that started it: it never reaches the history. */
     timerElided(seq: number): void;
@@ -21,8 +23,13 @@ export const interceptors: WorkflowInterceptorsFactory = () => ({
   outbound: [
     {
       scheduleActivity(input, next) {
-        commands.activity(input.activityType);
-        return next(input);
+        commands.activity(input.seq, input.activityType);
+        const scheduledIn = workflowInfo().historyLength;
+        const activity = next(input);
+        activity.catch(() => {
+          if (workflowInfo().historyLength === scheduledIn) commands.activityElided(input.seq);
+        });
+        return activity;
       },
       startTimer(input, next) {
         commands.timer(input.seq, input.durationMs);

@@ -41,14 +41,18 @@ export async function replayStrictly(
   workflowId: string,
   plugins: WorkerPlugin[] = [],
 ): Promise<void> {
-  const issued = { activities: [] as string[], timers: new Map<number, number>() };
+  const issued = { activities: new Map<number, string>(), timers: new Map<number, number>() };
   await Worker.runReplayHistory(
     {
       plugins,
       workflowBundle: bundle,
       sinks: {
         commands: {
-          activity: { fn: (_info, type: string) => void issued.activities.push(type), callDuringReplay: true },
+          activity: {
+            fn: (_info, seq: number, type: string) => void issued.activities.set(seq, type),
+            callDuringReplay: true,
+          },
+          activityElided: { fn: (_info, seq: number) => void issued.activities.delete(seq), callDuringReplay: true },
           timer: { fn: (_info, seq: number, ms: number) => void issued.timers.set(seq, ms), callDuringReplay: true },
           timerElided: { fn: (_info, seq: number) => void issued.timers.delete(seq), callDuringReplay: true },
         },
@@ -59,9 +63,10 @@ export async function replayStrictly(
   );
   const recorded = summarize(history);
   const differs = (a: unknown[], b: unknown[]) => JSON.stringify(a) !== JSON.stringify(b);
-  if (differs(issued.activities, recorded.activities))
+  const issuedActivities = [...issued.activities.values()];
+  if (differs(issuedActivities, recorded.activities))
     throw new Error(
-      `replay of ${workflowId}: the workflow scheduled ${issued.activities.join(', ') || 'no activity'}; ` +
+      `replay of ${workflowId}: the workflow scheduled ${issuedActivities.join(', ') || 'no activity'}; ` +
         `the history has ${recorded.activities.join(', ') || 'none'}`,
     );
   const recordedTimers = recorded.timers.map((t) => t.ms);
