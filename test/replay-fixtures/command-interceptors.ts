@@ -19,26 +19,28 @@ export interface CommandSinks extends Sinks {
 
 const { commands } = proxySinks<CommandSinks>();
 
+/**
+ * Calls `elided` when `command` is rejected within the workflow task that issued it (cancelled at once): the core
+ * never sends such a command, so no history has it. Returns `command`.
+ */
+function watchElided<T>(command: Promise<T>, elided: () => void): Promise<T> {
+  const issuedIn = workflowInfo().historyLength;
+  command.catch(() => {
+    if (workflowInfo().historyLength === issuedIn) elided();
+  });
+  return command;
+}
+
 export const interceptors: WorkflowInterceptorsFactory = () => ({
   outbound: [
     {
       scheduleActivity(input, next) {
         commands.activity(input.seq, input.activityType);
-        const scheduledIn = workflowInfo().historyLength;
-        const activity = next(input);
-        activity.catch(() => {
-          if (workflowInfo().historyLength === scheduledIn) commands.activityElided(input.seq);
-        });
-        return activity;
+        return watchElided(next(input), () => commands.activityElided(input.seq));
       },
       startTimer(input, next) {
         commands.timer(input.seq, input.durationMs);
-        const startedIn = workflowInfo().historyLength;
-        const timer = next(input);
-        timer.catch(() => {
-          if (workflowInfo().historyLength === startedIn) commands.timerElided(input.seq);
-        });
-        return timer;
+        return watchElided(next(input), () => commands.timerElided(input.seq));
       },
     },
   ],
