@@ -14,9 +14,11 @@ type RequestOptions = { signal?: AbortSignal };
 
 /**
  * The prompts of `promptIds` on the tune. One list page that starts at the newest of them (`before_id`), so prompts
- * made after the job's are never read; then, by id, those the page did not reach (others' prompts interleaved with
- * the job's). At most 1 + `promptIds.length` calls, and only the job's prompts come back. A prompt that is gone (404)
- * is left out: the wait's deadline names it.
+ * made after the job's are never read, and ends at the oldest: a listing is newest first by id, so the tune holds at
+ * most newest - oldest + 1 prompts in between, and a page that long (at most 120) reads none older than the job's.
+ * Then, by id, those the page did not reach (others' prompts interleaved with the job's). At most
+ * 1 + `promptIds.length` calls, and only the job's prompts come back. A prompt that is gone (404) is left out: the
+ * wait's deadline names it.
  *
  * @example
  * const mine = await listOwnPrompts(api, 1504944, [1601, 1602], { signal });
@@ -30,8 +32,10 @@ export async function listOwnPrompts(
   const wanted = new Set(promptIds);
   if (wanted.size === 0) return [];
   const newest = Math.max(...wanted);
+  // On a shared base tune a full page is others' prompts: 90 KB to read, parse and check for the job's few.
+  const limit = Math.min(PAGE, newest - Math.min(...wanted) + 1);
   const found = new Map<number, Prompt>();
-  for (const prompt of await api.prompts.list(tuneId, { before_id: newest + 1, limit: PAGE }, options))
+  for (const prompt of await api.prompts.list(tuneId, { before_id: newest + 1, limit }, options))
     if (wanted.has(prompt.id)) found.set(prompt.id, prompt);
   const missing = [...wanted].filter((id) => !found.has(id));
   for (let i = 0; i < missing.length; i += RETRIEVE_CONCURRENCY) {

@@ -438,6 +438,30 @@ describe('reads, lists and deletes', () => {
     expect(await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [] })).toEqual([]);
   });
 
+  test("listPrompts with promptIds on a busy tune reads a page only as long as the job's ids span", async () => {
+    // A shared base tune: others' prompts before, between and after the job's (105, 108, 110).
+    const prompts = Array.from({ length: 200 }, (_, i) => ({ id: 1 + i, tune_id: 7, text: `p${1 + i}`, images: [] }));
+    const queries: string[] = [];
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      queries.push(`${url.pathname}${url.search}`);
+      const before = Number(url.searchParams.get('before_id') ?? Infinity);
+      const limit = Number(url.searchParams.get('limit') ?? 20);
+      const page = prompts
+        .filter((p) => p.id < before)
+        .reverse()
+        .slice(0, limit);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    afterThis.push(() => new Promise((resolve) => server.close(() => resolve())));
+    const { activities } = account(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const listed = await run(activities, 'listPrompts', { tuneId: 7, promptIds: [108, 105, 110] });
+    expect(listed.map((p) => p.id)).toEqual([110, 108, 105]);
+    // 110 - 105 + 1 = 6 prompts at most between them: none older than 105 is read, and none needs a read by id.
+    expect(queries).toEqual(['/tunes/7/prompts?before_id=111&limit=6']);
+  });
+
   test('retrieveTune of an unknown tune: NotFound, never retried', async () => {
     const { activities } = account();
     const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 999_999_999 }));
