@@ -11,7 +11,8 @@
 import { openAsBlob } from 'node:fs';
 import { basename } from 'node:path';
 import { type Attributes, context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { errors, FormData, Pool, type Dispatcher } from 'undici';
+import type { Dispatcher, FormData, Pool } from 'undici';
+import type * as Undici from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header';
 import type { z } from 'zod';
 import {
@@ -26,6 +27,15 @@ import {
 } from './errors';
 import { acceptsAsIs } from './answer-check';
 import { answerIssues, ResourceId, type FileInput } from './schemas';
+
+// undici's index loads all of it (fetch, WebSocket, caches, mock agents): 3 MiB of heap in every worker, at start-up,
+// which V8 then sizes the main thread's old generation from. A request needs the pool and the errors; FormData (its
+// fetch part) only an upload, so it is loaded then. The same modules the index exports: one pinned undici.
+/* eslint-disable @typescript-eslint/no-require-imports */
+const UndiciPool = require('undici/lib/dispatcher/pool') as typeof Undici.Pool;
+const errors = require('undici/lib/core/errors') as typeof Undici.errors;
+const loadFormData = (): typeof Undici.FormData => (require('undici') as typeof Undici).FormData;
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 /** Options of one HttpClient (TunesApiOptions holds the user-facing form, with Duration strings). */
 export interface HttpClientOptions {
@@ -119,7 +129,7 @@ export class HttpClient {
     const url = new URL(options.baseUrl);
     this.#prefix = url.pathname.replace(/\/+$/, '');
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    this.#pool = new Pool(url.origin, {
+    this.#pool = new UndiciPool(url.origin, {
       connections: options.connections ?? DEFAULT_CONNECTIONS,
       headersTimeout: this.#timeoutMs,
       bodyTimeout: this.#timeoutMs,
@@ -405,7 +415,7 @@ function containsUpload(value: unknown): boolean {
 
 /** `{ tune: { images: [a], prompts_attributes: [{ text }] } }` -> `tune[images][]`, `tune[prompts_attributes][0][text]`. */
 async function toFormData(body: Readonly<Record<string, unknown>>): Promise<FormData> {
-  const form = new FormData();
+  const form = new (loadFormData())();
   const unreadable: InputIssue[] = [];
   const appendValue = async (key: string, field: string, value: unknown): Promise<void> => {
     if (value === undefined) return;

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
@@ -28,5 +29,76 @@ describe.each(['workflow-bundle.js', 'workflow-bundle-traced.js'])('the prebuilt
     expect(code).toContain('zod/v4/locales/en.cjs');
     const locales = new Set([...code.matchAll(/zod\/v4\/locales\/([\w-]+)\.cjs/g)].map((m) => m[1]));
     expect([...locales].sort()).toEqual(['en', 'index']);
+  });
+});
+
+/** The source indexes a source map's mappings point into (each segment's second base64 VLQ field, a running delta). */
+function mappedSources(mappings: string): Set<number> {
+  const DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  const used = new Set<number>();
+  let source = 0;
+  for (const line of mappings.split(';'))
+    for (const segment of line.split(',')) {
+      if (segment === '') continue;
+      const fields: number[] = [];
+      let value = 0;
+      let shift = 0;
+      for (const c of segment) {
+        const digit = DIGITS.indexOf(c);
+        value += (digit & 31) << shift;
+        shift += 5;
+        if (digit & 32) continue;
+        fields.push(value & 1 ? -(value >>> 1) : value >>> 1);
+        value = 0;
+        shift = 0;
+      }
+      if (fields.length >= 4) used.add((source += fields[1]));
+    }
+  return used;
+}
+
+describe.each(['workflow-bundle.js', 'workflow-bundle-traced.js'])('the source map of the prebuilt %s', (file) => {
+  const map = () => {
+    const code = fs.readFileSync(path.join(LIB, file), 'utf8');
+    const at = code.lastIndexOf('base64,');
+    return JSON.parse(Buffer.from(code.slice(at + 'base64,'.length), 'base64').toString('utf8')) as {
+      sources: string[];
+      sourcesContent: (string | null)[];
+      mappings: string;
+    };
+  };
+
+  it("maps every module with code, and carries the text of tuneflow's own sources only", () => {
+    const { sources, sourcesContent, mappings } = map();
+    const own = sources.filter((s) => !s.includes('node_modules'));
+    const packages = sources.filter((s) => s.includes('node_modules'));
+    expect(own).toEqual(expect.arrayContaining([expect.stringMatching(/src\/workflows\/job\.ts$/)]));
+    expect(packages).toEqual(expect.arrayContaining([expect.stringMatching(/node_modules\/zod\//)]));
+    expect(sourcesContent).toHaveLength(sources.length);
+    sources.forEach((source, i) => {
+      if (source.includes('node_modules')) expect(sourcesContent[i]).toBeNull();
+      else expect(sourcesContent[i]).toEqual(expect.any(String));
+    });
+    // Stack traces keep naming the original file and line: every source is mapped to but a few of Temporal's
+    // type-only modules, which compile to no code.
+    const mapped = mappedSources(mappings);
+    const unmapped = sources.filter((_, i) => !mapped.has(i));
+    expect(unmapped.length).toBeLessThanOrEqual(3);
+    for (const source of unmapped) expect(source).toMatch(/node_modules\/@temporalio\/common\//);
+  });
+});
+
+describe("the worker's main thread", () => {
+  it("loads undici's pool and errors but not its index, and no OpenTelemetry interceptors without tracing", () => {
+    const script = `
+      require(${JSON.stringify(path.join(LIB, 'cli', 'worker.js'))});
+      const loaded = Object.keys(require.cache);
+      console.log(JSON.stringify({
+        undiciIndex: loaded.some((f) => /node_modules\\/undici\\/index\\.js$/.test(f)),
+        undiciPool: loaded.some((f) => /node_modules\\/undici\\/lib\\/dispatcher\\/pool\\.js$/.test(f)),
+        interceptors: loaded.some((f) => f.includes('interceptors-opentelemetry')),
+      }));`;
+    const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }));
+    expect(loaded).toEqual({ undiciIndex: false, undiciPool: true, interceptors: false });
   });
 });
