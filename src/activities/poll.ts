@@ -14,11 +14,11 @@ type RequestOptions = { signal?: AbortSignal };
 
 /**
  * The prompts of `promptIds` on the tune. One list page that starts at the newest of them (`before_id`), so prompts
- * made after the job's are never read, and ends at the oldest: a listing is newest first by id, so the tune holds at
- * most newest - oldest + 1 prompts in between, and a page that long (at most 120) reads none older than the job's.
- * Then, by id, those the page did not reach (others' prompts interleaved with the job's). At most
- * 1 + `promptIds.length` calls, and only the job's prompts come back. A prompt that is gone (404) is left out: the
- * wait's deadline names it.
+ * made after the job's are never read, and no longer than the job's ids span: a listing is newest first by id, so at
+ * most newest - oldest + 1 of the tune's prompts lie in between, and a page that long (at most 120) reaches every one
+ * of the job's that a page of 120 would. Then, by id, those the page did not reach (others' prompts interleaved with
+ * the job's). At most 1 + `promptIds.length` calls, and only the job's prompts come back. A prompt that is gone (404)
+ * is left out: the wait's deadline names it.
  *
  * @example
  * const mine = await listOwnPrompts(api, 1504944, [1601, 1602], { signal });

@@ -28,14 +28,18 @@ import {
 import { acceptsAsIs } from './answer-check';
 import { answerIssues, ResourceId, type FileInput } from './schemas';
 
-// undici's index loads all of it (fetch, WebSocket, caches, mock agents): 3 MiB of heap in every worker, at start-up,
-// which V8 then sizes the main thread's old generation from. A request needs the pool and the errors; FormData (its
-// fetch part) only an upload, so it is loaded then. The same modules the index exports: one pinned undici.
+// undici's index loads all of it (fetch, WebSocket, caches, mock agents: 3 MiB of heap in every worker, at start-up,
+// which V8 then sizes the main thread's old generation from), and makes undici's Agent the process's default HTTP
+// dispatcher, Node's own fetch included. A request needs the pool and the errors, an upload FormData: their own
+// modules, the same classes the index exports (one pinned undici). The pool is then only what these modules define:
+// `dispatch` and `close`, not the index's `request` and `stream`: hence `RawPool`.
 /* eslint-disable @typescript-eslint/no-require-imports */
 const UndiciPool = require('undici/lib/dispatcher/pool') as typeof Undici.Pool;
 const errors = require('undici/lib/core/errors') as typeof Undici.errors;
-const loadFormData = (): typeof Undici.FormData => (require('undici') as typeof Undici).FormData;
+const loadFormData = (): typeof Undici.FormData =>
+  (require('undici/lib/web/fetch/formdata') as { FormData: typeof Undici.FormData }).FormData;
 /* eslint-enable @typescript-eslint/no-require-imports */
+type RawPool = Pick<Pool, 'dispatch' | 'close'>;
 
 /** Options of one HttpClient (TunesApiOptions holds the user-facing form, with Duration strings). */
 export interface HttpClientOptions {
@@ -115,7 +119,7 @@ const ID_SEGMENT = /\/\d+(?=\/|$)/g;
  * await http.close();
  */
 export class HttpClient {
-  readonly #pool: Pool;
+  readonly #pool: RawPool;
   readonly #prefix: string;
   readonly #timeoutMs: number;
   // Built once: the hot path allocates no header objects. Private (#) so that no inspect or log shows the key.
@@ -273,7 +277,11 @@ interface Answer {
  * signal's reason at once, whether the request waits for a connection, for its answer, or in the middle of the body,
  * and ends the request (one still waiting is never sent).
  */
-function exchange(pool: Pool, options: Dispatcher.DispatchOptions, signal: AbortSignal | undefined): Promise<Answer> {
+function exchange(
+  pool: RawPool,
+  options: Dispatcher.DispatchOptions,
+  signal: AbortSignal | undefined,
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) reject(abortReason(signal));
     else pool.dispatch(options, new AnswerHandler(resolve, reject, signal));

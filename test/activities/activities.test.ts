@@ -462,6 +462,38 @@ describe('reads, lists and deletes', () => {
     expect(queries).toEqual(['/tunes/7/prompts?before_id=111&limit=6']);
   });
 
+  test("listPrompts with promptIds: ids other tunes took make the page run past the job's oldest, never short of it", async () => {
+    // The tune holds the even ids only (the odd ones went to other tunes); the job's 113 is gone.
+    const tuneIds = Array.from({ length: 200 }, (_, i) => 2 * (i + 1));
+    const prompt = (id: number) => ({ id, tune_id: 7, text: `p${id}`, images: [] });
+    const queries: string[] = [];
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      queries.push(`${url.pathname}${url.search}`);
+      const one = url.pathname.match(/^\/tunes\/7\/prompts\/(\d+)$/);
+      if (one) {
+        const id = Number(one[1]);
+        if (!tuneIds.includes(id)) return res.writeHead(404, { 'content-type': 'application/json' }).end('{}');
+        return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(prompt(id)));
+      }
+      const before = Number(url.searchParams.get('before_id') ?? Infinity);
+      const limit = Number(url.searchParams.get('limit') ?? 20);
+      const page = tuneIds
+        .filter((id) => id < before)
+        .reverse()
+        .slice(0, limit)
+        .map(prompt);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    afterThis.push(() => new Promise((resolve) => server.close(() => resolve())));
+    const { activities } = account(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const listed = await run(activities, 'listPrompts', { tuneId: 7, promptIds: [104, 113, 110] });
+    expect(listed.map((p) => p.id)).toEqual([110, 104]);
+    // 10 prompts down from 113: 112 to 94, so both of the job's live ones; the gone one read by id.
+    expect(queries).toEqual(['/tunes/7/prompts?before_id=114&limit=10', '/tunes/7/prompts/113']);
+  });
+
   test('retrieveTune of an unknown tune: NotFound, never retried', async () => {
     const { activities } = account();
     const failure = await failureOf(run(activities, 'retrieveTune', { tuneId: 999_999_999 }));

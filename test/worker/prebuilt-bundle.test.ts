@@ -89,16 +89,40 @@ describe.each(['workflow-bundle.js', 'workflow-bundle-traced.js'])('the source m
 });
 
 describe("the worker's main thread", () => {
-  it("loads undici's pool and errors but not its index, and no OpenTelemetry interceptors without tracing", () => {
+  /** What a fresh process has loaded once it made TuneflowPlugin's worker options (`tracing`: with a span processor). */
+  const loadedBy = (tracing: boolean) => {
     const script = `
+      const { TuneflowPlugin } = require(${JSON.stringify(LIB)});
       require(${JSON.stringify(path.join(LIB, 'cli', 'worker.js'))});
+      const tracing = ${tracing}
+        ? { spanProcessor: { onStart() {}, onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} }, resource: { attributes: {} } }
+        : undefined;
+      const plugin = new TuneflowPlugin({ api: { apiKey: 'k-0123456789abcdef', baseUrl: 'http://127.0.0.1:1' }, tracing });
+      const options = plugin.configureWorker({ taskQueue: 'q' });
+      if (typeof options.activities?.createTune !== 'function') throw new Error('no activities');
       const loaded = Object.keys(require.cache);
+      const has = (re) => loaded.some((f) => re.test(f));
       console.log(JSON.stringify({
-        undiciIndex: loaded.some((f) => /node_modules\\/undici\\/index\\.js$/.test(f)),
-        undiciPool: loaded.some((f) => /node_modules\\/undici\\/lib\\/dispatcher\\/pool\\.js$/.test(f)),
-        interceptors: loaded.some((f) => f.includes('interceptors-opentelemetry')),
+        undiciIndex: has(/node_modules\\/undici\\/index\\.js$/),
+        undiciGlobal: has(/node_modules\\/undici\\/lib\\/global\\.js$/),
+        undiciPool: has(/node_modules\\/undici\\/lib\\/dispatcher\\/pool\\.js$/),
+        undiciErrors: has(/node_modules\\/undici\\/lib\\/core\\/errors\\.js$/),
+        interceptors: has(/interceptors-opentelemetry/),
       }));`;
-    const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }));
-    expect(loaded).toEqual({ undiciIndex: false, undiciPool: true, interceptors: false });
+    return JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }));
+  };
+
+  it("loads undici's pool and errors but not its index, and no OpenTelemetry interceptors without tracing", () => {
+    expect(loadedBy(false)).toEqual({
+      undiciIndex: false,
+      undiciGlobal: false,
+      undiciPool: true,
+      undiciErrors: true,
+      interceptors: false,
+    });
+  });
+
+  it("loads OpenTelemetry's interceptors once tracing is asked for", () => {
+    expect(loadedBy(true)).toMatchObject({ undiciIndex: false, interceptors: true });
   });
 });
