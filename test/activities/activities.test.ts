@@ -53,6 +53,37 @@ function account(baseUrl = mock.url, timeout?: Duration) {
   return { apiKey, api, activities: createActivities({ api, callbacks: signer }) };
 }
 
+/**
+ * A service on loopback holding `items`: a list path answers them newest first by id, honouring `before_id` and
+ * `limit`; a path ending in an id answers that item, or 404. Records each request's path and query.
+ */
+async function serveKeysetList(items: readonly { id: number }[]): Promise<{ url: string; queries: string[] }> {
+  const queries: string[] = [];
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    queries.push(`${url.pathname}${url.search}`);
+    const json = (status: number, body: unknown) =>
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    const byId = url.pathname.match(/\/(\d+)$/);
+    if (byId) {
+      const item = items.find((i) => i.id === Number(byId[1]));
+      return item ? json(200, item) : json(404, {});
+    }
+    const before = Number(url.searchParams.get('before_id') ?? Infinity);
+    const limit = Number(url.searchParams.get('limit') ?? 20);
+    json(
+      200,
+      items
+        .filter((i) => i.id < before)
+        .sort((a, b) => b.id - a.id)
+        .slice(0, limit),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  afterThis.push(() => new Promise((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, queries };
+}
+
 /** Runs one activity as attempt `attempt` of workflow `workflowId`. */
 function run<K extends keyof TuneflowActivities>(
   activities: TuneflowActivities,
@@ -178,24 +209,11 @@ describe('createTune', () => {
   test('where ?title= is not honoured, the look-up pages the account newest first and still finds the tune', async () => {
     // A service that ignores `title`: 130 tunes, the job's the oldest, paged by before_id.
     const tunes = Array.from({ length: 130 }, (_, i) => ({ id: 1000 + i, title: i === 0 ? 'job-old' : `t-${i}` }));
-    const queries: string[] = [];
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      queries.push(url.search);
-      const before = Number(url.searchParams.get('before_id') ?? Infinity);
-      const limit = Number(url.searchParams.get('limit') ?? 20);
-      const page = tunes
-        .filter((t) => t.id < before)
-        .reverse()
-        .slice(0, limit);
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    afterThis.push(() => new Promise((resolve) => server.close(() => resolve())));
-    const { activities } = account(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const { url, queries } = await serveKeysetList(tunes);
+    const { activities } = account(url);
     const found = await run(activities, 'createTune', { tune: tune('job-old') }, { attempt: 2 });
     expect(found).toMatchObject({ id: 1000, title: 'job-old' });
-    expect(queries).toEqual(['?limit=120&title=job-old', '?before_id=1010&limit=120']);
+    expect(queries).toEqual(['/tunes?limit=120&title=job-old', '/tunes?before_id=1010&limit=120']);
   });
 
   test('the first attempt does not look (no list call)', async () => {
@@ -441,21 +459,8 @@ describe('reads, lists and deletes', () => {
   test("listPrompts with promptIds on a busy tune reads a page only as long as the job's ids span", async () => {
     // A shared base tune: others' prompts before, between and after the job's (105, 108, 110).
     const prompts = Array.from({ length: 200 }, (_, i) => ({ id: 1 + i, tune_id: 7, text: `p${1 + i}`, images: [] }));
-    const queries: string[] = [];
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      queries.push(`${url.pathname}${url.search}`);
-      const before = Number(url.searchParams.get('before_id') ?? Infinity);
-      const limit = Number(url.searchParams.get('limit') ?? 20);
-      const page = prompts
-        .filter((p) => p.id < before)
-        .reverse()
-        .slice(0, limit);
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    afterThis.push(() => new Promise((resolve) => server.close(() => resolve())));
-    const { activities } = account(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const { url, queries } = await serveKeysetList(prompts);
+    const { activities } = account(url);
     const listed = await run(activities, 'listPrompts', { tuneId: 7, promptIds: [108, 105, 110] });
     expect(listed.map((p) => p.id)).toEqual([110, 108, 105]);
     // 110 - 105 + 1 = 6 prompts at most between them: none older than 105 is read, and none needs a read by id.
@@ -464,30 +469,9 @@ describe('reads, lists and deletes', () => {
 
   test("listPrompts with promptIds: ids other tunes took make the page run past the job's oldest, never short of it", async () => {
     // The tune holds the even ids only (the odd ones went to other tunes); the job's 113 is gone.
-    const tuneIds = Array.from({ length: 200 }, (_, i) => 2 * (i + 1));
-    const prompt = (id: number) => ({ id, tune_id: 7, text: `p${id}`, images: [] });
-    const queries: string[] = [];
-    const server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      queries.push(`${url.pathname}${url.search}`);
-      const one = url.pathname.match(/^\/tunes\/7\/prompts\/(\d+)$/);
-      if (one) {
-        const id = Number(one[1]);
-        if (!tuneIds.includes(id)) return res.writeHead(404, { 'content-type': 'application/json' }).end('{}');
-        return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(prompt(id)));
-      }
-      const before = Number(url.searchParams.get('before_id') ?? Infinity);
-      const limit = Number(url.searchParams.get('limit') ?? 20);
-      const page = tuneIds
-        .filter((id) => id < before)
-        .reverse()
-        .slice(0, limit)
-        .map(prompt);
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(page));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    afterThis.push(() => new Promise((resolve) => server.close(() => resolve())));
-    const { activities } = account(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const prompts = Array.from({ length: 200 }, (_, i) => ({ id: 2 * (i + 1), tune_id: 7, text: 'p', images: [] }));
+    const { url, queries } = await serveKeysetList(prompts);
+    const { activities } = account(url);
     const listed = await run(activities, 'listPrompts', { tuneId: 7, promptIds: [104, 113, 110] });
     expect(listed.map((p) => p.id)).toEqual([110, 104]);
     // 10 prompts down from 113: 112 to 94, so both of the job's live ones; the gone one read by id.
