@@ -4,7 +4,7 @@
  * attaches to the first instead of training twice.
  */
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
-import { parseInput } from './api/errors';
+import { parseInput } from './api/parse-input';
 import { DEFAULT_TASK_QUEUE } from './config';
 import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from './contract/check';
 import type {

@@ -1,20 +1,22 @@
 /**
- * The answer check: a test compiled once per zod schema that accepts a JSON value only where zod would return it
- * unchanged. Answers that fit (nearly all) skip the zod parse, which costs about as much CPU as the whole HTTP
- * exchange; zod itself judges everything else, so its verdict and its messages stand wherever the two could differ.
- * test/api/answer-check.test.ts holds the two in agreement on every answer schema.
+ * The as-is check: a test compiled once per zod schema that accepts a value only where zod would return it unchanged.
+ * Answers that fit (nearly all) skip the zod parse, which costs about as much CPU as the whole HTTP exchange; the
+ * client's inputs (a prompt or tune to create, list parameters) skip it the same way. zod itself judges everything
+ * else, so its verdict and its messages stand wherever the two could differ. test/api/answer-check.test.ts holds the
+ * two in agreement on every answer and input schema.
  */
 import type { z } from 'zod';
 
-/** A test that accepts a JSON value only where `schema` would return it unchanged. */
+/** A test that accepts a value only where `schema` would return it unchanged. */
 type Check = (value: unknown) => boolean;
 
 const compiledChecks = new WeakMap<z.ZodType, Check | null>();
 
 /**
- * True when `value` (parsed JSON) fits `schema` and zod would return it as it is; false means "ask zod". A zod parse
- * of a tune costs about 6 us of CPU, a fifth of the client's whole share of a request; this check, compiled once per
- * schema, well under 0.1 us. The callback receiver uses it too. Exported for its agreement tests.
+ * True when `value` fits `schema` and zod would return it as it is; false means "ask zod". A zod parse of a tune costs
+ * about 6 us of CPU, a fifth of the client's whole share of a request; in a busy worker a zod parse of a prompt to
+ * create cost 110 us (perf, 1,000-job soak). This check, compiled once per schema, costs well under a microsecond.
+ * The callback receiver uses it too. Exported for its agreement tests.
  *
  * @example
  * acceptsAsIs(Tune, JSON.parse(text)) ? (value as Tune) : Tune.parse(value);
@@ -30,7 +32,7 @@ export function acceptsAsIs(schema: z.ZodType, value: unknown): boolean {
 
 interface SchemaDef {
   type: string;
-  checks?: { _zod: { def: { check?: string; format?: string } } }[];
+  checks?: ZodCheck[];
   /** Set when the schema is itself a check, such as z.url() or z.int(). */
   check?: string;
   format?: string;
@@ -46,37 +48,90 @@ interface SchemaDef {
 
 const defOf = (schema: z.ZodType): SchemaDef => (schema as unknown as { _zod: { def: SchemaDef } })._zod.def;
 
+/** One of zod's checks (a length, a trim, a refinement): its definition, and the function zod runs it with. */
+interface ZodCheck {
+  _zod: {
+    def: { check?: string; format?: string };
+    check: (payload: { value: unknown; issues: unknown[] }) => unknown;
+  };
+}
+
+/** What a compilation collects: the functions its expression calls, and the values it refers to (`k[i]`). */
+interface Compilation {
+  functions: string[];
+  constants: unknown[];
+}
+
 /**
- * The check for the schema shapes answers use (loose objects, arrays, records, unions, nullish scalars, numbers), or
- * undefined for anything else (refinements, transforms, formats, stripping objects): zod alone judges those. A union
- * is checked on its options up to the first one zod alone judges.
+ * The check for the schema shapes answers and inputs use (loose and strict objects, arrays, records, unions, enums,
+ * literals, nullish scalars, numbers, refinements and zod's other checks), or undefined for anything else
+ * (transforms, pipes, coercion, formats, stripping objects): zod alone judges those. A union is checked on its options
+ * up to the first one zod alone judges.
  * It is compiled to one function, as zod compiles its own objects: fields are read by name (a tree of closures reading
- * `v[key]` in a loop cost 1.3 us per tune, profiled in the client bench). Only
- * the schema's own keys (as JSON string literals) and bounds (numbers) go into the source. Where code cannot be
- * generated (`--disallow-code-generation-from-strings`), zod judges every answer.
+ * `v[key]` in a loop cost 1.3 us per tune, profiled in the client bench). Only the schema's own keys (as JSON string
+ * literals) and bounds (numbers) go into the source; zod's checks, enum values and key sets are passed in as values.
+ * Where code cannot be generated (`--disallow-code-generation-from-strings`), zod judges every value.
  */
 function compileCheck(schema: z.ZodType): Check | undefined {
-  const functions: string[] = [];
-  const test = checkSource(schema, 'v', functions);
+  const compilation: Compilation = { functions: [], constants: [] };
+  const test = checkSource(schema, 'v', compilation);
   if (test === undefined) return undefined;
   try {
-    return new Function(`${functions.join('\n')}\nreturn (v) => ${test};`)() as Check;
+    const source = `${RUN_CHECK}\n${compilation.functions.join('\n')}\nreturn (v) => ${test};`;
+    return new Function('k', source)(compilation.constants) as Check;
   } catch {
     return undefined;
   }
 }
 
 /**
- * A JS expression that is true when the value in variable `v` fits `schema`; objects, arrays and records become
- * functions appended to `functions` (named `c0`, `c1`, ...), called from the expression.
+ * Runs one of zod's own checks on `v` as zod runs it, and is true when it reports no issue and leaves the value as it
+ * was (a trim that would change it is a "no": zod returns the trimmed copy). A check that throws or answers with a
+ * promise is a "no" too: zod then judges, and throws or refuses as it does.
  */
-function checkSource(schema: z.ZodType, v: string, functions: string[]): string | undefined {
+const RUN_CHECK = `function run(check, v) {
+  const payload = { value: v, issues: [] };
+  try {
+    const result = check._zod.check(payload);
+    return !(result instanceof Promise) && payload.issues.length === 0 && payload.value === v;
+  } catch {
+    return false;
+  }
+}`;
+
+/** The expression `k[i]` for a value the compiled function refers to. */
+function constant(compilation: Compilation, value: unknown): string {
+  compilation.constants.push(value);
+  return `k[${compilation.constants.length - 1}]`;
+}
+
+/** Zod runs these on a value after its type's own test: each one must pass, the value unchanged. */
+function checksSource(checks: readonly ZodCheck[], v: string, compilation: Compilation): string[] {
+  return checks.map((check) => `run(${constant(compilation, check)}, ${v})`);
+}
+
+/**
+ * A JS expression that is true when the value in variable `v` fits `schema`; objects, arrays and records become
+ * functions appended to `compilation.functions` (named `c0`, `c1`, ...), called from the expression.
+ */
+function checkSource(schema: z.ZodType, v: string, compilation: Compilation): string | undefined {
   const def = defOf(schema);
   const checks = def.checks ?? [];
+  // A custom schema (z.custom, z.instanceof) is a check itself, and returns the value as it is.
+  if (def.type === 'custom')
+    return all([`run(${constant(compilation, schema)}, ${v})`, ...checksSource(checks, v, compilation)]);
   // z.url(), z.int() and the like are strings and numbers that are checks themselves; coercion changes values.
   if (def.check !== undefined || def.format !== undefined || def.coerce) return undefined;
-  if (def.type === 'number') return numberSource(checks, v);
-  if (checks.length > 0) return undefined;
+  if (def.type === 'number') return numberSource(checks, v, compilation);
+  const test = typeSource(schema, def, v, compilation);
+  return test && all([test, ...checksSource(checks, v, compilation)]);
+}
+
+const all = (tests: string[]): string => (tests.length === 1 ? tests[0] : `(${tests.join(' && ')})`);
+
+/** The test of the schema's type alone, before its checks. */
+function typeSource(schema: z.ZodType, def: SchemaDef, v: string, compilation: Compilation): string | undefined {
+  const { functions } = compilation;
   const call = (body: string): string => {
     functions.push(`function c${functions.length}(v) {\n${body}\n}`);
     return `c${functions.length - 1}(${v})`;
@@ -85,16 +140,26 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
     case 'unknown':
     case 'any':
       return 'true';
+    case 'never':
+      return 'false';
+    case 'null':
+      return `${v} === null`;
+    case 'undefined':
+      return `${v} === undefined`;
     case 'string':
       return `typeof ${v} === 'string'`;
     case 'boolean':
       return `typeof ${v} === 'boolean'`;
+    case 'enum':
+    case 'literal':
+      // zod's own set of the allowed values, which its parse tests.
+      return `${constant(compilation, (schema as unknown as { _zod: { values: Set<unknown> } })._zod.values)}.has(${v})`;
     case 'optional': {
-      const inner = checkSource(def.innerType!, v, functions);
+      const inner = checkSource(def.innerType!, v, compilation);
       return inner && `(${v} === undefined || ${inner})`;
     }
     case 'nullable': {
-      const inner = checkSource(def.innerType!, v, functions);
+      const inner = checkSource(def.innerType!, v, compilation);
       return inner && `(${v} === null || ${inner})`;
     }
     case 'union': {
@@ -103,7 +168,7 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
       // A later option is tried only where the earlier ones' "no" is zod's "no" too (not "yes, changed").
       const options: string[] = [];
       for (const option of def.options!) {
-        const test = checkSource(option, v, functions);
+        const test = checkSource(option, v, compilation);
         if (test === undefined) break;
         options.push(test);
         if (!refusesAsZod(option)) break;
@@ -111,11 +176,11 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
       return options.length > 0 ? `(${options.join(' || ')})` : undefined;
     }
     case 'array': {
-      const element = checkSource(def.element!, 'e', functions);
+      const element = checkSource(def.element!, 'e', compilation);
       return (
         element &&
         call(
-          `if (!Array.isArray(v)) return false;\n` +
+          `if (!Array.isArray(v) || Object.getPrototypeOf(v) !== Array.prototype) return false;\n` +
             `for (let i = 0; i < v.length; i++) { const e = v[i]; if (!(${element})) return false; }\nreturn true;`,
         )
       );
@@ -123,7 +188,7 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
     case 'record': {
       // zod's records take only plain objects, which is what JSON.parse makes of `{...}`.
       const key = defOf(def.keyType!);
-      const element = checkSource(def.valueType!, 'e', functions);
+      const element = checkSource(def.valueType!, 'e', compilation);
       if (key.type !== 'string' || key.checks?.length || !element) return undefined;
       return call(
         `${OBJECT_TEST}\n` +
@@ -134,15 +199,20 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
       );
     }
     case 'object': {
-      // Only loose objects: zod returns them with every field, as they came.
-      if (!def.catchall || defOf(def.catchall).type !== 'unknown') return undefined;
+      // Loose objects, which zod returns with every field as it came, and strict ones, which refuse any other key.
+      const catchall = def.catchall && defOf(def.catchall).type;
+      if (catchall !== 'unknown' && catchall !== 'never') return undefined;
       const fields: string[] = [];
       for (const [key, field] of Object.entries(def.shape!)) {
-        const test = checkSource(field, 'x', functions);
+        const test = checkSource(field, 'x', compilation);
         if (test === undefined) return undefined;
         fields.push(`x = v[${JSON.stringify(key)}];\nif (!(${test})) return false;`);
       }
-      return call(`${OBJECT_TEST}\nlet x;\n${fields.join('\n')}\nreturn true;`);
+      const strict =
+        catchall === 'never'
+          ? `for (const key of Object.keys(v)) if (!${constant(compilation, new Set(Object.keys(def.shape!)))}.has(key)) return false;\n`
+          : '';
+      return call(`${OBJECT_TEST}\n${strict}let x;\n${fields.join('\n')}\nreturn true;`);
     }
     default:
       return undefined;
@@ -151,16 +221,24 @@ function checkSource(schema: z.ZodType, v: string, functions: string[]): string 
 
 /**
  * True when the compiled check of `schema` says "no" only where zod refuses the value too, never where zod would
- * accept it changed: scalars and arrays of them, not objects (zod drops a `__proto__` key) nor partial unions.
+ * accept it changed: scalars (untrimmed) and arrays of them, not objects (zod drops a `__proto__` key) nor partial
+ * unions.
  */
 function refusesAsZod(schema: z.ZodType): boolean {
   const def = defOf(schema);
   switch (def.type) {
     case 'number':
     case 'string':
+      return !(def.checks ?? []).some((check) => check._zod.def.check === 'overwrite');
     case 'boolean':
     case 'unknown':
     case 'any':
+    case 'never':
+    case 'null':
+    case 'undefined':
+    case 'enum':
+    case 'literal':
+    case 'custom':
       return true;
     case 'optional':
     case 'nullable':
@@ -174,22 +252,28 @@ function refusesAsZod(schema: z.ZodType): boolean {
   }
 }
 
-/** Source that returns false unless `v` is an object zod would copy whole: it drops a `__proto__` key of JSON's. */
-const OBJECT_TEST = `if (typeof v !== 'object' || v === null || Array.isArray(v) || Object.hasOwn(v, '__proto__')) return false;`;
+/**
+ * Source that returns false unless `v` is an object zod would give back whole: a plain one (zod copies any other into
+ * a plain object), without a `__proto__` key of JSON's (zod drops it).
+ */
+const OBJECT_TEST =
+  `if (typeof v !== 'object' || v === null || Object.getPrototypeOf(v) !== Object.prototype || ` +
+  `Object.hasOwn(v, '__proto__')) return false;`;
 
-/** z.number() with `.int()` (zod's safeint format: exactly Number.isSafeInteger), `.min()` and `.max()` only. */
-function numberSource(checks: NonNullable<SchemaDef['checks']>, v: string): string | undefined {
+/** z.number() with `.int()` (zod's safeint format: exactly Number.isSafeInteger), `.min()` and `.max()` inline; any other check run as zod runs it. */
+function numberSource(checks: readonly ZodCheck[], v: string, compilation: Compilation): string {
   const tests = [`typeof ${v} === 'number'`, `Number.isFinite(${v})`];
   let min: string | undefined;
   let max: string | undefined;
-  for (const { _zod } of checks) {
-    const c = _zod.def as { check?: string; format?: string; value?: unknown; inclusive?: boolean };
+  const others: ZodCheck[] = [];
+  for (const check of checks) {
+    const c = check._zod.def as { check?: string; format?: string; value?: unknown; inclusive?: boolean };
     if (c.check === 'number_format' && c.format === 'safeint') tests[1] = `Number.isSafeInteger(${v})`;
     else if (c.check === 'greater_than' && typeof c.value === 'number' && min === undefined)
       min = `${v} ${c.inclusive === true ? '>=' : '>'} ${String(c.value)}`;
     else if (c.check === 'less_than' && typeof c.value === 'number' && max === undefined)
       max = `${v} ${c.inclusive === true ? '<=' : '<'} ${String(c.value)}`;
-    else return undefined;
+    else others.push(check);
   }
-  return `(${[...tests, min, max].filter((t) => t !== undefined).join(' && ')})`;
+  return all([...tests, min, max].filter((t) => t !== undefined).concat(checksSource(others, v, compilation)));
 }

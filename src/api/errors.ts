@@ -80,13 +80,6 @@ function formatPath(subject: string, path: readonly PropertyKey[]): string {
   return out;
 }
 
-/** Validates `value` against `schema`, throwing an InvalidInputError that names each field and rule. */
-export function parseInput<S extends z.ZodType>(schema: S, subject: string, value: unknown): z.output<S> {
-  const result = schema.safeParse(value);
-  if (!result.success) throw InvalidInputError.fromZod(subject, result.error);
-  return result.data;
-}
-
 export interface RequestDescription {
   readonly method: string;
   readonly path: string;

@@ -19,13 +19,13 @@ import {
   APIError,
   ConnectionError,
   InvalidInputError,
-  parseInput,
   TimeoutError,
   TunesError,
   UnexpectedResponseError,
   type InputIssue,
 } from './errors';
 import { acceptsAsIs } from './answer-check';
+import { parseInput } from './parse-input';
 import { answerIssues, ResourceId, type FileInput } from './schemas';
 
 // undici's index loads all of it (fetch, WebSocket, caches, mock agents: 3 MiB of heap in every worker, at start-up,

@@ -1,5 +1,5 @@
 /** Image inspection (service notes): characteristics and quality flags of a training image, before training. */
-import { parseInput } from './errors';
+import { parseInput } from './parse-input';
 import { FormBody, Upload, type HttpClient, type RequestOptions } from './http';
 import { ImageInspectInput, InspectionResult } from './schemas';
 

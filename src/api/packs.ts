@@ -1,6 +1,6 @@
 /** Packs (spec 4.9, service notes): curated prompts plus training settings; a tune made from one gets its prompts. */
 import { z } from 'zod';
-import { parseInput } from './errors';
+import { parseInput } from './parse-input';
 import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
 import { created, Pack, PackDetail, PackListParams, PackTuneCreateInput, Tune } from './schemas';
 

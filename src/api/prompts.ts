@@ -1,6 +1,6 @@
 /** Prompts (spec 4.5-4.8): text that makes a tune generate images; the prompt object holds them once done. */
 import { z } from 'zod';
-import { parseInput } from './errors';
+import { parseInput } from './parse-input';
 import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
 import { PagedList } from './pagination';
 import {

@@ -1,5 +1,5 @@
 /** Themes (service notes): ten prompts per tune on a theme, read back through the tunes' prompt lists. */
-import { parseInput } from './errors';
+import { parseInput } from './parse-input';
 import type { HttpClient, RequestOptions } from './http';
 import { ThemeCreateInput, ThemeResult } from './schemas';
 

@@ -1,6 +1,6 @@
 /** Tunes (spec 4.1-4.4): fine-tuned models trained from training images. */
 import { z } from 'zod';
-import { parseInput } from './errors';
+import { parseInput } from './parse-input';
 import { resourceId, Upload, type HttpClient, type RequestOptions } from './http';
 import { PagedList } from './pagination';
 import { promptBody } from './prompts';

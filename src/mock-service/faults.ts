@@ -3,7 +3,7 @@
  * Faults are validated with zod like every other input of the mock.
  */
 import { z } from 'zod';
-import { parseInput } from '../api/errors';
+import { parseInput } from '../api/parse-input';
 
 /** What may go wrong, and how often. Every rate is a probability from 0 to 1. */
 export interface Faults {

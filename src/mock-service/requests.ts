@@ -4,7 +4,8 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
-import { InvalidInputError, parseInput } from '../api/errors';
+import { InvalidInputError } from '../api/errors';
+import { parseInput } from '../api/parse-input';
 import { ResourceId } from '../api/schemas';
 import { coerceToSchema, unfoldForm } from './multipart';
 import type { FaultInjector } from './faults';

@@ -213,7 +213,7 @@ describe('createTune', () => {
     const { activities } = account(url);
     const found = await run(activities, 'createTune', { tune: tune('job-old') }, { attempt: 2 });
     expect(found).toMatchObject({ id: 1000, title: 'job-old' });
-    expect(queries).toEqual(['/tunes?limit=120&title=job-old', '/tunes?before_id=1010&limit=120']);
+    expect(queries).toEqual(['/tunes?title=job-old&limit=120', '/tunes?before_id=1010&limit=120']);
   });
 
   test('the first attempt does not look (no list call)', async () => {

@@ -1,14 +1,28 @@
 /**
- * The compiled answer check of http.ts against zod itself: wherever the check accepts a value, zod accepts it too and
- * returns it unchanged; for the schemas it compiles, it accepts exactly what zod accepts unchanged. Checked on every
- * answer schema, with every field of a valid object replaced by each of a set of JSON values, and on the keys zod
- * treats apart (`__proto__`, `constructor`).
+ * The compiled as-is check against zod itself: wherever the check accepts a value, zod accepts it too and returns it
+ * unchanged; for the schemas it compiles, it accepts exactly what zod accepts unchanged. Checked on every answer
+ * schema, with every field of a valid object replaced by each of a set of JSON values, and on the keys zod treats apart
+ * (`__proto__`, `constructor`); and on every input schema of the client (what parseInput checks before a request),
+ * with every field replaced by each of a set of values a caller could pass, refinements, trims and bounds included.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { acceptsAsIs } from '../../src/api/answer-check';
+import { parseInput } from '../../src/api/parse-input';
 import {
   created,
+  FileInput,
+  httpUrl,
+  ImageInspectInput,
+  PackListParams,
+  PackTuneCreateInput,
+  PromptAttributesInput,
+  PromptCreateInput,
+  PromptListParams,
+  required,
+  ThemeCreateInput,
+  TuneCreateInput,
+  TuneListParams,
   DeleteResult,
   InspectionResult,
   numeric,
@@ -295,16 +309,13 @@ describe('the compiled answer check', () => {
     expect(Prompt.parse({ ...prompt, images: '' }).images).toBeNull();
   });
 
-  test('leaves to zod what it does not compile: stripping objects, refinements, transforms, formats', () => {
+  test('leaves to zod what it does not compile: stripping objects, transforms, formats, coercion', () => {
     const cases: [z.ZodType, unknown][] = [
       [z.object({ id: z.number() }), { id: 1 }],
-      [z.strictObject({ id: z.number() }), { id: 1 }],
-      [z.looseObject({ id: z.number().refine((n) => n > 0) }), { id: 1 }],
       [z.looseObject({ id: z.string().transform((s) => s.length) }), { id: 'x' }],
       [z.looseObject({ url: z.url() }), { url: 'https://example.com' }],
       [z.looseObject({ id: z.int() }), { id: 1 }],
       [z.looseObject({ n: z.coerce.number() }), { n: 1 }],
-      [z.number().multipleOf(8), 16],
       [z.record(z.enum(['a']), z.number()), { a: 1 }],
     ];
     for (const [schema, value] of cases) {
@@ -318,5 +329,193 @@ describe('the compiled answer check', () => {
     expect(acceptsAsIs(schema, { 'a-b': 'x', "it's": 1, '\\': true })).toBe(true);
     expect(acceptsAsIs(schema, { 'a-b': 'x', "it's": 'one' })).toBe(false);
     expect(acceptsAsIs(schema, { "it's": 1 })).toBe(false);
+  });
+});
+
+/** Values a caller could put in an input's field: JSON's, and strings to trim, URLs, bytes, odd objects. */
+const INPUT_SAMPLES: unknown[] = [
+  ...SAMPLES,
+  ' x ',
+  'x ',
+  '   ',
+  'https://images.example.com/1.jpg',
+  'http://127.0.0.1:3001/callbacks/prompt?workflowId=w&runId=r&sig=abc',
+  'ftp://images.example.com/1.jpg',
+  'not a url',
+  '{"eye_color":"blue eyes"}',
+  '{"eye_color":{"x":1}}',
+  'lora',
+  'fast',
+  'flux1',
+  8,
+  16,
+  12,
+  7.5,
+  15,
+  16.5,
+  2 ** 32,
+  2 ** 32 + 1,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  Buffer.from([0xff, 0xd8, 0xff]),
+  new Uint8Array([1, 2]),
+  new Blob(['x']),
+  new Date(0),
+  Object.assign(Object.create(null) as object, { a: 1 }),
+  ['https://images.example.com/1.jpg'],
+  ['https://images.example.com/1.jpg', 'ftp://x'],
+  [' '],
+  [1, 2],
+  [0],
+  [{ text: 'ohwx man' }],
+  [{ text: ' ' }],
+  [{ text: 'ohwx man', inpaint_faces: true }],
+  { callback: 'https://callbacks.example.com/p' },
+  { callback: 'ftp://x' },
+  { num_images: 2, w: 512 },
+  { w: 500 },
+];
+
+const url = 'https://images.example.com/1.jpg';
+const inputs: { name: string; schema: z.ZodType; valid: Record<string, unknown> }[] = [
+  {
+    name: 'PromptCreateInput',
+    schema: PromptCreateInput,
+    valid: { text: 'ohwx woman, studio light', num_images: 2, callback: `${url}?key=0`, w: 512, h: 640 },
+  },
+  {
+    name: 'PromptAttributesInput',
+    schema: PromptAttributesInput,
+    valid: { text: 'ohwx woman', lora_scale: 0.8, super_resolution: true, inpaint_faces: true },
+  },
+  {
+    name: 'TuneCreateInput',
+    schema: TuneCreateInput,
+    valid: {
+      name: 'woman',
+      title: 'job-1',
+      branch: 'fast',
+      image_urls: [url],
+      callback: `${url}?tune`,
+      model_type: 'lora',
+      preset: 'flux-lora-portrait',
+      characteristics: { eye_color: 'blue eyes' },
+      prompts_attributes: [{ text: 'ohwx woman', num_images: 1 }],
+    },
+  },
+  {
+    name: 'PackTuneCreateInput',
+    schema: PackTuneCreateInput,
+    valid: { name: 'man', title: 'job-2', image_urls: [url], prompt_attributes: { callback: url }, branch: 'fast' },
+  },
+  { name: 'TuneListParams', schema: TuneListParams, valid: { limit: 20, offset: 0, title: 'job-1' } },
+  { name: 'PromptListParams', schema: PromptListParams, valid: { limit: 6, before_id: 114 } },
+  { name: 'PackListParams', schema: PackListParams, valid: { public: true } },
+  { name: 'ImageInspectInput', schema: ImageInspectInput, valid: { name: 'man', file_url: url } },
+  {
+    name: 'ThemeCreateInput',
+    schema: ThemeCreateInput,
+    valid: { theme: 'autumn', tune_ids: [1504944], prompt_attributes: { num_images: 2, w: 512 } },
+  },
+];
+
+/**
+ * Fields where the check may say "ask zod" to a value zod takes as is: unions it checks only up to an option whose "no"
+ * can be zod's "yes, changed" (characteristics: an object first, a JSON string second).
+ */
+const PARTIAL: Record<string, string[]> = {
+  TuneCreateInput: ['characteristics'],
+  PackTuneCreateInput: ['characteristics'],
+};
+
+describe('the compiled check of the client inputs', () => {
+  test.each(inputs)(
+    'takes the fast path for a valid $name, and parseInput returns it as it is',
+    ({ schema, valid }) => {
+      expect(zodAcceptsAsIs(schema, valid)).toBe(true);
+      expect(acceptsAsIs(schema, valid)).toBe(true);
+    },
+  );
+
+  test.each(inputs)(
+    'agrees with zod on every field of the $name replaced by each sample',
+    ({ name, schema, valid }) => {
+      const keys = new Set([...shapeKeys(schema), ...Object.keys(valid), 'unknown_field']);
+      let accepted = 0;
+      let refused = 0;
+      for (const key of keys) {
+        for (const sample of INPUT_SAMPLES) {
+          const value = { ...valid, [key]: sample };
+          const expected = zodAcceptsAsIs(schema, value);
+          const got = acceptsAsIs(schema, value);
+          if (got) accepted++;
+          else refused++;
+          if (got === expected || (!got && PARTIAL[name]?.includes(key))) continue;
+          throw new Error(`${key} = ${String(sample)}: the check says ${got}, zod ${expected}`);
+        }
+        // A field left out, and a field present as undefined (zod keeps the key).
+        const { [key]: _, ...without } = valid;
+        expect([key, acceptsAsIs(schema, without)]).toEqual([key, zodAcceptsAsIs(schema, without)]);
+      }
+      // Both verdicts occur: the comparison is not all "no".
+      expect(accepted).toBeGreaterThan(keys.size);
+      expect(refused).toBeGreaterThan(keys.size);
+    },
+  );
+
+  test.each(inputs)('agrees with zod on the $name replaced whole by each sample', ({ schema }) => {
+    for (const sample of INPUT_SAMPLES) {
+      expect([sample, acceptsAsIs(schema, sample)]).toEqual([sample, zodAcceptsAsIs(schema, sample)]);
+    }
+  });
+
+  test('agrees with zod on trims, URLs, files, multiples and refinements alone', () => {
+    const schemas = [
+      required,
+      httpUrl,
+      FileInput,
+      z.number().multipleOf(8),
+      z.number().int().positive().multipleOf(8),
+      z.number().refine((n) => n > 0),
+      z.string().min(2).max(4),
+      z.array(z.number()).min(1),
+      z.enum(['a', 'b']),
+      z.literal(1),
+      z.never().optional(),
+      z.strictObject({ id: z.number().optional() }),
+      z.looseObject({ a: z.number() }).superRefine((o, ctx) => {
+        if (o.a > 1) ctx.addIssue({ code: 'custom', message: 'too big', path: ['a'] });
+      }),
+      z.string().refine(() => Promise.resolve(true)),
+    ];
+    for (const schema of schemas) {
+      for (const sample of [...INPUT_SAMPLES, { id: 1 }, { id: 1, x: 2 }, { id: undefined }, 'ab', 'abcde', 'a']) {
+        if (schema === schemas[schemas.length - 1] && typeof sample === 'string') {
+          // An async refinement: zod's synchronous parse throws, the check asks zod.
+          expect(acceptsAsIs(schema, sample)).toBe(false);
+          continue;
+        }
+        expect([sample, acceptsAsIs(schema, sample)]).toEqual([sample, zodAcceptsAsIs(schema, sample)]);
+      }
+    }
+  });
+
+  test('parseInput returns an input that fits as it is, and names the field and rule of one that does not', () => {
+    const prompt = { text: 'ohwx woman', num_images: 2 };
+    expect(parseInput(PromptCreateInput, 'prompt', prompt)).toBe(prompt);
+    expect(parseInput(TuneCreateInput, 'tune', { name: ' woman ', title: 'job', image_urls: [url] })).toEqual({
+      name: 'woman',
+      title: 'job',
+      image_urls: [url],
+    });
+    expect(() => parseInput(PromptCreateInput, 'prompt', { ...prompt, w: 500 })).toThrow(
+      'prompt.w: must be a positive integer multiple of 8',
+    );
+    expect(() => parseInput(PromptCreateInput, 'prompt', { ...prompt, inpaint_faces: true })).toThrow(
+      'prompt.inpaint_faces: requires super_resolution to be true',
+    );
+    expect(() => parseInput(PromptCreateInput, 'prompt', { ...prompt, callback: 'ftp://x' })).toThrow(
+      'prompt.callback: must be an http(s) URL',
+    );
   });
 });
