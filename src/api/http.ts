@@ -423,32 +423,41 @@ function containsUpload(value: unknown): boolean {
 
 /** `{ tune: { images: [a], prompts_attributes: [{ text }] } }` -> `tune[images][]`, `tune[prompts_attributes][0][text]`. */
 async function toFormData(body: Readonly<Record<string, unknown>>): Promise<FormData> {
-  const form = new (loadFormData())();
-  const unreadable: InputIssue[] = [];
-  const appendValue = async (key: string, field: string, value: unknown): Promise<void> => {
+  // Every field is read before any file is: the caller's objects (checked as they are) may change while files are read.
+  const parts: { key: string; field: string; value: string | Upload }[] = [];
+  const collect = (key: string, field: string, value: unknown): void => {
     if (value === undefined) return;
-    if (value instanceof Upload) {
-      try {
-        const { blob, filename } = await toBlob(value.file);
-        form.append(key, blob, filename);
-      } catch (err) {
-        unreadable.push({ field, rule: `must be a readable file (${(err as Error).message})` });
-      }
-    } else if (Array.isArray(value)) {
+    if (value instanceof Upload) parts.push({ key, field, value });
+    else if (Array.isArray(value)) {
       for (let i = 0; i < value.length; i++) {
         const item: unknown = value[i];
         // Rails-style: scalars and files repeat `key[]`, objects need their index to stay together.
         const itemKey = isPlainObject(item) ? `${key}[${i}]` : `${key}[]`;
-        await appendValue(itemKey, `${field}[${i}]`, item);
+        collect(itemKey, `${field}[${i}]`, item);
       }
     } else if (isPlainObject(value)) {
-      for (const [k, v] of Object.entries(value)) await appendValue(`${key}[${k}]`, `${field}.${k}`, v);
+      for (const [k, v] of Object.entries(value)) collect(`${key}[${k}]`, `${field}.${k}`, v);
     } else {
       // A null (e.g. model_type: null, a checkpoint) is sent as an empty field, as HTML forms do.
-      form.append(key, value === null ? '' : String(value));
+      parts.push({ key, field, value: value === null ? '' : String(value) });
     }
   };
-  for (const [key, value] of Object.entries(body)) await appendValue(key, key, value);
+  for (const [key, value] of Object.entries(body)) collect(key, key, value);
+
+  const form = new (loadFormData())();
+  const unreadable: InputIssue[] = [];
+  for (const { key, field, value } of parts) {
+    if (typeof value === 'string') {
+      form.append(key, value);
+      continue;
+    }
+    try {
+      const { blob, filename } = await toBlob(value.file);
+      form.append(key, blob, filename);
+    } catch (err) {
+      unreadable.push({ field, rule: `must be a readable file (${(err as Error).message})` });
+    }
+  }
   if (unreadable.length) throw new InvalidInputError(Object.keys(body)[0] ?? 'body', unreadable);
   return form;
 }

@@ -13,6 +13,7 @@ import { Themes } from './themes';
 import { Tunes } from './tunes';
 
 export * from './errors';
+export { parseInput } from './parse-input';
 export * from './schemas';
 export { PagedList, type PageSource } from './pagination';
 export { HttpClient, FormBody, Upload, type HttpClientOptions, type Query, type RequestOptions } from './http';

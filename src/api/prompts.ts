@@ -117,7 +117,8 @@ export class Prompts {
   }
 
   #pages(path: string, params: PromptListParams | undefined, options: RequestOptions | undefined) {
-    const query = parseInput(PromptListParams, 'params', params ?? {});
+    // A copy: later pages read it, and the caller's object may change meanwhile.
+    const query = { ...parseInput(PromptListParams, 'params', params ?? {}) };
     const limit = query.limit ?? LIMITS.listLimitDefault;
     return {
       limit,

@@ -56,7 +56,8 @@ export class Tunes {
    */
   list(params?: TuneListParams, options?: RequestOptions): PagedList<Tune> {
     return new PagedList(() => {
-      const query = parseInput(TuneListParams, 'params', params ?? {});
+      // A copy: later pages read it, and the caller's object may change meanwhile.
+      const query = { ...parseInput(TuneListParams, 'params', params ?? {}) };
       return {
         limit: query.limit ?? LIMITS.listLimitDefault,
         fetchPage: (beforeId: number | undefined) =>

@@ -167,7 +167,8 @@ export class FaultInjector {
    * @example injector.set({ status500Rate: 1, maxFaults: 2 });
    */
   set(faults: unknown): Faults {
-    const parsed = parseInput(this.schema, 'faults', faults);
+    // A copy: the faults in force change only through set().
+    const parsed = { ...parseInput(this.schema, 'faults', faults) };
     this.faults = parsed;
     this.routes = parsed.faultRoutes ? new Set(parsed.faultRoutes) : undefined;
     this.injected = 0;

@@ -7,7 +7,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { acceptsAsIs } from '../../src/api/answer-check';
+import { acceptsAsIs, acceptsInputAsIs } from '../../src/api/answer-check';
 import { parseInput } from '../../src/api/parse-input';
 import {
   created,
@@ -433,7 +433,8 @@ describe('the compiled check of the client inputs', () => {
     'takes the fast path for a valid $name, and parseInput returns it as it is',
     ({ schema, valid }) => {
       expect(zodAcceptsAsIs(schema, valid)).toBe(true);
-      expect(acceptsAsIs(schema, valid)).toBe(true);
+      expect(acceptsInputAsIs(schema, valid)).toBe(true);
+      expect(parseInput(schema, 'input', valid)).toBe(valid);
     },
   );
 
@@ -447,7 +448,7 @@ describe('the compiled check of the client inputs', () => {
         for (const sample of INPUT_SAMPLES) {
           const value = { ...valid, [key]: sample };
           const expected = zodAcceptsAsIs(schema, value);
-          const got = acceptsAsIs(schema, value);
+          const got = acceptsInputAsIs(schema, value);
           if (got) accepted++;
           else refused++;
           if (got === expected || (!got && PARTIAL[name]?.includes(key))) continue;
@@ -455,7 +456,7 @@ describe('the compiled check of the client inputs', () => {
         }
         // A field left out, and a field present as undefined (zod keeps the key).
         const { [key]: _, ...without } = valid;
-        expect([key, acceptsAsIs(schema, without)]).toEqual([key, zodAcceptsAsIs(schema, without)]);
+        expect([key, acceptsInputAsIs(schema, without)]).toEqual([key, zodAcceptsAsIs(schema, without)]);
       }
       // Both verdicts occur: the comparison is not all "no".
       expect(accepted).toBeGreaterThan(keys.size);
@@ -465,7 +466,7 @@ describe('the compiled check of the client inputs', () => {
 
   test.each(inputs)('agrees with zod on the $name replaced whole by each sample', ({ schema }) => {
     for (const sample of INPUT_SAMPLES) {
-      expect([sample, acceptsAsIs(schema, sample)]).toEqual([sample, zodAcceptsAsIs(schema, sample)]);
+      expect([sample, acceptsInputAsIs(schema, sample)]).toEqual([sample, zodAcceptsAsIs(schema, sample)]);
     }
   });
 
@@ -492,13 +493,48 @@ describe('the compiled check of the client inputs', () => {
       for (const sample of [...INPUT_SAMPLES, { id: 1 }, { id: 1, x: 2 }, { id: undefined }, 'ab', 'abcde', 'a']) {
         if (schema === schemas[schemas.length - 1] && typeof sample === 'string') {
           // An async refinement: zod's synchronous parse throws, the check asks zod.
-          expect(acceptsAsIs(schema, sample)).toBe(false);
+          expect(acceptsInputAsIs(schema, sample)).toBe(false);
           continue;
         }
-        expect([sample, acceptsAsIs(schema, sample)]).toEqual([sample, zodAcceptsAsIs(schema, sample)]);
+        expect([sample, acceptsInputAsIs(schema, sample)]).toEqual([sample, zodAcceptsAsIs(schema, sample)]);
       }
     }
   });
+
+  test.each(inputs)(
+    'asks zod about a $name that is not plain data: getters, proxies, symbol or hidden keys, odd arrays',
+    ({ schema, valid }) => {
+      const getters = Object.defineProperties(
+        {},
+        Object.fromEntries(Object.entries(valid).map(([k, v]) => [k, { get: () => v, enumerable: true }])),
+      );
+      const odd: unknown[] = [
+        getters,
+        new Proxy({ ...valid }, {}),
+        { ...valid, [Symbol('s')]: 1 },
+        Object.defineProperty({ ...valid }, 'hidden', { value: 1, enumerable: false }),
+      ];
+      for (const value of odd) {
+        expect(acceptsInputAsIs(schema, value)).toBe(false);
+        // zod judges it, and what parseInput returns is zod's copy, never the caller's object.
+        if (schema.safeParse(value).success) expect(parseInput(schema, 'input', value)).not.toBe(value);
+      }
+      // The same inside: each object or array field of the valid input made odd.
+      let nested = 0;
+      for (const [key, field] of Object.entries(valid)) {
+        if (typeof field !== 'object' || field === null) continue;
+        const oddFields: unknown[] = Array.isArray(field)
+          ? [Object.assign([...field], { extra: 1 }), new Proxy([...field], {}), [, ...field]]
+          : [new Proxy({ ...field }, {}), { ...field, [Symbol('s')]: 1 }];
+        for (const value of oddFields) {
+          expect([key, acceptsInputAsIs(schema, { ...valid, [key]: value })]).toEqual([key, false]);
+          nested++;
+        }
+      }
+      expect(nested + odd.length).toBeGreaterThan(3);
+      expect(acceptsInputAsIs(schema, { ...valid })).toBe(true);
+    },
+  );
 
   test('parseInput returns an input that fits as it is, and names the field and rule of one that does not', () => {
     const prompt = { text: 'ohwx woman', num_images: 2 };

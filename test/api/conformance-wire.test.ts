@@ -209,6 +209,29 @@ describe('requests', () => {
     expect(Buffer.from(await input.arrayBuffer())).toEqual(PNG);
   });
 
+  test('a multipart body is the input as it was at the call, though the caller changes it while files are read', async () => {
+    answer = () => ({ body: tune(12) });
+    const path = join(dir, 'face-2.jpg');
+    await writeFile(path, JPEG);
+    const input = {
+      title: 'order-12',
+      name: 'man',
+      images: [path, PNG],
+      characteristics: { eye_color: 'green' },
+      prompts_attributes: [{ text: 'ohwx man, portrait', num_images: 2 }],
+    };
+    const created = api.tunes.create(input);
+    // The input was checked as it is (no copy): what is sent must be what was checked.
+    input.characteristics.eye_color = 'changed';
+    input.prompts_attributes[0].text = '';
+    input.prompts_attributes[0].num_images = 99;
+    await created;
+    const form = await formOf(recorded[0]);
+    expect(form.get('tune[characteristics][eye_color]')).toBe('green');
+    expect(form.get('tune[prompts_attributes][0][text]')).toBe('ohwx man, portrait');
+    expect(form.get('tune[prompts_attributes][0][num_images]')).toBe('2');
+  });
+
   test('a prompt is JSON { prompt: {...} } without a file, multipart prompt[...] with one', async () => {
     answer = () => ({ body: prompt(11) });
     await api.prompts.create(5, { text: 'ohwx man', num_images: 2, style: null, backend_version: '1' });
@@ -336,6 +359,23 @@ describe('lists', () => {
     expect((await list).map((t) => t.id)).toEqual([10, 9]);
     expect((await list).map((t) => t.id)).toEqual([10, 9]);
     expect(recorded).toHaveLength(1);
+  });
+
+  test('later pages keep the params as they were when the list opened', async () => {
+    serveTunes(7);
+    const params = { limit: 3, title: 't' };
+    const ids: number[] = [];
+    for await (const t of api.tunes.list(params)) {
+      ids.push(t.id);
+      params.limit = 500;
+      params.title = 'other';
+    }
+    expect(ids).toEqual([7, 6, 5, 4, 3, 2, 1]);
+    expect(recorded.map((r) => r.url)).toEqual([
+      '/tunes?limit=3&title=t',
+      '/tunes?before_id=5&limit=3&title=t',
+      '/tunes?before_id=2&limit=3&title=t',
+    ]);
   });
 
   test('iterating pages with before_id = the last id, and stops on a short page', async () => {
