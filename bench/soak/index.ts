@@ -16,7 +16,7 @@ import { durationToMs } from '../../src/duration';
 import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/contract/inputs';
-import { runFloor } from '../floor/phase';
+import { runFloor, type FloorRun } from '../floor/phase';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { heapPeaks, type HeapPeak } from './gc-trace';
@@ -24,17 +24,21 @@ import { planJobs, startJob, type SoakJob } from './jobs';
 import { callbackTimes, judgeRun, readHistory, SIGNATURE } from './judge';
 import {
   COMPARED,
+  COMPARED_NAMES,
   followRuns,
+  medianRatios,
   phaseFigures,
   ratiosOf,
   readOutcomes,
+  roundsTable,
+  sameShape,
   startOnSchedule,
   WorkerUsage,
+  type FloorShape,
   type PhaseFigures,
   type Ratios,
   type ReactionFigures,
-  sameShape,
-  type FloorShape,
+  type Round,
   type Sample,
 } from './measure';
 import { FlagError, parseSoakOptions, USAGE, type SoakOptions } from './options';
@@ -113,7 +117,11 @@ export interface SoakReport extends PhaseFigures {
   /** Every broken invariant, in words; empty when the run passed. */
   violations: string[];
   floor?: PhaseFigures;
+  /** tuneflow / floor of the figures above (the first round's, with --rounds). */
   ratios?: Ratios;
+  /** With --rounds: each round's order and tuneflow / floor, and their median. */
+  rounds?: Round[];
+  medianRatios?: Ratios;
   /** Jobs that issued the floor's commands for the same job, and the first few that did not. */
   floorShape?: FloorShape;
 }
@@ -469,25 +477,26 @@ function reactionText(part: ReactionFigures | null): string {
 /** The figures tuneflow is compared on, in words: name, tuneflow's, the floor's, the ratio. */
 export function comparisonRows(report: SoakReport): string[][] {
   const floor = report.floor;
-  const row = (name: string, key: (typeof COMPARED)[number], unit = '') => {
+  const row = (key: (typeof COMPARED)[number], unit = '') => {
     const show = (n: number | null | undefined) => (n === null || n === undefined ? 'n/a' : `${n}${unit}`);
     const ratio = report.ratios?.[key];
+    const name = COMPARED_NAMES[key];
     return floor
       ? [name, show(report[key]), show(floor[key]), ratio === null || ratio === undefined ? 'n/a' : `${ratio}x`]
       : [name, show(report[key])];
   };
   return [
-    row('worker CPU per job', 'workerCpuMsPerJob', ' ms'),
-    row('  its main thread (activities)', 'workerMainThreadCpuMsPerJob', ' ms'),
-    row('worker RSS peak', 'workerRssMiB', ' MiB'),
-    row('jobs/s', 'jobsPerSecond'),
-    row('server CPU per job', 'serverCpuMsPerJob', ' ms'),
-    row('history events per job', 'historyEventsPerJob'),
-    row('workflow tasks per job', 'workflowTasksPerJob'),
-    row('history bytes per job', 'historyBytesPerJob'),
-    row('activities per job', 'activitiesPerJob'),
-    row('timers per job', 'timersPerJob'),
-    row('signals per job', 'signalsPerJob'),
+    row('workerCpuMsPerJob', ' ms'),
+    row('workerMainThreadCpuMsPerJob', ' ms'),
+    row('workerRssMiB', ' MiB'),
+    row('jobsPerSecond'),
+    row('serverCpuMsPerJob', ' ms'),
+    row('historyEventsPerJob'),
+    row('workflowTasksPerJob'),
+    row('historyBytesPerJob'),
+    row('activitiesPerJob'),
+    row('timersPerJob'),
+    row('signalsPerJob'),
     ...(
       [
         ['reaction p50 / p99, steady rate', (r) => reactionText(r.reaction.steady)],
@@ -565,6 +574,7 @@ function table(report: SoakReport): string {
       );
     for (const row of compared) lines.push(row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i]) : cell)).join('  '));
   }
+  if (report.rounds && report.medianRatios) lines.push('', ...roundsTable(report.rounds, report.medianRatios));
   return lines.join('\n');
 }
 
@@ -587,16 +597,48 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const runId = Date.now().toString(36);
-  const { report, detail } = await run(options, runId);
+  // Each round runs the pair on fresh servers; the order turns each round, so neither side always runs on the
+  // machine the other just left.
+  let first: { tuneflow: { report: SoakReport; detail: PhaseDetail }; floor?: FloorRun } | undefined;
+  const rounds: Round[] = [];
+  const laterViolations: string[] = [];
+  let imageHost: string | undefined;
+  for (let r = 1; r <= options.rounds; r++) {
+    const id = options.rounds > 1 ? `${runId}-${r}` : runId;
+    const floorFirst = r % 2 === 0 && imageHost !== undefined;
+    if (options.rounds > 1) stderr(`round ${r} of ${options.rounds}: ${floorFirst ? 'the floor' : 'tuneflow'} first`);
+    let floor = floorFirst ? await runFloor(options, id, imageHost!, jobOptions(options), stderr) : undefined;
+    const tuneflow = await run(options, id);
+    imageHost = tuneflow.detail.mockUrl;
+    if (options.compareFloor && !floorFirst) {
+      stderr('tuneflow done; now the floor, the same plan');
+      floor = await runFloor(options, id, imageHost, jobOptions(options), stderr);
+    }
+    if (first === undefined) first = { tuneflow, floor };
+    else
+      laterViolations.push(
+        ...[...tuneflow.report.violations, ...(floor?.violations ?? [])].map((v) => `round ${r}: ${v}`),
+      );
+    if (floor) {
+      const ratios = ratiosOf(tuneflow.report, floor.figures);
+      rounds.push({ order: floorFirst ? 'floor first' : 'tuneflow first', ratios });
+      if (options.rounds > 1) stderr(`round ${r}: tuneflow / floor ${JSON.stringify(ratios)}`);
+    }
+  }
+  const { report, detail } = first!.tuneflow;
   const charted: ChartedRun[] = [{ name: 'tuneflow', color: TUNEFLOW_COLOR, ...detail }];
-  if (options.compareFloor) {
-    stderr('tuneflow done; now the floor, the same plan');
-    const floor = await runFloor(options, runId, detail.mockUrl, jobOptions(options), stderr);
+  const floor = first!.floor;
+  if (floor) {
     report.floor = floor.figures;
     report.ratios = ratiosOf(report, floor.figures);
     report.violations.push(...floor.violations);
     report.floorShape = sameShape(detail.sequences, floor.sequences);
     charted.push({ name: 'floor', color: FLOOR_COLOR, samples: floor.samples, reactionMs: floor.reactionMs });
+  }
+  if (rounds.length > 1) {
+    report.rounds = rounds;
+    report.medianRatios = medianRatios(rounds.map((round) => round.ratios));
+    report.violations.push(...laterViolations);
   }
   process.stdout.write(`\n${table(report)}\n`);
   for (const violation of report.violations.slice(0, 20)) process.stdout.write(`VIOLATION ${violation}\n`);

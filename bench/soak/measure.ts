@@ -431,6 +431,27 @@ export const COMPARED = [
 ] as const;
 export type Ratios = Record<(typeof COMPARED)[number], number | null>;
 
+/** The compared figures' names in the report. */
+export const COMPARED_NAMES: Record<(typeof COMPARED)[number], string> = {
+  workerCpuMsPerJob: 'worker CPU per job',
+  workerMainThreadCpuMsPerJob: '  its main thread (activities)',
+  workerRssMiB: 'worker RSS peak',
+  jobsPerSecond: 'jobs/s',
+  serverCpuMsPerJob: 'server CPU per job',
+  historyEventsPerJob: 'history events per job',
+  workflowTasksPerJob: 'workflow tasks per job',
+  historyBytesPerJob: 'history bytes per job',
+  activitiesPerJob: 'activities per job',
+  timersPerJob: 'timers per job',
+  signalsPerJob: 'signals per job',
+};
+
+/** One round of `--rounds`: which side ran first, and tuneflow / floor. */
+export interface Round {
+  order: 'tuneflow first' | 'floor first';
+  ratios: Ratios;
+}
+
 /**
  * tuneflow / floor for each compared figure (null where either is unknown or the floor's is 0).
  *
@@ -444,4 +465,46 @@ export function ratiosOf(tuneflow: PhaseFigures, floor: PhaseFigures): Ratios {
       return [key, a === null || b === null || b === 0 ? null : round(a / b, 2)];
     }),
   ) as Ratios;
+}
+
+/**
+ * The median of each ratio over rounds (the mean of the middle two for an even count; null where no round has one):
+ * one round's machine mood moves it less than it moves that round.
+ *
+ * @example
+ * medianRatios([{ workerCpuMsPerJob: 1.3, ... }, { workerCpuMsPerJob: 1.1, ... }, { workerCpuMsPerJob: 1.2, ... }]).workerCpuMsPerJob; // 1.2
+ */
+export function medianRatios(rounds: readonly Ratios[]): Ratios {
+  return Object.fromEntries(
+    COMPARED.map((key) => {
+      const values = rounds
+        .map((r) => r[key])
+        .filter((v): v is number => v !== null)
+        .sort((a, b) => a - b);
+      if (values.length === 0) return [key, null];
+      const mid = values.length >> 1;
+      return [key, round(values.length % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2, 2)];
+    }),
+  ) as Ratios;
+}
+
+/** Each compared figure's tuneflow / floor round by round, and the median: `worker CPU per job  1.13x  1.29x  1.21x  1.21x`. */
+export function roundsTable(rounds: readonly Round[], median: Ratios): string[] {
+  const rows = [
+    ['tuneflow / floor', ...rounds.map((round, i) => `${i + 1}: ${round.order}`), 'median'],
+    ...COMPARED.map((key) => {
+      const show = (ratio: number | null) => (ratio === null ? 'n/a' : `${ratio}x`);
+      return [COMPARED_NAMES[key], ...rounds.map((round) => show(round.ratios[key])), show(median[key])];
+    }),
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return [
+    `by round (the order turned each round; the figures above are round 1's)`,
+    ...rows.map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    ),
+  ];
 }

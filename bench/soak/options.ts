@@ -37,6 +37,11 @@ export interface SoakOptions {
   burst: number;
   /** Run the same plan through the floor (bench/floor) afterwards and report tuneflow / floor. */
   compareFloor: boolean;
+  /**
+   * With compareFloor: how many times to run the pair, the order turned each time (tuneflow first, then the floor
+   * first), reporting each round's ratios and their median.
+   */
+  rounds: number;
   /** Write a page with charts (and the full report) into this directory. */
   reportDir?: string;
   trainingTime: string;
@@ -86,6 +91,8 @@ ${Object.entries(PROFILES)
   --compare-floor       then the same plan through the floor (bench/floor: bare workflows of tuneflow's Temporal
                         shape) on a fresh server with the same flags, workers and delays; the report adds the
                         floor's figures and tuneflow / floor (needs npm run build and --profile none)
+  --rounds N            with --compare-floor: N pairs, tuneflow first then the floor first in turn; the report adds
+                        each round's tuneflow / floor and their median (default 1)
   --report DIR          write DIR/index.html (charts: worker memory and runs in flight over time, reaction
                         latencies; tuneflow beside the floor when compared) and DIR/report.json
   --training-time D     how long the mock trains a tune (default 10s)
@@ -151,6 +158,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         rate: { type: 'string' },
         burst: { type: 'string' },
         'compare-floor': { type: 'boolean' },
+        rounds: { type: 'string' },
         report: { type: 'string' },
         'training-time': { type: 'string' },
         'inference-time': { type: 'string' },
@@ -193,6 +201,9 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   if (compareFloor && profileName !== 'none')
     throw new FlagError(`--compare-floor: the floor takes no faults; run it with --profile none, got '${profileName}'`);
   if (compareFloor && v.cluster) throw new FlagError('--compare-floor: runs on the dev server, not with --cluster');
+  const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
+  if (rounds > 1 && !compareFloor)
+    throw new FlagError('--rounds: needs --compare-floor (rounds of tuneflow and the floor)');
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
   if (v['cpu-prof'] !== undefined && !v['cpu-prof'].trim())
     throw new FlagError('--cpu-prof: must be a directory to write the profiles into');
@@ -206,6 +217,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     rate,
     burst,
     compareFloor,
+    rounds,
     reportDir: v.report,
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),

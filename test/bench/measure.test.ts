@@ -5,12 +5,16 @@
 import type { SoakJob } from '../../bench/soak/jobs';
 import type { JobOutcome } from '../../bench/soak/judge';
 import {
+  COMPARED,
+  medianRatios,
   phaseFigures,
   ratiosOf,
+  roundsTable,
   reactionsApart,
   sameShape,
   startOnSchedule,
   type PhaseFigures,
+  type Ratios,
   type Sample,
   type StartTimes,
 } from '../../bench/soak/measure';
@@ -190,6 +194,24 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
   });
 });
 
+test('medianRatios: the middle round of each ratio (the mean of the middle two), nulls left out; roundsTable shows them', () => {
+  const ratios = (workerCpuMsPerJob: number | null, jobsPerSecond: number | null) =>
+    ({ ...Object.fromEntries(COMPARED.map((key) => [key, null])), workerCpuMsPerJob, jobsPerSecond }) as Ratios;
+  const three = [ratios(1.29, 0.78), ratios(1.13, null), ratios(1.21, 0.9)];
+  expect(medianRatios(three)).toMatchObject({ workerCpuMsPerJob: 1.21, jobsPerSecond: 0.84, workerRssMiB: null });
+  expect(medianRatios([ratios(1.1, 0.8), ratios(1.3, 1)])).toMatchObject({
+    workerCpuMsPerJob: 1.2,
+    jobsPerSecond: 0.9,
+  });
+  const lines = roundsTable(
+    three.map((r, i) => ({ order: i % 2 ? 'floor first' : 'tuneflow first', ratios: r })),
+    medianRatios(three),
+  );
+  expect(lines[1]).toMatch(/^tuneflow \/ floor\s+1: tuneflow first\s+2: floor first\s+3: tuneflow first\s+median$/);
+  expect(lines.find((line) => line.startsWith('worker CPU per job'))).toMatch(/1\.29x\s+1\.13x\s+1\.21x\s+1\.21x$/);
+  expect(lines.find((line) => line.startsWith('jobs/s'))).toMatch(/0\.78x\s+n\/a\s+0\.9x\s+0\.84x$/);
+});
+
 test('sameShape: activities in order decide; a gathering timer more or less only parts the whole sequence', () => {
   const tuneflow = [
     ['createTune', 'timer 90s', 'callback', 'cancel', 'retrieveTune', 'createPrompt'],
@@ -222,7 +244,8 @@ describe('the flags of the floor, the burst and the report', () => {
       'out',
     ]);
     expect(options).toMatchObject({ jobs: 50, rate: 5, burst: 10, compareFloor: true, reportDir: 'out' });
-    expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined });
+    expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined, rounds: 1 });
+    expect(parseSoakOptions(['--compare-floor', '--rounds', '3'])).toMatchObject({ compareFloor: true, rounds: 3 });
   });
 
   test('--trace-gc gives each worker node --trace-gc, beside the other worker flags', () => {
@@ -241,6 +264,8 @@ describe('the flags of the floor, the burst and the report', () => {
     ],
     [['--compare-floor', '--cluster'], '--compare-floor: runs on the dev server'],
     [['--report', ' '], '--report: must be a directory'],
+    [['--rounds', '3'], '--rounds: needs --compare-floor'],
+    [['--compare-floor', '--rounds', '10'], "--rounds: must be a whole number from 1 to 9, got '10'"],
   ])('%j is refused: %s', (argv, message) => {
     expect(() => parseSoakOptions(argv)).toThrow(FlagError);
     expect(() => parseSoakOptions(argv)).toThrow(message);
