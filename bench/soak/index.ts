@@ -605,7 +605,7 @@ async function main(argv: string[]): Promise<number> {
   let imageHost: string | undefined;
   for (let r = 1; r <= options.rounds; r++) {
     const id = options.rounds > 1 ? `${runId}-${r}` : runId;
-    const floorFirst = r % 2 === 0 && imageHost !== undefined;
+    const floorFirst = r % 2 === 0; // round 1 ran tuneflow, so its mock's URL is known
     if (options.rounds > 1) stderr(`round ${r} of ${options.rounds}: ${floorFirst ? 'the floor' : 'tuneflow'} first`);
     let floor = floorFirst ? await runFloor(options, id, imageHost!, jobOptions(options), stderr) : undefined;
     const tuneflow = await run(options, id);

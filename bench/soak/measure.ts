@@ -488,7 +488,10 @@ export function medianRatios(rounds: readonly Ratios[]): Ratios {
   ) as Ratios;
 }
 
-/** Each compared figure's tuneflow / floor round by round, and the median: `worker CPU per job  1.13x  1.29x  1.21x  1.21x`. */
+/**
+ * Each compared figure's tuneflow / floor round by round, and the median, as lines of a table:
+ * `worker CPU per job  1.13x  1.29x  1.21x  1.21x`.
+ */
 export function roundsTable(rounds: readonly Round[], median: Ratios): string[] {
   const rows = [
     ['tuneflow / floor', ...rounds.map((round, i) => `${i + 1}: ${round.order}`), 'median'],

@@ -96,11 +96,14 @@ interface Compilation {
  * Where code cannot be generated (`--disallow-code-generation-from-strings`), zod judges every value.
  */
 function compileCheck(schema: z.ZodType, values: Values): Check | undefined {
-  const compilation: Compilation = { functions: [], constants: [types.isProxy], values };
+  // A caller's values are also tested for plain data: k[0] is util.types.isProxy, and `plain` is defined.
+  const caller = values === 'caller';
+  const compilation: Compilation = { functions: [], constants: caller ? [types.isProxy] : [], values };
   const test = checkSource(schema, 'v', compilation);
   if (test === undefined) return undefined;
   try {
-    const source = `${RUN_CHECK}\n${PLAIN_DATA}\n${compilation.functions.join('\n')}\nreturn (v) => ${test};`;
+    const helpers = caller ? [RUN_CHECK, PLAIN_DATA] : [RUN_CHECK];
+    const source = `${[...helpers, ...compilation.functions].join('\n')}\nreturn (v) => ${test};`;
     return new Function('k', source)(compilation.constants) as Check;
   } catch {
     return undefined;
@@ -288,19 +291,22 @@ function refusesAsZod(schema: z.ZodType): boolean {
   }
 }
 
+/** For a caller's values, source that is true for a proxy (k[0] is util.types.isProxy), before any trap runs. */
+const proxyTest = (compilation: Compilation): string => (compilation.values === 'caller' ? 'k[0](v) || ' : '');
+
 /**
  * Source that returns false unless `v` is an object zod would give back whole: a plain one (zod copies any other into
  * a plain object), without a `__proto__` key of JSON's (zod drops it); for a caller's values, plain data too.
  */
-/** For a caller's values, source that is true for a proxy (k[0] is util.types.isProxy), before any trap runs. */
-const proxyTest = (compilation: Compilation): string => (compilation.values === 'caller' ? 'k[0](v) || ' : '');
-
 const objectTest = (compilation: Compilation): string =>
   `if (typeof v !== 'object' || v === null || ${proxyTest(compilation)}Object.getPrototypeOf(v) !== Object.prototype || ` +
   `Object.hasOwn(v, '__proto__')) return false;` +
   (compilation.values === 'caller' ? `\nif (!plain(v, false)) return false;` : '');
 
-/** z.number() with `.int()` (zod's safeint format: exactly Number.isSafeInteger), `.min()` and `.max()` inline; any other check run as zod runs it. */
+/**
+ * z.number() with `.int()` (zod's safeint format: exactly Number.isSafeInteger), `.min()` and `.max()` inline; any
+ * other check run as zod runs it.
+ */
 function numberSource(checks: readonly ZodCheck[], v: string, compilation: Compilation): string {
   const tests = [`typeof ${v} === 'number'`, `Number.isFinite(${v})`];
   let min: string | undefined;
