@@ -28,7 +28,7 @@ import { startCallbackReceiver, type Signaler } from '../src/callbacks/receiver'
 import { CallbackSigner } from '../src/callbacks/signing';
 import { createJsonLogger } from '../src/logging';
 import { CallbackKind } from '../src/contract/messages';
-import { machineCpu, othersSince } from './client';
+import { machineCpu, othersSince } from './machine';
 
 const SECRET = 'bench-callback-secret-0123456789';
 const BENCH_RUN_ID = '0190b7c1-2f7e-7c1a-9d52-5a4f3c2b1a00';

@@ -3,7 +3,10 @@
  * (a) the tuneflow client (validation, error mapping, schema check of the answer), (b) bare undici `Pool.request` with
  * the same pool settings and header (body read and parsed as JSON), (c) global `fetch`, (d) the tuneflow client with
  * the OpenTelemetry SDK installed (`traced`: each request a recorded span, batched to an exporter that drops them, so
- * the cost is the client's, not the network's). Same concurrency, same count.
+ * the cost is the client's, not the network's), (e) `raw`: the bench's ceiling, the least an HTTP/1.1 client can do
+ * (one prepared request written to a kept-alive socket, the answer's bytes counted, nothing parsed but the length),
+ * which shows how much faster than bare undici any client could be on this mock and machine. Same concurrency, same
+ * count.
  * The mock runs in a worker thread (its own event loop, as the real service is another machine).
  *
  * Fairness and stability, and why:
@@ -24,6 +27,7 @@
  * BENCH_IN_PROCESS=1 to run the mock on each client's event loop).
  */
 import { readFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -32,10 +36,11 @@ import { Pool } from 'undici';
 import { TunesApi, type TuneCreateInput } from '../src/api';
 import { DEFAULT_TIMEOUT_MS } from '../src/api/http';
 import { startMockService, type MockStats } from '../src/mock-service';
+import { machineCpu, othersSince } from './machine';
 
 const API_KEY = 'sk-bench-client-0123456789';
 const ROUTE = 'GET /tunes/:id';
-const CLIENTS = ['tuneflow', 'undici', 'fetch', 'traced'] as const;
+const CLIENTS = ['tuneflow', 'undici', 'fetch', 'traced', 'raw'] as const;
 type ClientName = (typeof CLIENTS)[number];
 
 interface MockData {
@@ -74,35 +79,6 @@ function threadCpuNs(): number {
   } catch {
     return NaN;
   }
-}
-
-/**
- * Busy time of all cores together, in seconds since boot (Linux), or undefined.
- *
- * @example
- * const before = machineCpu(); // ... work ...; othersSince(before, ownCpuSeconds, elapsedSeconds)
- */
-export function machineCpu(): number | undefined {
-  try {
-    const ticks = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
-    // Every state but idle and iowait, in USER_HZ (100 per second).
-    return (ticks.reduce((a, b) => a + b, 0) - ticks[3] - ticks[4]) / 100;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Cores kept busy by other processes since `before` (a machineCpu reading), on average over `seconds`, given the CPU
- * seconds this process used meanwhile; NaN where the OS does not tell.
- *
- * @example
- * othersSince(before, (user + system) / 1e6, elapsedMs / 1000); // 0.03: the machine was quiet
- */
-export function othersSince(before: number | undefined, ownCpuSeconds: number, seconds: number): number {
-  const now = machineCpu();
-  if (before === undefined || now === undefined) return NaN;
-  return Math.max(0, now - before - ownCpuSeconds) / seconds;
 }
 
 /** Waits until other processes leave the cores idle (under 0.15 of a core over 250 ms), for at most `maxMs`. */
@@ -224,6 +200,8 @@ function clientFor(
         close: () => pool.close(),
       };
     }
+    case 'raw':
+      return rawClient(url, path, headers.authorization, tuneId, connections);
     case 'fetch':
       return {
         read: async () => {
@@ -235,6 +213,70 @@ function clientFor(
         close: async () => {},
       };
   }
+}
+
+/**
+ * The ceiling: `connections` kept-alive sockets, each with one prepared GET in flight; an answer is done when its
+ * header block and `content-length` bytes have arrived. Nothing is checked or decoded, so no client that reads the
+ * answer can be cheaper.
+ */
+function rawClient(
+  url: string,
+  path: string,
+  authorization: string,
+  tuneId: number,
+  connections: number,
+): { read(): Promise<number>; close(): Promise<void> } {
+  const { hostname, port, host } = new URL(url);
+  const request = Buffer.from(`GET ${path} HTTP/1.1\r\nhost: ${host}\r\nauthorization: ${authorization}\r\n\r\n`);
+  const idle: Socket[] = [];
+  const waiting: Array<(socket: Socket) => void> = [];
+  const sockets: Socket[] = [];
+  const release = (socket: Socket) => {
+    const next = waiting.shift();
+    if (next) next(socket);
+    else idle.push(socket);
+  };
+  for (let i = 0; i < connections; i++) {
+    const socket = connect({ host: hostname, port: Number(port), noDelay: true });
+    sockets.push(socket);
+    idle.push(socket);
+  }
+  const exchange = (socket: Socket) =>
+    new Promise<void>((resolve, reject) => {
+      let head = '';
+      let remaining = -1;
+      const onData = (chunk: Buffer) => {
+        if (remaining < 0) {
+          head += chunk.toString('latin1');
+          const end = head.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          const length = /content-length: *(\d+)/i.exec(head.slice(0, end));
+          if (!length) return reject(new Error('raw: no content-length'));
+          remaining = Number(length[1]) - (head.length - end - 4);
+        } else remaining -= chunk.length;
+        if (remaining <= 0) {
+          socket.off('data', onData);
+          resolve();
+        }
+      };
+      socket.on('data', onData);
+      socket.write(request);
+    });
+  return {
+    async read() {
+      const socket = idle.pop() ?? (await new Promise<Socket>((resolve) => waiting.push(resolve)));
+      try {
+        await exchange(socket);
+      } finally {
+        release(socket);
+      }
+      return tuneId;
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+    },
+  };
 }
 
 /** Reads the tune `count` times with `concurrency` in flight and measures it. */
@@ -346,7 +388,7 @@ export async function benchClient(): Promise<void> {
       console.log(`${n.padEnd(10)}${cells.join('')}${costs.join('')}`);
     }
     // Round by round too: the runs of a round are neighbours in time, so they share the machine's mood.
-    for (const other of ['undici', 'fetch', 'traced'].filter((n) => results.tuneflow && results[n])) {
+    for (const other of ['undici', 'fetch', 'traced', 'raw'].filter((n) => results.tuneflow && results[n])) {
       const perRound = results.tuneflow.map((r, i) => r.rate / results[other][i].rate);
       const cpuMore = results.tuneflow.map((r, i) => r.threadCpuUs - results[other][i].threadCpuUs);
       const q = (x: number) => quantile(perRound, x).toFixed(3);
@@ -356,6 +398,14 @@ export async function benchClient(): Promise<void> {
           (Number.isNaN(cpuMore[0])
             ? ''
             : `; client cpu per request ${median(cpuMore) >= 0 ? '+' : ''}${median(cpuMore).toFixed(1)} us (median per round)`),
+      );
+    }
+    if (results.raw && results.undici) {
+      const ceiling = results.raw.map((r, i) => r.rate / results.undici[i].rate);
+      console.log(
+        `ceiling: raw/undici req/s per round median ${median(ceiling).toFixed(3)} (quartiles ` +
+          `${quantile(ceiling, 0.25).toFixed(3)}-${quantile(ceiling, 0.75).toFixed(3)}): no client that reads the ` +
+          'answer can pass bare undici by more than this here',
       );
     }
     const others = names.flatMap((n) => of(n, 'othersCores'));

@@ -28,6 +28,8 @@ import {
 import type { SoakOptions } from '../soak/options';
 import { startNode, stopGracefully, usageOf, workerNodeFlags, type TuneflowProcess } from '../soak/processes';
 import { startSoakServer } from '../soak/server';
+import { machineCpu } from '../machine';
+import { FLUX_BASE_TUNE, startMockService } from '../../src/mock-service';
 import { FloorService, type FloorRequest } from './service';
 
 export interface FloorRun {
@@ -100,8 +102,18 @@ export async function runFloor(
     );
     cleanups.push(() => service.close());
 
+    // --floor-http: a mock of the floor's own (in this process, as tuneflow's is in the harness) to read from.
+    const httpKey = 'floor-http-key-0123456789';
+    const mock = options.floorHttp ? await startMockService({ apiKeys: [httpKey] }) : undefined;
+    if (mock) cleanups.push(() => mock.close());
+
     const env = {
       TEMPORAL_ADDRESS: server.address,
+      ...(mock && {
+        FLOOR_HTTP_URL: mock.url,
+        FLOOR_HTTP_KEY: httpKey,
+        FLOOR_HTTP_PATH: `/tunes/${FLUX_BASE_TUNE.id}`,
+      }),
       FLOOR_TASK_QUEUE: taskQueue,
       FLOOR_BUNDLE: built.bundle,
       // The compiled worker lives in the run's folder: its packages are the repository's.
@@ -156,6 +168,7 @@ export async function runFloor(
     };
     const t0 = Date.now();
     const loadAtStart = os.loadavg()[0];
+    const machineAtStart = machineCpu();
     const deadline = t0 + options.durationMs;
     const starting = startOnSchedule(jobs, options, t0, start);
     const samples = await followRuns({
@@ -172,6 +185,9 @@ export async function runFloor(
     });
     const times = await starting;
     const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
+    const machineAtEnd = machineCpu();
+    const machineCpuMs =
+      machineAtStart === undefined || machineAtEnd === undefined ? undefined : (machineAtEnd - machineAtStart) * 1000;
     const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
 
@@ -194,6 +210,7 @@ export async function runFloor(
       workerMainThreadCpuMs,
       peakRssBytes: usage.peakRssBytes,
       serverCpuMs,
+      machineCpuMs,
       times,
       samples,
       t0,

@@ -6,6 +6,7 @@
  */
 import { Context } from '@temporalio/activity';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { Pool } from 'undici';
 import type { FloorAnswer, FloorRequest } from './service';
 import type { FloorActivities } from './workflows';
 
@@ -25,10 +26,35 @@ function ask(activity: keyof FloorActivities, input: object): Promise<unknown> {
   });
 }
 
+/**
+ * With FLOOR_HTTP_URL (`--floor-http`): one request to the service per activity as well, over bare undici with the
+ * client's pool size, its body parsed as JSON and dropped: the HTTP every real activity pays, without tuneflow's code.
+ */
+const http = process.env.FLOOR_HTTP_URL
+  ? {
+      pool: new Pool(process.env.FLOOR_HTTP_URL, { connections: 32 }),
+      options: {
+        method: 'GET' as const,
+        path: process.env.FLOOR_HTTP_PATH!,
+        headers: { authorization: `Bearer ${process.env.FLOOR_HTTP_KEY}` },
+      },
+    }
+  : undefined;
+
+async function request(): Promise<void> {
+  if (!http) return;
+  const res = await http.pool.request(http.options);
+  await res.body.json();
+  if (res.statusCode !== 200) throw new Error(`floor http: ${res.statusCode}`);
+}
+
 const activities = Object.fromEntries(
   (['createTune', 'createPackTune', 'retrieveTune', 'createPrompt', 'listPrompts'] as const).map((name) => [
     name,
-    (input: object) => ask(name, input),
+    async (input: object) => {
+      await request();
+      return ask(name, input);
+    },
   ]),
 );
 

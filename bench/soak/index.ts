@@ -53,6 +53,7 @@ import {
   type TuneflowProcess,
 } from './processes';
 import { startSoakServer } from './server';
+import { machineCpu } from '../machine';
 
 /**
  * The figures of a run; the JSON line is this object. With --compare-floor, `floor` holds the floor's figures for the
@@ -117,6 +118,8 @@ export interface SoakReport extends PhaseFigures {
   /** Every broken invariant, in words; empty when the run passed. */
   violations: string[];
   floor?: PhaseFigures;
+  /** The floor's activities also made an HTTP request each (--floor-http). */
+  floorHttp?: boolean;
   /** tuneflow / floor of the figures above (the first round's, with --rounds). */
   ratios?: Ratios;
   /** With --rounds: each round's order and tuneflow / floor, and their median. */
@@ -309,6 +312,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
 
     const t0 = Date.now();
     const loadAtStart = os.loadavg()[0];
+    const machineAtStart = machineCpu();
     const deadline = t0 + options.durationMs;
     faults.start();
     cleanups.push(() => faults.stop());
@@ -348,6 +352,9 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     });
     const times = await starting;
     const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
+    const machineAtEnd = machineCpu();
+    const machineCpuMs =
+      machineAtStart === undefined || machineAtEnd === undefined ? undefined : (machineAtEnd - machineAtStart) * 1000;
     const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
     const receiverCpuMs = usageOf(receiver.child.pid)?.cpuMs;
@@ -388,6 +395,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       workerMainThreadCpuMs,
       peakRssBytes: usage.peakRssBytes,
       serverCpuMs,
+      machineCpuMs,
       times,
       samples,
       t0,
@@ -563,7 +571,8 @@ function table(report: SoakReport): string {
   const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);
   const floor = report.floor;
   if (floor) {
-    const compared = [['', 'tuneflow', 'floor', 'tuneflow / floor'], ...comparisonRows(report)];
+    const floorName = report.floorHttp ? 'floor + HTTP' : 'floor';
+    const compared = [['', 'tuneflow', floorName, `tuneflow / ${floorName}`], ...comparisonRows(report)];
     const widths = [0, 1, 2].map((i) => Math.max(...compared.map((row) => row[i].length)));
     lines.push('', 'the floor: the same plan through bare workflows of the same Temporal shape (bench/floor)');
     if (report.floorShape)
@@ -633,6 +642,7 @@ async function main(argv: string[]): Promise<number> {
     report.ratios = ratiosOf(report, floor.figures);
     report.violations.push(...floor.violations);
     report.floorShape = sameShape(detail.sequences, floor.sequences);
+    if (options.floorHttp) report.floorHttp = true;
     charted.push({ name: 'floor', color: FLOOR_COLOR, samples: floor.samples, reactionMs: floor.reactionMs });
   }
   if (rounds.length > 1) {

@@ -298,6 +298,12 @@ export interface PhaseFigures {
   /** The part of workerCpuMsPerJob the workers' main threads took: activities, and the SDK's side of the core. */
   workerMainThreadCpuMsPerJob: number;
   serverCpuMsPerJob: number | null;
+  /**
+   * CPU of every process on the machine per job, from the first start to the last close (Linux: /proc/stat): server,
+   * workers, receiver, mock and harness together. On a machine that runs nothing else, jobs/s follows it once the run
+   * is CPU-bound.
+   */
+  machineCpuMsPerJob: number | null;
   jobsPerSecond: number;
   wallSeconds: number;
   jobLatencyP50Ms: number | null;
@@ -340,6 +346,7 @@ export function phaseFigures(run: {
   workerMainThreadCpuMs: number;
   peakRssBytes: number;
   serverCpuMs: number | undefined;
+  machineCpuMs: number | undefined;
   times: StartTimes;
   samples: readonly Sample[];
   t0: number;
@@ -363,6 +370,7 @@ export function phaseFigures(run: {
     workerCpuMsPerJob: round(run.workerCpuMs / count, 1),
     workerMainThreadCpuMsPerJob: round(run.workerMainThreadCpuMs / count, 1),
     serverCpuMsPerJob: orNull(run.serverCpuMs && run.serverCpuMs / count, 1),
+    machineCpuMsPerJob: orNull(run.machineCpuMs && run.machineCpuMs / count, 1),
     jobsPerSecond: round(run.finished / wall, 2),
     wallSeconds: round(wall, 1),
     jobLatencyP50Ms: orNull(percentile(latencies, 50)),
@@ -421,6 +429,7 @@ export const COMPARED = [
   'workerMainThreadCpuMsPerJob',
   'workerRssMiB',
   'serverCpuMsPerJob',
+  'machineCpuMsPerJob',
   'historyEventsPerJob',
   'workflowTasksPerJob',
   'historyBytesPerJob',
@@ -438,6 +447,7 @@ export const COMPARED_NAMES: Record<(typeof COMPARED)[number], string> = {
   workerRssMiB: 'worker RSS peak',
   jobsPerSecond: 'jobs/s',
   serverCpuMsPerJob: 'server CPU per job',
+  machineCpuMsPerJob: 'machine CPU per job (all processes)',
   historyEventsPerJob: 'history events per job',
   workflowTasksPerJob: 'workflow tasks per job',
   historyBytesPerJob: 'history bytes per job',

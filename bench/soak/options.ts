@@ -42,6 +42,12 @@ export interface SoakOptions {
    * first), reporting each round's ratios and their median.
    */
   rounds: number;
+  /**
+   * With compareFloor: each of the floor's activities also reads a tune from a mock of its own over bare undici, so
+   * the floor pays an HTTP request and a JSON parse per activity as tuneflow does; what is left of the ratios is
+   * tuneflow's own.
+   */
+  floorHttp: boolean;
   /** Write a page with charts (and the full report) into this directory. */
   reportDir?: string;
   trainingTime: string;
@@ -93,6 +99,8 @@ ${Object.entries(PROFILES)
                         floor's figures and tuneflow / floor (needs npm run build and --profile none)
   --rounds N            with --compare-floor: N pairs, tuneflow first then the floor first in turn; the report adds
                         each round's tuneflow / floor and their median (default 1)
+  --floor-http          with --compare-floor: each floor activity also reads a tune from a mock over bare undici
+                        (GET /tunes/:id, the body parsed as JSON), so both sides pay HTTP per activity
   --report DIR          write DIR/index.html (charts: worker memory and runs in flight over time, reaction
                         latencies; tuneflow beside the floor when compared) and DIR/report.json
   --training-time D     how long the mock trains a tune (default 10s)
@@ -159,6 +167,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         burst: { type: 'string' },
         'compare-floor': { type: 'boolean' },
         rounds: { type: 'string' },
+        'floor-http': { type: 'boolean' },
         report: { type: 'string' },
         'training-time': { type: 'string' },
         'inference-time': { type: 'string' },
@@ -204,6 +213,8 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
   if (rounds > 1 && !compareFloor)
     throw new FlagError('--rounds: needs --compare-floor (rounds of tuneflow and the floor)');
+  const floorHttp = v['floor-http'] ?? false;
+  if (floorHttp && !compareFloor) throw new FlagError('--floor-http: needs --compare-floor (it changes the floor)');
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
   if (v['cpu-prof'] !== undefined && !v['cpu-prof'].trim())
     throw new FlagError('--cpu-prof: must be a directory to write the profiles into');
@@ -218,6 +229,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     burst,
     compareFloor,
     rounds,
+    floorHttp,
     reportDir: v.report,
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),

@@ -141,6 +141,7 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
     workerMainThreadCpuMs: 120,
     peakRssBytes: 200 * 2 ** 20,
     serverCpuMs: undefined,
+    machineCpuMs: 900,
     times: { burstAt: T0, burstIds: new Set(['job-0', 'job-1']) },
     samples: [],
     t0: T0,
@@ -152,6 +153,7 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
     workerMainThreadCpuMsPerJob: 60,
     workerRssMiB: 200,
     serverCpuMsPerJob: null,
+    machineCpuMsPerJob: 450,
     jobsPerSecond: 0.2,
     wallSeconds: 10,
     jobLatencyP50Ms: 8_000,
@@ -172,6 +174,7 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
       workerMainThreadCpuMsPerJob: 12,
       workerRssMiB: 500,
       serverCpuMsPerJob: 40,
+      machineCpuMsPerJob: 100,
       historyEventsPerJob: 46,
       workflowTasksPerJob: 6,
       historyBytesPerJob: 18_000,
@@ -183,13 +186,20 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
     }) as PhaseFigures;
   const ratios = ratiosOf(
     figures({}),
-    figures({ workerCpuMsPerJob: 20, workerMainThreadCpuMsPerJob: 8, jobsPerSecond: 30, serverCpuMsPerJob: null }),
+    figures({
+      workerCpuMsPerJob: 20,
+      workerMainThreadCpuMsPerJob: 8,
+      jobsPerSecond: 30,
+      serverCpuMsPerJob: null,
+      machineCpuMsPerJob: 80,
+    }),
   );
   expect(ratios).toMatchObject({
     workerCpuMsPerJob: 1.5,
     workerMainThreadCpuMsPerJob: 1.5,
     jobsPerSecond: 0.5,
     serverCpuMsPerJob: null,
+    machineCpuMsPerJob: 1.25,
     workerRssMiB: 1,
   });
 });
@@ -246,6 +256,11 @@ describe('the flags of the floor, the burst and the report', () => {
     expect(options).toMatchObject({ jobs: 50, rate: 5, burst: 10, compareFloor: true, reportDir: 'out' });
     expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined, rounds: 1 });
     expect(parseSoakOptions(['--compare-floor', '--rounds', '3'])).toMatchObject({ compareFloor: true, rounds: 3 });
+    expect(parseSoakOptions([])).toMatchObject({ floorHttp: false });
+    expect(parseSoakOptions(['--compare-floor', '--floor-http'])).toMatchObject({
+      compareFloor: true,
+      floorHttp: true,
+    });
   });
 
   test('--trace-gc gives each worker node --trace-gc, beside the other worker flags', () => {
@@ -266,6 +281,7 @@ describe('the flags of the floor, the burst and the report', () => {
     [['--report', ' '], '--report: must be a directory'],
     [['--rounds', '3'], '--rounds: needs --compare-floor'],
     [['--compare-floor', '--rounds', '10'], "--rounds: must be a whole number from 1 to 9, got '10'"],
+    [['--floor-http'], '--floor-http: needs --compare-floor'],
   ])('%j is refused: %s', (argv, message) => {
     expect(() => parseSoakOptions(argv)).toThrow(FlagError);
     expect(() => parseSoakOptions(argv)).toThrow(message);
