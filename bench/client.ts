@@ -246,21 +246,25 @@ function rawClient(
     new Promise<void>((resolve, reject) => {
       let head = '';
       let remaining = -1;
+      const done = (err?: Error) => {
+        socket.off('data', onData);
+        socket.off('error', done);
+        if (err) reject(err);
+        else resolve();
+      };
       const onData = (chunk: Buffer) => {
         if (remaining < 0) {
           head += chunk.toString('latin1');
           const end = head.indexOf('\r\n\r\n');
           if (end < 0) return;
           const length = /content-length: *(\d+)/i.exec(head.slice(0, end));
-          if (!length) return reject(new Error('raw: no content-length'));
+          if (!length) return done(new Error('raw: no content-length'));
           remaining = Number(length[1]) - (head.length - end - 4);
         } else remaining -= chunk.length;
-        if (remaining <= 0) {
-          socket.off('data', onData);
-          resolve();
-        }
+        if (remaining <= 0) done();
       };
       socket.on('data', onData);
+      socket.on('error', done);
       socket.write(request);
     });
   return {

@@ -21,6 +21,18 @@ export function machineCpu(): number | undefined {
 }
 
 /**
+ * Milliseconds of CPU all processes together used since `before` (a machineCpu reading); undefined where the OS does not
+ * tell.
+ *
+ * @example
+ * const before = machineCpu(); // ... a run ...; machineCpuMsSince(before); // 118_800: every core's busy time
+ */
+export function machineCpuMsSince(before: number | undefined): number | undefined {
+  const now = machineCpu();
+  return before === undefined || now === undefined ? undefined : (now - before) * 1000;
+}
+
+/**
  * Cores kept busy by other processes since `before` (a machineCpu reading), on average over `seconds`, given the CPU
  * seconds this process used meanwhile; NaN where the OS does not tell.
  *

@@ -28,7 +28,7 @@ import {
 import type { SoakOptions } from '../soak/options';
 import { startNode, stopGracefully, usageOf, workerNodeFlags, type TuneflowProcess } from '../soak/processes';
 import { startSoakServer } from '../soak/server';
-import { machineCpu } from '../machine';
+import { machineCpu, machineCpuMsSince } from '../machine';
 import { FLUX_BASE_TUNE, startMockService } from '../../src/mock-service';
 import { FloorService, type FloorRequest } from './service';
 
@@ -185,9 +185,7 @@ export async function runFloor(
     });
     const times = await starting;
     const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
-    const machineAtEnd = machineCpu();
-    const machineCpuMs =
-      machineAtStart === undefined || machineAtEnd === undefined ? undefined : (machineAtEnd - machineAtStart) * 1000;
+    const machineCpuMs = machineCpuMsSince(machineAtStart);
     const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
 

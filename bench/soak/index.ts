@@ -53,7 +53,7 @@ import {
   type TuneflowProcess,
 } from './processes';
 import { startSoakServer } from './server';
-import { machineCpu } from '../machine';
+import { machineCpu, machineCpuMsSince } from '../machine';
 
 /**
  * The figures of a run; the JSON line is this object. With --compare-floor, `floor` holds the floor's figures for the
@@ -352,9 +352,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     });
     const times = await starting;
     const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
-    const machineAtEnd = machineCpu();
-    const machineCpuMs =
-      machineAtStart === undefined || machineAtEnd === undefined ? undefined : (machineAtEnd - machineAtStart) * 1000;
+    const machineCpuMs = machineCpuMsSince(machineAtStart);
     const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
     const receiverCpuMs = usageOf(receiver.child.pid)?.cpuMs;
