@@ -1,7 +1,7 @@
 /**
  * Typed starters for services that start tuneflow workflows. Inputs are validated with the service's own rules
  * before anything is started; the caller's business key is the workflow ID, so a second start of the same job
- * attaches to the first instead of training twice.
+ * attaches to the first instead of training twice, and a start of another job under it is refused (KeyInUseError).
  */
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
 import { parseInput } from './api/parse-input';
@@ -15,7 +15,9 @@ import type {
   TrainThenGenerateInput,
   TrainThenGenerateResult,
 } from './contract/inputs';
+import { differingFields, KeyInUseError } from './contract/keys';
 import { progressQuery, WorkflowName, type Progress } from './contract/messages';
+import { jobUnderKey } from './job-under-key';
 import { tracedClient } from './tracing';
 
 export interface TuneflowClientOptions {
@@ -151,10 +153,16 @@ export class TuneflowClient {
       });
       return toTuneflowHandle<R>(handle, true);
     } catch (err) {
-      // Attached: the running run (or the closed one, whose result stands).
-      if (err instanceof WorkflowExecutionAlreadyStartedError)
-        return toTuneflowHandle<R>(this.client.workflow.getHandle(workflowId), false);
-      throw err;
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      // The key has a job: this one (attached: the running run, or the closed one, whose result stands), or another,
+      // refused before anything is created, naming what differs.
+      const holder = await jobUnderKey(this.client, workflowId);
+      if (holder) {
+        const fields = holder.workflow === name ? differingFields(input, holder.input) : [];
+        if (holder.workflow !== name || fields.length)
+          throw new KeyInUseError(workflowId, { workflow: holder.workflow, runId: holder.runId }, fields);
+      }
+      return toTuneflowHandle<R>(this.client.workflow.getHandle(workflowId), false);
     }
   }
 }

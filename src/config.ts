@@ -3,6 +3,8 @@
  * with a message that names the variable and the rule. The API key is read here and handed to the client only.
  */
 import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/envconfig';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { z } from 'zod';
 
 /** The public service's base URL. */
@@ -23,6 +25,8 @@ export const ENVIRONMENT = {
   TUNEFLOW_TASK_QUEUE: `task queue of the workflows and activities (default ${DEFAULT_TASK_QUEUE})`,
   TUNEFLOW_METRICS_ADDRESS: `Prometheus scrape address host:port, or "off" (default ${DEFAULT_METRICS_ADDRESS})`,
   TUNEFLOW_LOG_LEVEL: 'TRACE, DEBUG, INFO, WARN or ERROR (default INFO)',
+  TUNEFLOW_UPLOAD_DIR:
+    "the only directory a job's file paths may name (checked after symlinks); unset: jobs send image URLs only",
   TUNEFLOW_MAX_CACHED_WORKFLOWS:
     "runs kept in the worker's cache, ~1.5 MiB each (default: the SDK's, from the heap limit)",
 } as const;
@@ -68,6 +72,8 @@ export interface WorkerConfig {
    * @default the SDK's: sized from the V8 heap limit
    */
   maxCachedWorkflows?: number;
+  /** TUNEFLOW_UPLOAD_DIR: the only directory a job's file paths may name; undefined: URLs only. */
+  uploadDir?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -178,7 +184,21 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
     maxCachedWorkflows: env.TUNEFLOW_MAX_CACHED_WORKFLOWS
       ? read(env, 'TUNEFLOW_MAX_CACHED_WORKFLOWS', z.coerce.number().int().min(0), 'must be a whole number, 0 or more')
       : undefined,
+    uploadDir: env.TUNEFLOW_UPLOAD_DIR ? loadUploadDir(env.TUNEFLOW_UPLOAD_DIR) : undefined,
   };
+}
+
+/** TUNEFLOW_UPLOAD_DIR: an absolute path to a directory that exists, so a typo stops start-up, not a job. */
+function loadUploadDir(dir: string): string {
+  if (!path.isAbsolute(dir)) throw new ConfigError('TUNEFLOW_UPLOAD_DIR', 'must be an absolute path');
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(dir);
+  } catch {
+    throw new ConfigError('TUNEFLOW_UPLOAD_DIR', `must be a directory that exists (${dir} does not)`);
+  }
+  if (!stat.isDirectory()) throw new ConfigError('TUNEFLOW_UPLOAD_DIR', `must be a directory (${dir} is not)`);
+  return dir;
 }
 
 function definedOnly(env: Env): Record<string, string> {

@@ -3,7 +3,13 @@
  * the inputs and results of the workflows. Workflow code imports `tuneflow-temporal/workflows` instead (this entry
  * loads undici and the worker's code); a caller in another namespace imports `tuneflow-temporal/nexus`.
  */
-export { TuneflowPlugin, type TuneflowCallbackOptions, type TuneflowPluginOptions } from './plugin';
+export {
+  TuneflowPlugin,
+  type TuneflowCallbackOptions,
+  type TuneflowNexusOptions,
+  type TuneflowPluginOptions,
+} from './plugin';
+export type { NexusCaller } from './nexus/handler';
 export { tuneflowServiceHandler } from './nexus/handler';
 export { TuneflowClient, type CheckedStart, type TuneflowClientOptions, type TuneflowHandle } from './client';
 export type { TuneflowTracingOptions } from './tracing';
@@ -11,7 +17,14 @@ export { createActivities, type ActivityDeps, type TuneflowActivities } from './
 export * from './api';
 export { checkGenerate, checkPackTune, checkTrainThenGenerate } from './contract/check';
 export { FailureType, MAX_PROMPTS_PER_RUN } from './contract/failures';
-export type { PromptsNeverSettledDetails, TuneNeverTrainedDetails, WaitRecord } from './contract/failures';
+export type {
+  JobEndedDetails,
+  PromptsNeverSettledDetails,
+  TuneNeverTrainedDetails,
+  WaitRecord,
+} from './contract/failures';
+export { KeyInUseError, type KeyInUseDetails } from './contract/keys';
+export { INPUT_BOUNDS } from './contract/bounds';
 export { Phase, progressQuery, WorkflowName, type Progress } from './contract/messages';
 export type * from './contract/inputs';
 export { DEFAULT_TASK_QUEUE } from './config';

@@ -20,7 +20,7 @@ import { rememberScheduledBy } from './callbacks/trace-context';
 import { DEFAULT_CALLBACK_PORT } from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
-import { tuneflowServiceHandler } from './nexus/handler';
+import { tuneflowServiceHandler, type NexusCaller } from './nexus/handler';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -105,7 +105,24 @@ export interface TuneflowPluginOptions {
    * this namespace and task queue; the worker then also polls for Nexus tasks.
    * @default true
    */
-  nexus?: boolean;
+  nexus?: boolean | TuneflowNexusOptions;
+  /**
+   * The only directory a job's file paths (`tune.images`, a prompt's `input_image`, `mask_image`) may name, checked
+   * after symlinks before any byte is read: jobs come from starters tuneflow does not control.
+   * @default none: jobs send image URLs only, and a job with a file path fails InvalidInput having created nothing
+   */
+  uploadDir?: string;
+}
+
+/** How the Nexus service scopes its callers' keys. */
+export interface TuneflowNexusOptions {
+  /**
+   * The scope of a caller's keys, from what the request says of the caller: by default its namespace (from the link to
+   * the caller's workflow the Temporal server attaches). A key runs as workflow ID `tuneflow:nexus:<scope>:<key>`, so
+   * two scopes' keys never meet. Return undefined to refuse the call.
+   * @default the caller's namespace
+   */
+  keyScope?: (caller: NexusCaller) => string | undefined;
 }
 
 /**
@@ -136,10 +153,13 @@ export class TuneflowPlugin extends SimplePlugin {
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
     super({
       name: 'tuneflow',
-      activities: createActivities({ api, callbacks: signer }),
+      activities: createActivities({ api, callbacks: signer, uploadDir: options.uploadDir }),
       // On every worker, traced or not, so a retried activity hands out the callback URLs its first attempt did.
       workerInterceptors: { activity: [rememberScheduledBy] },
-      nexusServices: options.nexus === false ? undefined : [tuneflowServiceHandler()],
+      nexusServices:
+        options.nexus === false
+          ? undefined
+          : [tuneflowServiceHandler(options.nexus === true ? undefined : options.nexus?.keyScope)],
     });
     this.#api = api;
     this.#ownsApi = ownsApi;

@@ -5,7 +5,7 @@
  * ApplicationFailures whose `type` the retry policies in src/workflows/policies.ts understand. Retrying is Temporal's
  * job: nothing here loops.
  */
-import { activityInfo, cancellationSignal, heartbeat } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, getClient, heartbeat } from '@temporalio/activity';
 import type { TunesApi } from '../api';
 import type { Prompt, Tune } from '../api/schemas';
 import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from '../callbacks/signing';
@@ -16,6 +16,8 @@ import { briefPrompt, briefPrompts, briefTune } from './brief';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
 import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
+import { resolveUploads, type UploadPath } from './uploads';
+import { priorJob, type PriorJob } from '../job-under-key';
 
 export { toApplicationFailure } from './failures';
 
@@ -62,6 +64,17 @@ export interface TuneflowActivities {
   packPrice(input: { packId: number; name: string }): Promise<number | null>;
   /** POST /p/:packId/tunes with the signed tune, prompt and prompts callbacks; looks up by title on a retry. */
   createPackTune(input: { packId: number; tune: PackTuneSpec & { title: string }; brief?: boolean }): Promise<Tune>;
+  /**
+   * Checks a job's file paths against the upload directory before anything is created: InvalidInput
+   * naming each field whose file is outside it, not a regular file, too large, or when the worker has no upload
+   * directory. Reads no byte.
+   */
+  checkUploads(input: { paths: UploadPath[] }): Promise<void>;
+  /**
+   * The earlier run that claimed this run's workflow ID (a raw start under a key whose job closed): whether it was
+   * the same job, and how it ended. Reads Temporal, not the service.
+   */
+  priorJob(input: { workflowId: string; workflow: string; input: unknown }): Promise<PriorJob>;
 }
 
 export interface ActivityDeps {
@@ -74,6 +87,11 @@ export interface ActivityDeps {
    * @default 5
    */
   lookupPages?: number;
+  /**
+   * The only directory a job's file paths may name (TUNEFLOW_UPLOAD_DIR), checked after symlinks.
+   * @default none: jobs send image URLs only
+   */
+  uploadDir?: string;
 }
 
 /** The list page size: the spec's maximum, so one call covers a whole job's prompts. */
@@ -87,8 +105,22 @@ const PAGE = 120;
  * await Worker.create({ taskQueue: 'tuneflow', workflowsPath, activities });
  */
 export function createActivities(deps: ActivityDeps): TuneflowActivities {
-  const { api, callbacks } = deps;
+  const { api, callbacks, uploadDir } = deps;
   const lookupPages = deps.lookupPages ?? 5;
+
+  /** The tune's file paths as real paths inside the upload directory, checked before any request. */
+  const uploadsOfTune = async <T extends { images?: unknown }>(tune: T): Promise<T> => {
+    if (!Array.isArray(tune.images)) return tune;
+    const paths = tune.images.map((path, i) => ({ field: `tune.images[${i}]`, path: path as string }));
+    return { ...tune, images: await resolveUploads(uploadDir, paths) };
+  };
+  const uploadsOfPrompt = async (prompt: PromptSpec): Promise<PromptSpec> => {
+    const keys = (['input_image', 'mask_image'] as const).filter((key) => typeof prompt[key] === 'string');
+    if (!keys.length) return prompt;
+    const paths = keys.map((key) => ({ field: `prompt.${key}`, path: prompt[key] as string }));
+    const real = await resolveUploads(uploadDir, paths);
+    return { ...prompt, ...Object.fromEntries(keys.map((key, i) => [key, real[i]])) };
+  };
 
   /**
    * The URL the service should POST to, signed for this run, with the trace of the span that scheduled this activity
@@ -104,8 +136,9 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
   };
 
   return {
-    async createTune({ tune, brief }) {
+    async createTune({ tune: asGiven, brief }) {
       return mapped(async () => {
+        const tune = await uploadsOfTune(asGiven);
         const earlier = earlierAttempt();
         if (earlier) {
           const found = await findCreatedTune(api, tune.title, lookupPages, options());
@@ -125,7 +158,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async createPrompt({ tuneId, prompt, key, brief }) {
       return mapped(async () => {
-        const attributes = { ...prompt, callback: callbackUrl(CallbackKind.prompt, { key }) };
+        const attributes = { ...(await uploadsOfPrompt(prompt)), callback: callbackUrl(CallbackKind.prompt, { key }) };
         const earlier = earlierAttempt();
         if (earlier) {
           const since = attributes.callback ? undefined : earlier.since;
@@ -166,8 +199,9 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       });
     },
 
-    async createPackTune({ packId, tune, brief }) {
+    async createPackTune({ packId, tune: asGiven, brief }) {
       return mapped(async () => {
+        const tune = await uploadsOfTune(asGiven);
         const earlier = earlierAttempt();
         const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
         if (earlier && tune.tune_ids === undefined) {
@@ -195,6 +229,14 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
         // quickly when none was).
         return tune.tune_ids === undefined && created.callback == null && callback ? { ...created, callback } : created;
       }, brief && briefTune);
+    },
+
+    async checkUploads({ paths }) {
+      await mapped(() => resolveUploads(uploadDir, paths));
+    },
+
+    async priorJob(input) {
+      return priorJob(getClient(), input);
     },
   };
 }

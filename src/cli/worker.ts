@@ -55,6 +55,7 @@ export async function createTuneflowWorker(
       callbacks: config.callbacks && { ...config.callbacks, client: signalClient },
       logger,
       tracing,
+      uploadDir: config.uploadDir,
     });
     const worker = await Worker.create({
       connection,

@@ -9,7 +9,9 @@
 import { z } from 'zod';
 import { InvalidInputError, type InputIssue } from '../api/errors';
 import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from '../api/schemas';
+import { boundIssues, type AttributeKinds } from './bounds';
 import { MAX_PROMPTS_PER_RUN } from './failures';
+import { RESERVED_KEY_PREFIX } from './keys';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput } from './inputs';
 import { resolveOptions, type ResolvedOptions } from './options';
 
@@ -17,7 +19,10 @@ import { resolveOptions, type ResolvedOptions } from './options';
 export const businessKey = z
   .string({ error: 'must be a string' })
   .min(1, { error: 'must be a non-empty business key' })
-  .max(1000, { error: 'must be at most 1000 characters' });
+  .max(1000, { error: 'must be at most 1000 characters' })
+  .refine((key) => !key.startsWith(RESERVED_KEY_PREFIX), {
+    error: `must not start with "${RESERVED_KEY_PREFIX}" (the workflow IDs tuneflow makes itself start so)`,
+  });
 
 /**
  * An input that met the contract, and its options resolved (defaults applied, durations in milliseconds): what a
@@ -34,33 +39,46 @@ export interface CheckedInput<I> {
  * @example
  * checkTrainThenGenerate('order-1234', { tune: { name: 'woman', image_urls: [url] }, prompts: [{ text: 'ohwx' }] });
  */
-export function checkTrainThenGenerate(workflowId: string, input: unknown): CheckedInput<TrainThenGenerateInput> {
+export function checkTrainThenGenerate(
+  workflowId: string,
+  input: unknown,
+  { bounds = true }: CheckOptions = {},
+): CheckedInput<TrainThenGenerateInput> {
   const issues: InputIssue[] = [];
   const checked = new Checked(issues);
   if (requireObject(issues, input, 'input')) {
     const tune = input.tune;
-    if (requireObject(issues, tune, 'tune'))
-      check(issues, TuneCreateInput, 'tune', { title: workflowId, ...tune, ...paths(issues, tune.images) });
-    checkPrompts(issues, input.prompts, true);
+    if (requireObject(issues, tune, 'tune')) {
+      // A refused attribute is named once, as refused, not again for what it holds.
+      const { prompts_attributes: refused, ...held } = tune;
+      const checkedTune = bounds ? held : { ...held, prompts_attributes: refused };
+      check(issues, TuneCreateInput, 'tune', { title: workflowId, ...checkedTune, ...paths(issues, tune.images) });
+      if (bounds) issues.push(...boundIssues('tune', tune, TUNE_KINDS, 'tune'));
+    }
+    checkPrompts(issues, input.prompts, true, bounds);
     checked.options(input.options);
   }
   return checked.result(input as TrainThenGenerateInput);
 }
 
 /** Checks a `generate` input; throws InvalidInputError naming every field that breaks a rule. */
-export function checkGenerate(input: unknown): CheckedInput<GenerateInput> {
+export function checkGenerate(input: unknown, { bounds = true }: CheckOptions = {}): CheckedInput<GenerateInput> {
   const issues: InputIssue[] = [];
   const checked = new Checked(issues);
   if (requireObject(issues, input, 'input')) {
     check(issues, ResourceId, 'tuneId', input.tuneId);
-    checkPrompts(issues, input.prompts, false);
+    checkPrompts(issues, input.prompts, false, bounds);
     checked.options(input.options);
   }
   return checked.result(input as GenerateInput);
 }
 
 /** Checks a `packTune` input; throws InvalidInputError naming every field that breaks a rule. */
-export function checkPackTune(workflowId: string, input: unknown): CheckedInput<PackTuneInput> {
+export function checkPackTune(
+  workflowId: string,
+  input: unknown,
+  { bounds = true }: CheckOptions = {},
+): CheckedInput<PackTuneInput> {
   const issues: InputIssue[] = [];
   const checked = new Checked(issues);
   if (requireObject(issues, input, 'input')) {
@@ -70,13 +88,14 @@ export function checkPackTune(workflowId: string, input: unknown): CheckedInput<
       // Existing tunes keep their titles; a new tune's defaults to the workflow ID.
       const withTitle = tune.tune_ids === undefined ? { title: workflowId, ...tune } : tune;
       check(issues, PackTuneCreateInput, 'tune', { ...withTitle, ...paths(issues, tune.images) });
+      if (bounds) issues.push(...boundIssues('tune', tune, PACK_TUNE_KINDS, 'packTune'));
     }
     checked.options(input.options);
   }
   return checked.result(input as PackTuneInput);
 }
 
-function checkPrompts(issues: InputIssue[], prompts: unknown, allowEmpty: boolean): void {
+function checkPrompts(issues: InputIssue[], prompts: unknown, allowEmpty: boolean, bounds: boolean): void {
   if (!Array.isArray(prompts) || (!allowEmpty && prompts.length === 0)) {
     issues.push({ field: 'prompts', rule: `must be a${allowEmpty ? 'n' : ' non-empty'} array of prompts` });
     return;
@@ -88,8 +107,50 @@ function checkPrompts(issues: InputIssue[], prompts: unknown, allowEmpty: boolea
     });
     return;
   }
-  prompts.forEach((prompt, i) => check(issues, PromptCreateInput, `prompts[${i}]`, prompt));
+  prompts.forEach((prompt, i) => {
+    check(issues, PromptCreateInput, `prompts[${i}]`, prompt);
+    if (bounds && typeof prompt === 'object' && prompt !== null && !Array.isArray(prompt))
+      issues.push(...boundIssues(`prompts[${i}]`, prompt as Record<string, unknown>, PROMPT_KINDS));
+  });
 }
+
+/**
+ * `bounds: false` leaves out the rules added since the first releases (INPUT_BOUNDS, upload paths, refused
+ * attributes): a workflow replaying a run started before them (src/workflows/job.ts, INPUT_BOUNDED) checks so.
+ */
+export interface CheckOptions {
+  /** @default true */
+  bounds?: boolean;
+}
+
+/** Each attribute the spec lists for an object, by the bound its value has (scalars other than strings: none). */
+function kindsOf(shape: Record<string, unknown>, kinds: AttributeKinds): AttributeKinds {
+  return { ...Object.fromEntries(Object.keys(shape).map((key) => [key, 'string' as const])), ...kinds };
+}
+export const TUNE_KINDS = kindsOf(TuneCreateInput.shape, {
+  images: 'images',
+  image_urls: 'urls',
+  callback: 'url',
+  characteristics: 'other',
+});
+export const PROMPT_KINDS = kindsOf(PromptCreateInput.shape, {
+  text: 'text',
+  callback: 'url',
+  input_image: 'path',
+  mask_image: 'path',
+  input_image_url: 'url',
+  mask_image_url: 'url',
+});
+export const PACK_TUNE_KINDS = kindsOf(PackTuneCreateInput.shape, {
+  images: 'images',
+  image_urls: 'urls',
+  callback: 'url',
+  prompts_callback: 'url',
+  characteristics: 'other',
+  tune_ids: 'ids',
+  prompt_ids: 'ids',
+  prompt_attributes: 'other',
+});
 
 /** One check's verdict: the issues found, and the options resolved once (or the InvalidOptions failure). */
 class Checked {

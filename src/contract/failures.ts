@@ -8,6 +8,7 @@ import ms from 'ms';
 import { InvalidInputError } from '../api/errors';
 import type { Prompt, Tune } from '../api/schemas';
 import { costOf, type Cost } from './cost';
+import { keyInUseRule, type KeyInUseDetails } from './keys';
 
 /** The `type` of every ApplicationFailure a workflow throws itself. */
 export const FailureType = {
@@ -21,6 +22,10 @@ export const FailureType = {
   missingBaseTune: 'MissingBaseTune',
   /** The job would cost more than `maxCostMc`: a pack whose class price is above it, or prompts left uncreated. */
   overBudget: 'OverBudget',
+  /** The key names another job (other input, or another kind of job): refused, nothing created. */
+  keyInUse: 'KeyInUse',
+  /** The key's job ran before and ended without a result (cancelled, terminated, timed out): a key runs once. */
+  jobEnded: 'JobEnded',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -237,4 +242,35 @@ export function jobOverBudget(
 
 function overBudget(message: string, details: OverBudgetDetails): ApplicationFailure {
   return ApplicationFailure.create({ type: FailureType.overBudget, nonRetryable: true, message, details: [details] });
+}
+
+/**
+ * A run under a key whose job ran before with other input (or was another kind of job): refused, nothing created.
+ *
+ * @example
+ * throw keyInUse({ key: 'order-1234', workflow: 'trainThenGenerate', runId, fields: ['tune.name'] });
+ */
+export function keyInUse(details: KeyInUseDetails): ApplicationFailure {
+  const message = `Invalid input: key: ${keyInUseRule(details.key, details.workflow, details.fields)}`;
+  return ApplicationFailure.create({ type: FailureType.keyInUse, nonRetryable: true, message, details: [details] });
+}
+
+/** The details of a JobEnded failure: the earlier run of the key and how it closed. */
+export interface JobEndedDetails {
+  key: string;
+  runId: string;
+  status: string;
+}
+
+/**
+ * A run under a key whose job ran before, with the same input, and closed without a result: nothing is created again.
+ *
+ * @example
+ * throw jobEnded({ key: 'order-1234', runId, status: 'TERMINATED' });
+ */
+export function jobEnded(details: JobEndedDetails): ApplicationFailure {
+  const message =
+    `The job of key ${JSON.stringify(details.key)} ran before (run ${details.runId}) and ended ` +
+    `${details.status.toLowerCase().replace(/_/g, ' ')}: a key runs once, and nothing was created again; use a new key`;
+  return ApplicationFailure.create({ type: FailureType.jobEnded, nonRetryable: true, message, details: [details] });
 }

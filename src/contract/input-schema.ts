@@ -17,7 +17,9 @@ import {
   ResourceId,
   TuneCreateInput,
 } from '../api/schemas';
-import { businessKey } from './check';
+import { attributesMax, INPUT_BOUNDS, UPLOAD_PATH_SCHEMA, type AttributeKinds } from './bounds';
+import { businessKey, PACK_TUNE_KINDS, PROMPT_KINDS, TUNE_KINDS } from './check';
+import { RESERVED_KEY_PREFIX } from './keys';
 import { MAX_PROMPTS_PER_RUN } from './failures';
 import { DEFAULT_OPTIONS, MAX_POLLS_PER_WAIT, MAX_PROMPT_CONCURRENCY } from './options';
 
@@ -137,6 +139,52 @@ function fromContract(schema: z.ZodType): JsonSchema {
   }) as JsonSchema;
 }
 
+/**
+ * The bounds of src/contract/bounds.ts on an object's attributes: lengths, counts, upload paths, the attributes the
+ * spec does not list as scalars, and those a job may not send.
+ */
+function bounded(kinds: AttributeKinds, refused: string[] = []) {
+  return (s: JsonSchema): void => {
+    const properties = s.properties as Record<string, JsonSchema>;
+    const maxLength = (p: JsonSchema | undefined, max: number) => {
+      if (p?.type === 'string') p.maxLength = max;
+      for (const option of (p?.anyOf as JsonSchema[] | undefined) ?? []) maxLength(option, max);
+    };
+    for (const [key, kind] of Object.entries(kinds)) {
+      const p = properties[key];
+      if (kind === 'string') maxLength(p, INPUT_BOUNDS.stringMax);
+      if (kind === 'text') maxLength(p, INPUT_BOUNDS.promptTextMax);
+      if (kind === 'url') maxLength(p, INPUT_BOUNDS.urlMax);
+      if (kind === 'path') properties[key] = { ...UPLOAD_PATH_SCHEMA };
+      if (kind === 'images') Object.assign(p, { maxItems: INPUT_BOUNDS.imagesMax, items: { ...UPLOAD_PATH_SCHEMA } });
+      if (kind === 'urls') {
+        p.maxItems = INPUT_BOUNDS.imagesMax;
+        maxLength(p.items as JsonSchema, INPUT_BOUNDS.urlMax);
+      }
+      if (kind === 'ids') p.maxItems = INPUT_BOUNDS.idsMax;
+      if (kind === 'other') {
+        for (const option of (p.anyOf as JsonSchema[] | undefined) ?? [p]) {
+          if (option.type === 'string') option.maxLength = INPUT_BOUNDS.stringMax;
+          if (option.type !== 'object') continue;
+          Object.assign(option, { maxProperties: INPUT_BOUNDS.characteristicsMax, propertyNames: { maxLength: 256 } });
+          maxLength(option.additionalProperties as JsonSchema, INPUT_BOUNDS.stringMax);
+        }
+      }
+    }
+    for (const key of refused) (properties as Record<string, unknown>)[key] = false;
+    s.additionalProperties = {
+      anyOf: [
+        { type: 'string', maxLength: INPUT_BOUNDS.stringMax },
+        { type: 'number' },
+        { type: 'boolean' },
+        { type: 'null' },
+      ],
+      description: 'an attribute the spec does not list: sent to the service as it is',
+    };
+    s.maxProperties = attributesMax(kinds);
+  };
+}
+
 /** A zod object schema's JSON Schema without the keywords a nested definition does not repeat. */
 function definition(schema: z.ZodType, changes: (s: JsonSchema) => void = () => undefined): JsonSchema {
   const out = fromContract(schema);
@@ -204,9 +252,13 @@ function definitions(): Record<string, JsonSchema> {
     tuneAttributes: definition(TuneCreateInput, (s) => {
       withoutRequired('title')(s);
       characteristicsAsJson(s);
+      bounded(TUNE_KINDS, ['prompts_attributes'])(s);
     }),
-    promptAttributes: definition(PromptCreateInput),
-    packTuneAttributes: definition(PackTuneCreateInput, characteristicsAsJson),
+    promptAttributes: definition(PromptCreateInput, bounded(PROMPT_KINDS)),
+    packTuneAttributes: definition(PackTuneCreateInput, (s) => {
+      characteristicsAsJson(s);
+      bounded(PACK_TUNE_KINDS)(s);
+    }),
     options: optionsSchema(),
     trainThenGenerate: {
       type: 'object',
@@ -257,7 +309,10 @@ export function inputSchema(workflow: SchemaWorkflow, { nexus = false } = {}): J
               properties: {
                 key: {
                   ...definition(businessKey),
-                  description: "the job's business key: tuneflow's workflow ID (a second call of a key attaches)",
+                  not: { pattern: `^${RESERVED_KEY_PREFIX}` },
+                  description:
+                    "the job's business key, scoped to the caller's namespace: the same key and input attach to its " +
+                    'job, other input under it is refused (KeyInUse)',
                 },
               },
             },

@@ -11,48 +11,89 @@ import { InvalidInputError } from '../api/errors';
 import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../contract/check';
 import { WorkflowName } from '../contract/messages';
 import { FailureType } from '../contract/failures';
+import { differingFields, KeyInUseError, nexusWorkflowId, type KeyInUseDetails } from '../contract/keys';
+import { jobUnderKey, type JobUnderKey } from '../job-under-key';
 import { tuneflowService, type BusinessKey, type InvalidInputDetails } from './index';
 
 /** Checks a workflow's input (the contract's check for that workflow); throws InvalidInputError. */
 type InputCheck = (workflowId: string, input: unknown) => void;
 
+/** What a Nexus request says of its caller: the links it came with, and the namespace of the caller's workflow. */
+export interface NexusCaller {
+  /** From the link to the caller's workflow the Temporal server attaches; undefined for a caller without one. */
+  namespace?: string;
+  links: readonly nexus.Link[];
+}
+
+/** Scopes a caller's keys (TuneflowNexusOptions.keyScope): its namespace by default. */
+export type KeyScope = (caller: NexusCaller) => string | undefined;
+
 /**
  * One operation: refuses bad input synchronously, as a bad request naming the field, before anything is created;
- * attaches a second call of the same key to the run that exists; cancels the run when the caller cancels.
+ * runs the caller's key in the caller's scope; attaches a second call of the same key and input to the run that
+ * exists, refuses one with other input; cancels the run when the caller cancels.
  */
 class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I, O> {
-  readonly #run: WorkflowRunOperationHandler<I, O>;
+  /** Starts a new run, refused when the key has one (running, or closed). */
+  readonly #start: WorkflowRunOperationHandler<I, O>;
+  /** Attaches the caller's completion callback to the running run of the key. */
+  readonly #attach: WorkflowRunOperationHandler<I, O>;
 
   constructor(
     private readonly workflow: WorkflowName,
     private readonly check: InputCheck,
+    private readonly keyScope: KeyScope,
   ) {
-    this.#run = new WorkflowRunOperationHandler<I, O>((ctx, input) => {
-      const { key, ...job } = input;
-      return startWorkflow(ctx, this.workflow, {
-        workflowId: key,
-        args: [job],
-        // A running job of this key gets the caller's completion callback (every caller of the key is answered when
-        // it ends); a closed one is refused here and answered with its outcome below. Never a second run of a key.
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    // `key` here is the scoped workflow ID (start below).
+    const run = (conflict: 'FAIL' | 'USE_EXISTING') =>
+      new WorkflowRunOperationHandler<I, O>((ctx, input) => {
+        const { key, ...job } = input;
+        return startWorkflow(ctx, this.workflow, {
+          workflowId: key,
+          args: [job],
+          workflowIdConflictPolicy: conflict,
+          workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        });
       });
-    });
+    this.#start = run('FAIL');
+    this.#attach = run('USE_EXISTING');
   }
 
   async start(ctx: nexus.StartOperationContext, input: I): Promise<nexus.HandlerStartOperationResult<O>> {
     const key = this.refuseInvalid(input);
+    const workflowId = nexusWorkflowId(this.scopeOf(ctx), key);
+    const scoped = { ...input, key: workflowId };
     try {
-      return await this.#run.start(ctx, input);
+      return await this.#start.start(ctx, scoped);
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      return nexus.HandlerStartOperationResult.sync(await this.closedOutcome(key));
     }
+    // The key has a job: this one (attach, or its outcome), or another (refused, naming what differs).
+    const holder = await jobUnderKey(getClient(), workflowId);
+    if (holder) refuseOtherJob(key, holder, this.workflow, omitKey(input));
+    try {
+      if (holder?.running) return await this.#attach.start(ctx, scoped);
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+    return nexus.HandlerStartOperationResult.sync(await this.closedOutcome(workflowId));
   }
 
   cancel(ctx: nexus.CancelOperationContext, token: string): Promise<void> {
     // Cancels the run by its workflow ID, as a direct cancel does: cleanupOnCancel decides what is deleted.
-    return this.#run.cancel(ctx, token);
+    return this.#start.cancel(ctx, token);
+  }
+
+  /** The caller's scope; a caller the scope cannot place is refused. */
+  private scopeOf(ctx: nexus.StartOperationContext): string {
+    const scope = this.keyScope({ namespace: callerNamespace(ctx.inboundLinks), links: ctx.inboundLinks });
+    if (scope === undefined || scope === '' || scope.includes(':'))
+      throw new nexus.HandlerError(
+        'BAD_REQUEST',
+        "tuneflow scopes each caller's keys, and this request names no caller it can scope (no link to a caller's " +
+          'workflow in a namespace)',
+      );
+    return scope;
   }
 
   /** The business key, once the whole input meets the contract; a BAD_REQUEST handler error naming the field if not. */
@@ -86,14 +127,8 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
    * The outcome of the closed run of `key`: its result, or its failure as the operation's. A closed job is not run
    * again, and its result stands for every later call of the key.
    */
-  private async closedOutcome(key: string): Promise<O> {
-    const handle = getClient().workflow.getHandle(key);
-    const { type } = await handle.describe();
-    if (type !== this.workflow)
-      throw new nexus.HandlerError(
-        'BAD_REQUEST',
-        `Invalid input: key: ${key} is the key of a ${type} job, not a ${this.workflow} one; use a new key`,
-      );
+  private async closedOutcome(workflowId: string): Promise<O> {
+    const handle = getClient().workflow.getHandle(workflowId);
     try {
       return (await handle.result()) as O;
     } catch (err) {
@@ -111,10 +146,36 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
  * @example
  * await Worker.create({ connection, namespace: 'images', taskQueue: 'tuneflow', nexusServices: [tuneflowServiceHandler()] });
  */
-export function tuneflowServiceHandler(): nexus.ServiceHandler<(typeof tuneflowService)['operations']> {
+export function tuneflowServiceHandler(
+  keyScope: KeyScope = (caller) => caller.namespace,
+): nexus.ServiceHandler<(typeof tuneflowService)['operations']> {
   return nexus.serviceHandler(tuneflowService, {
-    trainThenGenerate: new JobOperation(WorkflowName.trainThenGenerate, checkTrainThenGenerate),
-    generate: new JobOperation(WorkflowName.generate, (_workflowId, input) => checkGenerate(input)),
-    packTune: new JobOperation(WorkflowName.packTune, checkPackTune),
+    trainThenGenerate: new JobOperation(WorkflowName.trainThenGenerate, checkTrainThenGenerate, keyScope),
+    generate: new JobOperation(WorkflowName.generate, (_workflowId, input) => checkGenerate(input), keyScope),
+    packTune: new JobOperation(WorkflowName.packTune, checkPackTune, keyScope),
   });
+}
+
+/** The namespace of the caller's workflow, from the link the Temporal server attaches to a Nexus request. */
+function callerNamespace(links: readonly nexus.Link[]): string | undefined {
+  for (const link of links) {
+    const match = /^\/namespaces\/([^/]+)\/workflows\//.exec(link.url.pathname);
+    if (link.url.protocol === 'temporal:' && match) return decodeURIComponent(match[1]);
+  }
+  return undefined;
+}
+
+function omitKey(input: object): unknown {
+  const { key: _key, ...job } = input as Record<string, unknown>;
+  return job;
+}
+
+/** A key held by another job (another workflow, or other input) refuses the call: a bad request naming the key. */
+function refuseOtherJob(key: string, holder: JobUnderKey, workflow: WorkflowName, job: unknown): void {
+  const fields = holder.workflow === workflow ? differingFields(job, holder.input) : [];
+  if (holder.workflow === workflow && !fields.length) return;
+  const err = new KeyInUseError(key, { workflow: holder.workflow, runId: holder.runId }, fields);
+  const details: KeyInUseDetails = { key, workflow: holder.workflow, fields };
+  const cause = ApplicationFailure.nonRetryable(err.message, FailureType.keyInUse, details);
+  throw new nexus.HandlerError('BAD_REQUEST', err.message, { cause });
 }

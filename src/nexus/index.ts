@@ -12,7 +12,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import * as nexus from 'nexus-rpc';
 import { ErrorKind, type InputIssue } from '../api/errors';
 import { FailureType, type OverBudgetDetails } from '../contract/failures';
-import type { PromptsNeverSettledDetails, TuneNeverTrainedDetails } from '../contract/failures';
+import type { JobEndedDetails, PromptsNeverSettledDetails, TuneNeverTrainedDetails } from '../contract/failures';
+import type { KeyInUseDetails } from '../contract/keys';
 import type {
   GenerateInput,
   GenerateResult,
@@ -24,14 +25,17 @@ import type {
 
 export { ErrorKind, FailureType };
 export type { InputIssue, OverBudgetDetails, PromptsNeverSettledDetails, TuneNeverTrainedDetails };
+export type { JobEndedDetails, KeyInUseDetails };
 export type * from '../contract/inputs';
 
 /** The job's business key, beside the workflow's own input. */
 export interface BusinessKey {
   /**
-   * The job's business key (an order ID): tuneflow's workflow ID. A second call with the same key, from any caller,
-   * attaches to the job that exists (running or closed) instead of training again; use a new key for a new job.
-   * @format 1 to 1000 characters
+   * The job's business key (an order ID), scoped to the caller's namespace: it runs as workflow ID
+   * `tuneflow:nexus:<namespace>:<key>`. A second call of the key with the same input attaches to the job that exists
+   * (running, or its outcome once closed); a call with other input is refused (KeyInUse), naming the fields that
+   * differ; another namespace's key of the same name is another job. Use a new key for a new job.
+   * @format 1 to 1000 characters, not starting with "tuneflow:"
    */
   key: string;
 }
@@ -83,6 +87,8 @@ export type TuneflowFailure =
   | { type: typeof FailureType.invalidInput; message: string; details: InvalidInputDetails }
   | { type: typeof FailureType.invalidOptions; message: string; details: { option: string; rule: string } }
   | { type: typeof FailureType.missingBaseTune; message: string; details: unknown }
+  | { type: typeof FailureType.keyInUse; message: string; details: KeyInUseDetails }
+  | { type: typeof FailureType.jobEnded; message: string; details: JobEndedDetails }
   | { type: Exclude<ErrorKind, typeof ErrorKind.invalidInput>; message: string; details: ServiceFailureDetails };
 
 const TYPES: ReadonlySet<string> = new Set([...Object.values(FailureType), ...Object.values(ErrorKind)]);

@@ -22,7 +22,8 @@ import { promptTarget } from './tune-kinds';
 export async function generate(input: GenerateInput): Promise<GenerateResult> {
   const job = new Job(Phase.training, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
   return job.run(
-    () => checkGenerate(input),
+    input,
+    (options) => checkGenerate(input, options),
     async () => {
       await job.retrieveTune(input.tuneId);
       // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.

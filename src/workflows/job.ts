@@ -4,6 +4,7 @@
  * at a time, and on cancellation delete what it created when asked.
  */
 import {
+  ActivityFailure,
   ApplicationFailure,
   CancellationScope,
   condition,
@@ -13,16 +14,24 @@ import {
   proxyActivities,
   setHandler,
   sleep,
+  startChild,
+  workflowInfo,
 } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { TuneflowActivities } from '../activities';
-import { InvalidInputError } from '../api/errors';
-import type { CheckedInput } from '../contract/check';
+import { InvalidInputError, type InputIssue } from '../api/errors';
+import type { CheckedInput, CheckOptions } from '../contract/check';
+import { uploadPathsOf } from '../contract/bounds';
+import { claimWorkflowId } from '../contract/keys';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt, Tune } from '../api/schemas';
 import { costMcOf, costOf, PromptBudget, type Cost } from '../contract/cost';
 import {
+  FailureType,
   invalidInput,
+  jobEnded,
   jobOverBudget,
+  keyInUse,
   packOverBudget,
   promptsNeverSettled,
   requireValidInput,
@@ -42,7 +51,13 @@ import {
 } from '../contract/messages';
 import { runBounded } from './concurrency';
 import { invalidOption, type ResolvedOptions } from '../contract/options';
-import { isTransientFailure, pollActivityOptions, serviceActivityOptions } from './policies';
+import {
+  isTransientFailure,
+  pollActivityOptions,
+  serviceActivityOptions,
+  temporalReadOptions,
+  uploadCheckOptions,
+} from './policies';
 import { pollDelay } from '../contract/poll-schedule';
 import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
 import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
@@ -51,6 +66,10 @@ import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
 const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
 /** Polls: a few attempts; a poll that still fails is counted and the wait goes on. */
 const polls = proxyActivities<TuneflowActivities>(pollActivityOptions);
+/** Reads of Temporal (the earlier run of a claimed key). */
+const temporal = proxyActivities<TuneflowActivities>(temporalReadOptions);
+/** The upload directory's check, before anything is created (runs whose input names files). */
+const uploads = proxyActivities<TuneflowActivities>(uploadCheckOptions);
 // Creates and reads ask for brief answers (the activities' briefTune and briefPrompt): a copy not done yet carries
 // only what the run reads, and only done copies reach the result. No patch: replay matches an activity by type and
 // order, not by its arguments, and an activity worker of an earlier release ignores `brief` and answers whole, which
@@ -75,6 +94,26 @@ export const MAX_COST_HOLDS = 'max-cost-holds';
  * the first create, and created none once the cost had reached the limit (so `maxCostMc: 0` stopped every prompt).
  */
 export const FAST_PROMPTS_FREE = 'fast-prompts-free';
+
+/**
+ * Runs with this marker are held to the input bounds (src/contract/bounds.ts: lengths and counts, file paths inside
+ * the upload directory, refused attributes). Decided only where a bound refuses an input the first releases took: a
+ * run started before with such an input goes on as it started.
+ */
+export const INPUT_BOUNDED = 'input-bounded';
+
+/**
+ * Runs with this marker claim their workflow ID (a `keyClaim` child, "reject duplicate") before they create anything;
+ * a run that finds it claimed creates nothing and ends with the earlier job's outcome. Runs started before it created
+ * at once.
+ */
+export const KEY_CLAIMED = 'key-claimed';
+
+/**
+ * Runs with this marker check the file paths of their input against the worker's upload directory (an activity) before
+ * anything is created; only runs whose input names files. Runs started before it read them when they sent them.
+ */
+export const UPLOADS_CHECKED = 'uploads-checked';
 
 /** True for runs that hold maxCostMc; false when replaying a run started before (see MAX_COST_HOLDS). */
 const maxCostHolds = (): boolean => patched(MAX_COST_HOLDS);
@@ -200,10 +239,15 @@ export class Job {
    * @example
    * return job.run(() => checkGenerate(input), async () => { ... });
    */
-  async run<T>(checkInput: () => CheckedInput<unknown>, body: () => Promise<T>): Promise<T> {
+  async run<T>(
+    input: unknown,
+    checkInput: (options: CheckOptions) => CheckedInput<unknown>,
+    body: () => Promise<T>,
+  ): Promise<T> {
     try {
-      this.settings = requireValidInput(() => optionsFirst(checkInput)).options;
-      const result = await body();
+      this.settings = requireValidInput(() => optionsFirst(() => bounded(checkInput))).options;
+      const prior = await this.claimKey(input);
+      const result = prior ? (prior.result as T) : await this.checkUploads(input).then(body);
       this.phase = Phase.completed;
       return result;
     } catch (err) {
@@ -214,6 +258,62 @@ export class Job {
         this.phase = Phase.failed;
       }
       throw err;
+    }
+  }
+
+  /**
+   * Claims the run's workflow ID before anything is created. A run that finds it claimed (its key's job ran before:
+   * a raw start with "allow duplicate" after it closed, a terminate-and-restart, a workflow retry) creates nothing:
+   * it ends with that job's outcome when it was the same job (its result, or its failure), fails KeyInUse when it
+   * had other input, and JobEnded when it closed without a result.
+   */
+  private async claimKey(input: unknown): Promise<{ result: unknown } | undefined> {
+    if (!patched(KEY_CLAIMED)) return undefined;
+    const { workflowId, workflowType } = workflowInfo();
+    try {
+      await startChild('keyClaim', {
+        workflowId: claimWorkflowId(workflowId),
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        parentClosePolicy: 'ABANDON',
+        staticSummary: 'claim the key: a key runs one job',
+      });
+      return undefined;
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+    const prior = await temporal.priorJob.executeWithOptions({ summary: 'read the earlier job of this key' }, [
+      { workflowId, workflow: workflowType, input },
+    ]);
+    switch (prior.verdict) {
+      case 'completed':
+        return { result: prior.result };
+      case 'other-job':
+        throw keyInUse({ key: workflowId, workflow: prior.workflow, runId: prior.runId, fields: prior.fields });
+      case 'failed':
+        throw ApplicationFailure.create({
+          ...prior.failure,
+          type: prior.failure.type ?? undefined,
+          message: `The job of this key ran before (run ${prior.runId}) and failed: ${prior.failure.message}`,
+        });
+      case 'ended':
+        throw jobEnded({ key: workflowId, runId: prior.runId, status: prior.status });
+    }
+  }
+
+  /** The input's file paths against the worker's upload directory, before anything is created. */
+  private async checkUploads(input: unknown): Promise<void> {
+    const paths = uploadPathsOf(input);
+    if (!paths.length || !patched(UPLOADS_CHECKED)) return;
+    try {
+      await uploads.checkUploads.executeWithOptions({ summary: 'check the file paths against the upload directory' }, [
+        { paths },
+      ]);
+    } catch (err) {
+      // The refusal itself, as for any input the contract refuses (its details name the first field, and every one).
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      if (!(cause instanceof ApplicationFailure) || cause.type !== FailureType.invalidInput) throw err;
+      const { issues } = (cause.details?.[0] ?? {}) as { issues?: InputIssue[] };
+      throw invalidInput(new InvalidInputError('input', issues ?? [{ field: 'input', rule: cause.message }]));
     }
   }
 
@@ -728,6 +828,26 @@ function describeFailure(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
   return `${err.message}${cause}`;
+}
+
+/**
+ * The contract with its bounds; an input that only a bound refuses is taken as it was by a run started before the
+ * bounds (no INPUT_BOUNDED marker), so its history replays.
+ */
+function bounded(check: (options: CheckOptions) => CheckedInput<unknown>): CheckedInput<unknown> {
+  try {
+    return check({ bounds: true });
+  } catch (err) {
+    if (!(err instanceof InvalidInputError) || err.cause !== undefined) throw err;
+    let unbounded: CheckedInput<unknown>;
+    try {
+      unbounded = check({ bounds: false });
+    } catch {
+      throw err;
+    }
+    if (patched(INPUT_BOUNDED)) throw err;
+    return unbounded;
+  }
 }
 
 /** A bad option fails the run InvalidOptions whatever else is wrong, as documented: the check's cause, thrown first. */

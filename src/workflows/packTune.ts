@@ -30,7 +30,8 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
   const job = new Job(Phase.creatingTune);
   const { workflowId } = workflowInfo();
   return job.run(
-    () => checkPackTune(workflowId, input),
+    input,
+    (options) => checkPackTune(workflowId, input, options),
     async () => {
       const reused = input.tune.tune_ids;
       job.requireOneTune(reused);

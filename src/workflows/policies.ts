@@ -94,3 +94,18 @@ export function isTransientFailure(err: unknown): boolean {
   if (cause instanceof ApplicationFailure) return !cause.nonRetryable && !isNonRetryableType(cause.type);
   return true;
 }
+
+/**
+ * Reads of Temporal itself (the earlier run of a claimed key): retried as any call to a server that may be busy, for
+ * as long as the run lives; they never reach the service.
+ */
+export const temporalReadOptions: ActivityOptions = {
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+};
+
+/** The upload directory's check: it reads the file system only, on whichever worker takes it. */
+export const uploadCheckOptions: ActivityOptions = {
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 3, nonRetryableErrorTypes: [...NON_RETRYABLE_ERROR_TYPES] },
+};

@@ -27,7 +27,8 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
   const job = new Job(Phase.creatingTune, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
   const { workflowId } = workflowInfo();
   return job.run(
-    () => checkTrainThenGenerate(workflowId, input),
+    input,
+    (options) => checkTrainThenGenerate(workflowId, input, options),
     async () => {
       // maxCostMc: the tune is charged at its create, so its price must be known, and fit, before.
       job.checkTunePrice(input.tune, input.prompts.length);

@@ -2,7 +2,7 @@
  * Tier 2: the activities in MockActivityEnvironment, over the real client against the real mock service on loopback.
  * Every error mapping (type, retryable, next delay) and the look-up-before-retry of both creates.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import * as http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,6 +105,11 @@ async function createPrompts(activities: TuneflowActivities, tuneId: number, key
   for (const key of keys)
     ids.push((await run(activities, 'createPrompt', { tuneId, prompt: { text: key }, key }, { workflowId })).id);
   return ids;
+}
+
+/** Every request the mock has answered so far, all accounts together. */
+function requestsSoFar(): number {
+  return Object.values(mock.stats().routes as Record<string, number>).reduce((sum, n) => sum + n, 0);
 }
 
 async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
@@ -223,14 +228,79 @@ describe('createTune', () => {
     expect(mock.stats().routes['GET /tunes'] ?? 0).toBe(lists);
   });
 
-  test('a training image path the worker cannot read fails for good, naming it', async () => {
+  test('a training image path fails for good, naming it, on a worker without an upload directory', async () => {
     const { activities } = account();
+    const before = requestsSoFar();
     const failure = await failureOf(
-      run(activities, 'createTune', { tune: { title: 't', name: 'man', images: ['/nonexistent/tuneflow/1.jpg'] } }),
+      run(activities, 'createTune', { tune: { title: 't', name: 'man', images: ['/etc/hostname'] } }),
     );
     expect(failure.type).toBe('InvalidInput');
     expect(failure.nonRetryable).toBe(true);
-    expect(failure.message).toContain('tune.images[0]: must be a readable file');
+    expect(failure.message).toContain(
+      'tune.images[0]: is a file path, and this worker reads none (no TUNEFLOW_UPLOAD_DIR)',
+    );
+    expect(requestsSoFar()).toBe(before);
+  });
+});
+
+describe('the upload directory', () => {
+  let root: string;
+  let uploads: string;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'tuneflow-uploads-'));
+    uploads = join(root, 'uploads');
+    await mkdir(join(uploads, 'order-1'), { recursive: true });
+    await writeFile(join(uploads, 'order-1', '1.png'), Buffer.from(PNG_1X1, 'base64'));
+    await writeFile(join(root, 'secret.txt'), 'a token the worker can read');
+    await symlink(join(root, 'secret.txt'), join(uploads, 'order-1', 'link.png'));
+  });
+  afterAll(() => rm(root, { recursive: true, force: true }));
+
+  function withUploads() {
+    const { api } = account();
+    return { api, activities: createActivities({ api, callbacks: signer, uploadDir: uploads }) };
+  }
+
+  test('a file inside it, relative or absolute, is uploaded', async () => {
+    const { activities } = withUploads();
+    const relative = await run(activities, 'createTune', {
+      tune: { title: 'u1', name: 'man', images: ['order-1/1.png'] },
+    });
+    const absolute = await run(activities, 'createTune', {
+      tune: { title: 'u2', name: 'man', images: [join(uploads, 'order-1', '1.png')] },
+    });
+    expect(relative.orig_images).toHaveLength(1);
+    expect(absolute.orig_images).toHaveLength(1);
+  });
+
+  test.each([
+    ['a path outside it', '/etc/hostname'],
+    ['a ".." that climbs out', 'order-1/../../secret.txt'],
+    ['a symlink inside that points outside', 'order-1/link.png'],
+    ['a file that is not there', 'order-1/2.png'],
+    ['a directory', 'order-1'],
+  ])('%s is refused, naming the field, and nothing is sent', async (_what, path) => {
+    const { activities } = withUploads();
+    const before = requestsSoFar();
+    const tune = await failureOf(run(activities, 'createTune', { tune: { title: 'u3', name: 'man', images: [path] } }));
+    const prompt = await failureOf(
+      run(activities, 'createPrompt', {
+        tuneId: 1,
+        prompt: { text: 'x', input_image: path, controlnet: 'canny' },
+        key: '0',
+      }),
+    );
+    const checked = await failureOf(
+      run(activities, 'checkUploads', { paths: [{ field: 'prompts[3].mask_image', path }] }),
+    );
+    for (const failure of [tune, prompt, checked]) {
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.nonRetryable).toBe(true);
+    }
+    expect(tune.message).toContain('tune.images[0]: ');
+    expect(prompt.message).toContain('prompt.input_image: ');
+    expect(checked.message).toContain('prompts[3].mask_image: ');
+    expect(requestsSoFar()).toBe(before);
   });
 });
 
@@ -366,16 +436,16 @@ describe('answers as the live service renders them (the mock in rails style)', (
   });
 
   test('a multipart tune on the gallery base 690204 with characteristics as a JSON string, and its prompt', async () => {
-    const { api, activities } = account(rails.url);
+    const { api } = account(rails.url);
     const dir = await mkdtemp(join(tmpdir(), 'tuneflow-activities-'));
     afterThis.push(() => rm(dir, { recursive: true, force: true }));
-    const image = join(dir, 'dog.png');
-    await writeFile(image, Buffer.from(PNG_1X1, 'base64'));
+    const activities = createActivities({ api, callbacks: signer, uploadDir: dir });
+    await writeFile(join(dir, 'dog.png'), Buffer.from(PNG_1X1, 'base64'));
     const spec = {
       title: 'job-690204',
       name: 'dog',
       base_tune_id: 690204,
-      images: [image],
+      images: ['dog.png'],
       characteristics: '{"fur":"grey"}',
       workspace_id: 'ws-1',
     };

@@ -4,7 +4,10 @@
  * tests and scripts/record-histories.ts.
  */
 import { randomUUID } from 'node:crypto';
-import type { WorkflowHandle } from '@temporalio/client';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { WorkflowHandle, WorkflowStartOptions } from '@temporalio/client';
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { Client } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
@@ -23,6 +26,9 @@ export { bundleWorkflows } from './bundle';
 export const API_KEY = 'tuneflow-test-key';
 /** The callback secret every scenario's receiver checks signatures with. */
 export const CALLBACK_SECRET = 'tuneflow-test-callback-secret';
+
+/** The upload directory of every scenario's worker: a job's file paths name files here (TUNEFLOW_UPLOAD_DIR). */
+export const UPLOAD_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-uploads-'));
 
 /** Which client starts and awaits a workflow. */
 export type Clock = 'real' | 'skipping';
@@ -43,7 +49,13 @@ export interface Scenario {
    * Starts a workflow by name. `real`: a plain client, so time never skips and the mock's callbacks win their race
    * against poll timers. `skipping`: env.client, so awaiting the result skips time (retry delays, deadlines).
    */
-  start(workflow: string, input: unknown, clock: Clock, workflowId?: string): Promise<WorkflowHandle>;
+  start(
+    workflow: string,
+    input: unknown,
+    clock: Clock,
+    workflowId?: string,
+    policies?: Pick<WorkflowStartOptions, 'workflowIdReusePolicy' | 'workflowIdConflictPolicy'>,
+  ): Promise<WorkflowHandle>;
   /** Waits (querying) until the workflow's progress satisfies `predicate`; needs a running worker. */
   progressUntil(handle: WorkflowHandle, predicate: (p: Progress) => boolean, timeoutMs?: number): Promise<Progress>;
   /** The workflow's outcome, its final progress, the mock's counts and the history; needs a running worker. */
@@ -128,14 +140,14 @@ export class WorkflowHarness {
         const worker = await Worker.create({
           connection: env.nativeConnection,
           namespace: env.namespace ?? 'default',
-          plugins: [new TuneflowPlugin({ api, callbacks, nexus: false })],
+          plugins: [new TuneflowPlugin({ api, callbacks, nexus: false, uploadDir: UPLOAD_DIR })],
           ...scenarioWorkerOptions(bundle, taskQueue, identity),
         });
         return worker.runUntil(fn);
       },
-      async start(workflow, input, clock, workflowId = `${workflow}-${randomUUID()}`) {
+      async start(workflow, input, clock, workflowId = `${workflow}-${randomUUID()}`, policies = {}) {
         const client = clock === 'real' ? realTime : env.client;
-        return client.workflow.start(workflow, { taskQueue, workflowId, args: [input] });
+        return client.workflow.start(workflow, { taskQueue, workflowId, args: [input], ...policies });
       },
       progressUntil: (handle, predicate, timeoutMs = 30_000) => progressUntil(handle, predicate, timeoutMs),
       async settle<R>(handle: WorkflowHandle): Promise<Outcome<R>> {

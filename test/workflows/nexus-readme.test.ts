@@ -146,9 +146,11 @@ devServerTest(
       expect(done).toEqual({ tuneId: expect.any(Number), images: [expect.stringMatching(/^http/)] });
       expect(refused).toEqual({ refused: 'tune.image_urls[0]' });
 
-      // One tune, for the order that completed; tuneflow's run is the key's, in tuneflow's namespace.
+      // One tune, for the order that completed; tuneflow's run is the key's, scoped to the caller's namespace, in
+      // tuneflow's.
       expect(mock.stats().routes['POST /tunes']).toBe(1);
-      const run = summarize(await new Client({ connection }).workflow.getHandle('readme-order').fetchHistory());
+      const runId = `tuneflow:nexus:shop:readme-order`;
+      const run = summarize(await new Client({ connection }).workflow.getHandle(runId).fetchHistory());
       expect(run.activities.slice(0, 2)).toEqual(['createTune', 'retrieveTune']);
       const callerHistory = await shop.workflow.getHandle('readme-order').fetchHistory();
       expect(JSON.stringify(callerHistory)).not.toContain(API_KEY);

@@ -7,12 +7,13 @@
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { MockStats } from '../../src/mock-service';
+import { nexusWorkflowId } from '../../src/contract/keys';
 import { progressQuery } from '../../src/contract/messages';
 import type { TuneflowOptions } from '../../src/contract/inputs';
 import type { TrainThenGenerateOperationInput } from '../../src/nexus';
 import type { CallOutcome, TuneflowCall } from '../nexus/caller-workflows';
 import { waitFor } from './harness';
-import type { NexusWorld } from './nexus-world';
+import { CALLER_NAMESPACE, type NexusWorld } from './nexus-world';
 import { IMAGE_URLS, PET_PACK_ID } from './scenarios';
 
 /** One caller's call: its workflow ID, the key it used, how it ended. */
@@ -66,7 +67,7 @@ async function collect(world: NexusWorld, stats: MockStats, calls: NexusCall[]):
     outcome.caller[callerId] = await world.shop.workflow.getHandle(callerId).fetchHistory();
     // An empty key names no run (the server refuses to look one up).
     if (!key || outcome.handler[key]) continue;
-    const run = world.images.workflow.getHandle(key);
+    const run = world.images.workflow.getHandle(nexusWorkflowId(CALLER_NAMESPACE, key));
     try {
       await run.describe();
     } catch (err) {
@@ -145,7 +146,10 @@ export const nexusScenarios = {
         await waitFor(
           async () => {
             try {
-              return (await world.images.workflow.getHandle(key).query(progressQuery)).phase === 'training';
+              return (
+                (await world.images.workflow.getHandle(nexusWorkflowId(CALLER_NAMESPACE, key)).query(progressQuery))
+                  .phase === 'training'
+              );
             } catch {
               return false; // not started yet
             }
@@ -188,28 +192,30 @@ export const nexusScenarios = {
   failures: {
     name: 'failures',
     play: (world) =>
-      world.withTuneflow({ faults: { neverTrainTitles: ['nexus-tune-never-trained'] } }, async ({ mock }) =>
-        callAll(world, () => mock.stats(), [
-          {
-            callerId: 'shop-tune-never-trained',
-            call: {
-              operation: 'trainThenGenerate',
-              input: { key: 'nexus-tune-never-trained', tune: newDog, prompts, options: quickDeadlines },
-            },
-          },
-          {
-            callerId: 'shop-over-budget',
-            call: {
-              operation: 'packTune',
-              input: {
-                key: 'nexus-over-budget',
-                packId: PET_PACK_ID,
-                tune: { name: 'dog', image_urls: IMAGE_URLS },
-                options: { maxCostMc: 50_000 },
+      world.withTuneflow(
+        { faults: { neverTrainTitles: [nexusWorkflowId(CALLER_NAMESPACE, 'nexus-tune-never-trained')] } },
+        async ({ mock }) =>
+          callAll(world, () => mock.stats(), [
+            {
+              callerId: 'shop-tune-never-trained',
+              call: {
+                operation: 'trainThenGenerate',
+                input: { key: 'nexus-tune-never-trained', tune: newDog, prompts, options: quickDeadlines },
               },
             },
-          },
-        ]),
+            {
+              callerId: 'shop-over-budget',
+              call: {
+                operation: 'packTune',
+                input: {
+                  key: 'nexus-over-budget',
+                  packId: PET_PACK_ID,
+                  tune: { name: 'dog', image_urls: IMAGE_URLS },
+                  options: { maxCostMc: 50_000 },
+                },
+              },
+            },
+          ]),
       ),
   },
 } satisfies Record<string, NexusScenario>;

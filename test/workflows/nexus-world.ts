@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { nexusWorkflowId } from '../../src/contract/keys';
 import { startMockService, type MockService, type MockServiceOptions } from '../../src/mock-service';
 import { TuneflowPlugin } from '../../src/plugin';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
@@ -18,6 +19,8 @@ import { installQuietRuntime } from './global-setup';
 
 export const TUNEFLOW_NAMESPACE = 'images';
 export const CALLER_NAMESPACE = 'shop';
+/** A second team's namespace, calling through the same endpoint: its keys are its own. */
+export const OTHER_CALLER_NAMESPACE = 'studio';
 /** The endpoint's name: what the caller's code knows of tuneflow, besides the contract. */
 export const ENDPOINT = 'tuneflow';
 export const TUNEFLOW_TASK_QUEUE = 'tuneflow';
@@ -35,12 +38,14 @@ export class NexusWorld {
     private readonly connection: Connection,
     private readonly native: NativeConnection,
     private readonly tuneflowBundle: WorkflowBundle,
-    private readonly callerWorker: Worker,
-    private readonly callerRunning: Promise<void>,
+    private readonly callerWorkers: Worker[],
+    private readonly callerRunning: Promise<void>[],
     /** A client of tuneflow's namespace (what the caller never has). */
     readonly images: Client,
     /** A client of the caller's namespace. */
     readonly shop: Client,
+    /** A client of the second team's namespace. */
+    readonly studio: Client,
   ) {}
 
   /**
@@ -55,7 +60,7 @@ export class NexusWorld {
     const server = await startDevServerProcess({
       executable: cli,
       namespace: TUNEFLOW_NAMESPACE,
-      extraArgs: ['--namespace', CALLER_NAMESPACE],
+      extraArgs: ['--namespace', CALLER_NAMESPACE, '--namespace', OTHER_CALLER_NAMESPACE],
     });
     await temporalCli(cli, [
       ...['operator', 'nexus', 'endpoint', 'create', '--address', server.address, '--name', ENDPOINT],
@@ -64,23 +69,23 @@ export class NexusWorld {
     const connection = await Connection.connect({ address: server.address });
     const native = await NativeConnection.connect({ address: server.address });
     const [tuneflowBundle, callerBundle] = await Promise.all([bundleWorkflows(), bundleCallerWorkflows()]);
-    const callerWorker = await Worker.create({
-      connection: native,
-      namespace: CALLER_NAMESPACE,
-      taskQueue: CALLER_TASK_QUEUE,
-      workflowBundle: callerBundle,
-    });
-    const callerRunning = callerWorker.run();
+    const callerWorkers = await Promise.all(
+      [CALLER_NAMESPACE, OTHER_CALLER_NAMESPACE].map((namespace) =>
+        Worker.create({ connection: native, namespace, taskQueue: CALLER_TASK_QUEUE, workflowBundle: callerBundle }),
+      ),
+    );
+    const callerRunning = callerWorkers.map((worker) => worker.run());
     return new NexusWorld(
       server,
       cli,
       connection,
       native,
       tuneflowBundle,
-      callerWorker,
+      callerWorkers,
       callerRunning,
       new Client({ connection, namespace: TUNEFLOW_NAMESPACE }),
       new Client({ connection, namespace: CALLER_NAMESPACE }),
+      new Client({ connection, namespace: OTHER_CALLER_NAMESPACE }),
     );
   }
 
@@ -118,8 +123,12 @@ export class NexusWorld {
   }
 
   /** Starts the caller's workflow that calls one tuneflow operation through the endpoint. */
-  call(workflowId: string, call: TuneflowCall): Promise<WorkflowHandle<typeof callTuneflow>> {
-    return this.shop.workflow.start<typeof callTuneflow>('callTuneflow', {
+  call(
+    workflowId: string,
+    call: TuneflowCall,
+    caller: Client = this.shop,
+  ): Promise<WorkflowHandle<typeof callTuneflow>> {
+    return caller.workflow.start<typeof callTuneflow>('callTuneflow', {
       taskQueue: CALLER_TASK_QUEUE,
       workflowId,
       args: [ENDPOINT, call],
@@ -129,7 +138,7 @@ export class NexusWorld {
   /** The history of tuneflow's run of `key`, and of the caller's workflow `workflowId`. */
   async histories(key: string, callerId: string): Promise<{ handler: History; caller: History }> {
     const [handler, caller] = await Promise.all([
-      this.images.workflow.getHandle(key).fetchHistory(),
+      this.images.workflow.getHandle(nexusWorkflowId(CALLER_NAMESPACE, key)).fetchHistory(),
       this.shop.workflow.getHandle(callerId).fetchHistory(),
     ]);
     return { handler, caller };
@@ -141,8 +150,8 @@ export class NexusWorld {
   }
 
   async close(): Promise<void> {
-    this.callerWorker.shutdown();
-    await this.callerRunning;
+    for (const worker of this.callerWorkers) worker.shutdown();
+    await Promise.all(this.callerRunning);
     await this.native.close();
     await this.connection.close();
     await this.server.stop();

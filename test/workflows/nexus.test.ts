@@ -11,8 +11,9 @@ import type { CallOutcome } from '../nexus/caller-workflows';
 import { devServerExecutable, devServerTest } from './environment';
 import { summarize } from './history-summary';
 import { nexusScenarios, type NexusOutcome } from './nexus-scenarios';
-import { API_KEY, CALLBACK_SECRET } from './harness';
-import { CALLER_NAMESPACE, ENDPOINT, NexusWorld } from './nexus-world';
+import { API_KEY, CALLBACK_SECRET, waitFor } from './harness';
+import { CALLER_NAMESPACE, ENDPOINT, NexusWorld, OTHER_CALLER_NAMESPACE } from './nexus-world';
+import { nexusWorkflowId } from '../../src/contract/keys';
 
 jest.setTimeout(240_000);
 
@@ -62,7 +63,8 @@ devServerTest(
     const [trained, generated, packed] = calls;
 
     const job = completed<TrainThenGenerateResult>(trained.outcome);
-    expect(job.tune.title).toBe('nexus-train-then-generate'); // the key is the workflow ID, and so the tune's title
+    // The key, scoped to the caller's namespace, is the workflow ID, and so the tune's title.
+    expect(job.tune.title).toBe(nexusWorkflowId(CALLER_NAMESPACE, 'nexus-train-then-generate'));
     expect(job.prompts.map((p) => p.images?.length)).toEqual([2, 1]);
     expect(job.cost.mc).toBeGreaterThanOrEqual(0);
     const more = completed<GenerateResult>(generated.outcome);
@@ -209,3 +211,56 @@ devServerTest("a run's failure reaches the caller typed: TuneNeverTrained, OverB
     expect(events(outcome.handler[key]).at(-1)).toBe('workflowExecutionFailed');
   for (const history of Object.values(outcome.caller)) expect(events(history)).toContain('nexusOperationFailed');
 });
+
+devServerTest(
+  "keys of different teams never meet: another namespace's same key is its own job, its cancel reaches only its own " +
+    'run, and other input under a key is refused naming the field',
+  async () => {
+    await world!.withTuneflow({ trainingTime: '3s' }, async ({ mock }) => {
+      const newDog = { name: 'dog', branch: 'fast', image_urls: [`${mock.url}/images/training-1.png`] };
+      const order = (key: string, text: string) => ({
+        operation: 'trainThenGenerate' as const,
+        input: { key, tune: newDog, prompts: [{ text }] },
+      });
+      const shop = await world!.call('shop-1001', order('order-1001', 'sks dog, the shop'));
+      const studio = await world!.call('studio-1001', order('order-1001', 'sks dog, the studio'), world!.studio);
+      const shopKept = await world!.call('shop-1002', order('order-1002', 'sks dog, kept'));
+      const studioCancelled = await world!.call(
+        'studio-1002',
+        order('order-1002', 'sks dog, cancelled'),
+        world!.studio,
+      );
+      const studioRun = world!.images.workflow.getHandle(nexusWorkflowId(OTHER_CALLER_NAMESPACE, 'order-1002'));
+      await waitFor(
+        () =>
+          studioRun.describe().then(
+            () => true,
+            () => false,
+          ),
+        () => "the studio's run of order-1002 to start",
+      );
+      await studioCancelled.cancel();
+      const otherInput = await world!.call('shop-1001-other', order('order-1001', 'sks dog, another job'));
+
+      const [a, b, kept, cancelled, refused] = await Promise.all(
+        [shop, studio, shopKept, studioCancelled, otherInput].map((h) => h.result()),
+      );
+      const textOf = (outcome: CallOutcome) => completed<TrainThenGenerateResult>(outcome).prompts[0].text;
+      expect(textOf(a)).toBe('sks dog, the shop');
+      expect(textOf(b)).toBe('sks dog, the studio');
+      expect(textOf(kept)).toBe('sks dog, kept');
+      expect(cancelled.outcome).toBe('cancelled');
+      expect(refused).toMatchObject({
+        outcome: 'failed',
+        failure: { type: FailureType.keyInUse, details: { key: 'order-1001', fields: ['input.prompts[0].text'] } },
+      });
+      // Four jobs, four tunes: the refused call created nothing.
+      expect(mock.stats().routes['POST /tunes']).toBe(4);
+      const shopRun = await world!.images.workflow
+        .getHandle(nexusWorkflowId(CALLER_NAMESPACE, 'order-1002'))
+        .describe();
+      expect(shopRun.status.name).toBe('COMPLETED');
+      expect((await studioRun.describe()).status.name).toBe('CANCELLED');
+    });
+  },
+);

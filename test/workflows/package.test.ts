@@ -320,11 +320,13 @@ devServerTest(
           ['tuneflow', 'tuneflow', 'generate'],
         ]);
         expect(JSON.stringify(shop)).not.toContain(apiKey);
-        // tuneflow's run, by the business key, in tuneflow's namespace; none for the refused key.
+        // tuneflow's run, by the business key scoped to the caller's namespace, in tuneflow's; none for the refused key.
         const images = new Client({ connection, namespace: IMAGES }).workflow;
-        const tuneRun = summarize(await images.getHandle(`${orderId}-tune`).fetchHistory());
+        const tuneRun = summarize(await images.getHandle(`tuneflow:nexus:${SHOP}:${orderId}-tune`).fetchHistory());
         expect(tuneRun.activities.slice(0, 2)).toEqual(['createTune', 'retrieveTune']);
-        await expect(images.getHandle(`${orderId}-tune-more`).describe()).rejects.toThrow(/not found/i);
+        await expect(images.getHandle(`tuneflow:nexus:${SHOP}:${orderId}-tune-more`).describe()).rejects.toThrow(
+          /not found/i,
+        );
       } finally {
         await connection.close();
       }

@@ -172,6 +172,30 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   expect(statusJson.output()).toMatch(/sig=redacted/);
   expect(statusJson.output()).not.toMatch(/sig=(?!redacted)/);
 
+  // The same start twice more: attached to the job, its result again, nothing created; then with other input:
+  // refused (exit 2) naming the key and the field, before anything is created. One tune under the key.
+  for (let again = 0; again < 2; again++) {
+    const attach = run(onOurPorts(start), env);
+    expect({ code: await attach.exited, output: attach.output() }).toEqual({
+      code: 0,
+      output: expect.stringMatching(/^attached to my-first-run$/m),
+    });
+  }
+  const other = run(onOurPorts(start.replace('watercolor painting', 'oil painting')), env);
+  expect({ code: await other.exited, output: other.output() }).toEqual({
+    code: 2,
+    output: expect.stringContaining(
+      '"my-first-run" names a trainThenGenerate job with other input (input.prompts[0].text',
+    ),
+  });
+  const apiKey = /TUNEFLOW_API_KEY=(\S+)/.exec(rest.join(' '))![1];
+  const tunes = (await (
+    await fetch(`http://127.0.0.1:${ports.get('8080')}/tunes?title=my-first-run`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+    })
+  ).json()) as unknown[];
+  expect(tunes).toHaveLength(1);
+
   // docker-compose.yml's comment: its host command, on this stack (compose's mock-service:8080 is our mock).
   const composeCommand = /^#\s+(TEMPORAL_ADDRESS=\S+ npx tuneflow start .*)$/m.exec(compose)?.[1];
   expect(composeCommand).toBeDefined();

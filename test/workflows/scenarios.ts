@@ -4,7 +4,6 @@
  * brings its own mock service (short training and inference, faults) and drives its workflow as a caller would.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { request } from 'undici';
@@ -13,7 +12,14 @@ import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
 import { promptSettledSignal, tuneTrainedSignal } from '../../src/contract/messages';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/contract/inputs';
-import { waitFor, type Outcome, type Scenario, type ScenarioOptions, type WorkflowHarness } from './harness';
+import {
+  UPLOAD_DIR,
+  waitFor,
+  type Outcome,
+  type Scenario,
+  type ScenarioOptions,
+  type WorkflowHarness,
+} from './harness';
 
 export interface ScenarioDefinition {
   /** Also the workflow ID and the history file name. */
@@ -445,7 +451,7 @@ export const scenarios = {
     name: 'faceid',
     options: { mock: { faults: { callbackDropRate: 1 } } },
     run: (s, workflowId) => {
-      const image = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-faceid-')), 'face.png');
+      const image = path.join(fs.mkdtempSync(path.join(UPLOAD_DIR, 'faceid-')), 'face.png');
       fs.writeFileSync(image, solidPng('faceid-training-image', 64));
       const input: TrainThenGenerateInput = {
         tune: { name: 'woman', model_type: 'faceid', base_tune_id: FLUX_BASE_TUNE.id, images: [image] },
@@ -468,6 +474,57 @@ export const scenarios = {
         await handle.cancel();
         return s.settle(handle);
       }),
+  },
+
+  /**
+   * A raw start with "allow duplicate" after the job closed, as the Temporal CLI and every SDK start by default: the
+   * new run finds its key claimed, reads the first run and ends with its result, creating nothing.
+   */
+  duplicateAfterClose: {
+    name: 'duplicate-after-close',
+    options: {},
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const input = { tune: fastDog, prompts: twoPrompts };
+        await (await s.start('trainThenGenerate', input, 'real', workflowId)).result();
+        const again = await s.start('trainThenGenerate', input, 'real', workflowId, {
+          workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+        });
+        return s.settle(again);
+      }),
+  },
+
+  /** Other input under a closed key: the new run fails KeyInUse, naming the field, creating nothing. */
+  otherInputAfterClose: {
+    name: 'other-input-after-close',
+    options: {},
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        await (await s.start('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real', workflowId)).result();
+        const other = { tune: fastDog, prompts: [{ text: 'sks dog in the rain' }] };
+        const again = await s.start('trainThenGenerate', other, 'real', workflowId, {
+          workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+        });
+        return s.settle(again);
+      }),
+  },
+
+  /**
+   * A training image from the upload directory, and a prompt's input image outside it: the run checks both before it
+   * creates anything (the upload check, a local activity) and fails InvalidInput naming the prompt's field.
+   */
+  uploadOutsideRefused: {
+    name: 'upload-outside-refused',
+    options: {},
+    run: (s, workflowId) => {
+      const image = path.join(fs.mkdtempSync(path.join(UPLOAD_DIR, 'refused-')), 'dog.png');
+      fs.writeFileSync(image, solidPng('upload-training-image', 64));
+      const input: TrainThenGenerateInput = {
+        tune: { name: 'dog', branch: 'fast', images: [image] },
+        prompts: [{ text: 'sks dog', controlnet: 'canny', input_image: '/etc/hostname' }],
+      };
+      return startAndSettle('trainThenGenerate', input, 'real')(s, workflowId);
+    },
   },
 
   /** Cancelled without cleanupOnCancel: nothing is deleted. */

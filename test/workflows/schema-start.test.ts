@@ -13,11 +13,13 @@ import { promisify } from 'node:util';
 import { WorkflowFailedError } from '@temporalio/client';
 import Ajv2020 from 'ajv/dist/2020';
 import { ApplicationFailure } from '@temporalio/common';
+import { TunesApi } from '../../src/api';
 import { FailureType } from '../../src/contract/failures';
 import type { GenerateResult, TrainThenGenerateResult } from '../../src/contract/inputs';
 import { inputSchema, type SchemaWorkflow } from '../../src/contract/input-schema';
 import { schemaVerdict } from '../contract/input-schema-verdict';
 import { devServerExecutable, devServerTest } from './environment';
+import { API_KEY } from './harness';
 import { summarize } from './history-summary';
 import { NexusWorld, TUNEFLOW_NAMESPACE, TUNEFLOW_TASK_QUEUE } from './nexus-world';
 
@@ -207,7 +209,7 @@ function commandsUnder(markdown: string, heading: string): string[] {
 }
 
 devServerTest(
-  "the README's commands for callers in any language, run as printed: the schema, and a run started from JSON",
+  "the README's commands for callers in any language, run as printed: the schema, a run started from JSON, the same start twice more and once with other input: one tune",
   async () => {
     const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
     const [schemaCommand, startCommand, ...more] = commandsUnder(readme, '### Callers in any language');
@@ -235,6 +237,39 @@ devServerTest(
         expect(result.tune.title).toBe(workflowId);
         expect(result.prompts.map((p) => p.images?.length)).toEqual([2]);
         expect(mock.stats().routes['POST /tunes']).toBe(1);
+
+        // The same command twice more (the CLI allows duplicates after the job closed): each run ends with the first
+        // run's result and creates nothing; then once with other input: refused, KeyInUse, the service untouched.
+        for (let again = 0; again < 2; again++) {
+          await bash(`${temporal}; ${startCommand.replaceAll('http://127.0.0.1:8080', mock.url)}`);
+          expect(await world!.images.workflow.getHandle(workflowId).result()).toEqual(result);
+        }
+        const other = startCommand.replace('sks dog on a beach', 'sks dog in the snow');
+        expect(other).not.toBe(startCommand);
+        await bash(`${temporal}; ${other.replaceAll('http://127.0.0.1:8080', mock.url)}`);
+        const refused = await world!.images.workflow
+          .getHandle(workflowId)
+          .result()
+          .then(
+            () => undefined,
+            (e: unknown) => (e as WorkflowFailedError).cause as ApplicationFailure,
+          );
+        expect({ type: refused?.type, details: refused?.details?.[0] }).toMatchObject({
+          type: 'KeyInUse',
+          details: { key: workflowId, fields: ['input.prompts[0].text'] },
+        });
+        const runs: string[] = [];
+        for await (const run of world!.images.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
+          runs.push(run.status.name);
+        expect(runs.sort()).toEqual(['COMPLETED', 'COMPLETED', 'COMPLETED', 'FAILED']);
+        expect(mock.stats().routes['POST /tunes']).toBe(1);
+        expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(1);
+        const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
+        try {
+          expect(await api.tunes.list({ title: workflowId })).toHaveLength(1);
+        } finally {
+          await api.close();
+        }
       });
     } finally {
       fs.rmSync(scratch, { recursive: true, force: true });
