@@ -5,7 +5,9 @@
  * reads (the wait's rule, src/workflows/callback-reads.ts); no validation, no ledger, no cost, a result of ids.
  *
  * Its activities read only what decides a wait (`id`, `created_at`, `eta`, `trained_at`), so the floor also replays
- * tuneflow's own recorded histories: test/bench/floor.test.ts holds it to tuneflow's commands that way.
+ * tuneflow's own recorded histories: test/bench/floor.test.ts holds it to tuneflow's commands that way. Like tuneflow,
+ * it claims its workflow ID before its first create (a child that ends at once, "reject duplicate"): what any app
+ * that never trains twice under one key pays on Temporal.
  */
 import {
   ApplicationFailure,
@@ -14,6 +16,7 @@ import {
   proxyActivities,
   setHandler,
   sleep,
+  startChild,
   workflowInfo,
 } from '@temporalio/workflow';
 import { durationToMs } from '../../src/duration';
@@ -254,8 +257,22 @@ class Deadline {
   }
 }
 
+/** The claim child: being started is the claim. */
+export async function keyClaim(): Promise<void> {}
+
+/** Claims the run's workflow ID before anything is created; a key already claimed ends the run. */
+async function claimKey(): Promise<void> {
+  const { workflowId } = workflowInfo();
+  await startChild('keyClaim', {
+    workflowId: `tuneflow:claim:${workflowId}`,
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
+    parentClosePolicy: 'ABANDON',
+  });
+}
+
 export async function trainThenGenerate(input: FloorInput): Promise<FloorResult> {
   const run = new FloorRun(input.options, input.prompts.length, true);
+  await claimKey();
   const title = input.tune.title ?? workflowInfo().workflowId;
   const created = run.adoptTune(await service.createTune({ tune: { ...input.tune, title } }));
   await run.waitUntilTrained(untilEtaMs(created));
@@ -265,6 +282,7 @@ export async function trainThenGenerate(input: FloorInput): Promise<FloorResult>
 
 export async function generate(input: FloorInput): Promise<FloorResult> {
   const run = new FloorRun(input.options, input.prompts.length, false);
+  await claimKey();
   run.adoptTune(await service.retrieveTune({ tuneId: input.tuneId }));
   await run.waitUntilTrained(0);
   await run.createPrompts(input.tuneId, input.prompts);
@@ -273,6 +291,7 @@ export async function generate(input: FloorInput): Promise<FloorResult> {
 
 export async function packTune(input: FloorInput): Promise<FloorResult> {
   const run = new FloorRun(input.options, undefined, true);
+  await claimKey();
   const title = input.tune.title ?? workflowInfo().workflowId;
   const created = run.adoptTune(await service.createPackTune({ packId: input.packId, tune: { ...input.tune, title } }));
   await run.waitUntilTrained(untilEtaMs(created));

@@ -14,12 +14,14 @@ import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient } from '../../src/client';
 import { durationToMs } from '../../src/duration';
 import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
+import { solidPng } from '../../src/mock-service/png';
 import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/contract/inputs';
 import { runFloor, type FloorRun } from '../floor/phase';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { heapPeaks, type HeapPeak } from './gc-trace';
+import { HostileStarters, prepareUploads, type HostileCounts } from './hostile';
 import { planJobs, startJob, type SoakJob } from './jobs';
 import { callbackTimes, judgeRun, readHistory, SIGNATURE } from './judge';
 import {
@@ -100,6 +102,12 @@ export interface SoakReport extends PhaseFigures {
   forgedWithLeakedUrls: { sent: number; delivered: number; signals: number };
   /** Runs whose history holds data only a forged callback carried. */
   forgedDataRuns: number;
+  /**
+   * The hostile starters (`--profile hostile-starters`): what they tried and how it ended, second tunes under any
+   * title (key) and tunes under hostile keys (a file read outside the upload directory, a smuggled job), from the
+   * mock's journal.
+   */
+  hostile?: HostileCounts & { secondTunes: number; hostileTunes: number };
   /** Runs Temporal terminated (a history grown too large, say). */
   terminated: number;
   /** Signed callback URLs in the logs of the workers and the receiver. */
@@ -208,6 +216,8 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     );
     cleanups.push(() => stopProcess(receiver));
 
+    const hostileProfile = options.profiles.includes('hostile-starters');
+    const uploads = hostileProfile ? prepareUploads(dir, solidPng('soak-upload', 64)) : undefined;
     // Workers: their callbacks go to the receiver above (each worker's own receiver listens unused on a free port).
     const workerEnv = {
       TEMPORAL_ADDRESS: server.address,
@@ -223,6 +233,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       ...(options.maxCachedWorkflows !== undefined && {
         TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
       }),
+      ...(uploads && { TUNEFLOW_UPLOAD_DIR: uploads.uploadDir }),
     };
     const nodeFlags = workerNodeFlags(options);
     const workers: TuneflowProcess[] = [];
@@ -317,9 +328,14 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     faults.start();
     cleanups.push(() => faults.stop());
     // A start that fails for good is reported, not thrown: the other jobs still run and are judged.
+    const hostile = uploads
+      ? new HostileStarters({ client, tuneflow, taskQueue, mockUrl: mock.url, uploads, options: JOB_OPTIONS })
+      : undefined;
+    hostile?.startRefused(runId, Math.max(2, Math.round(jobs.length / 20)));
     const start = async (job: SoakJob) => {
       try {
         await startJob(tuneflow, job, mock.url, JOB_OPTIONS);
+        hostile?.onStarted(job, jobs.indexOf(job));
         started.push(job);
       } catch (err) {
         notStarted.push({ job, error: (err as Error).message.split('\n')[0] });
@@ -361,6 +377,8 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     const stats = mock.stats();
     const { total: apiCalls, routes } = apiCallsOf(stats);
     await faults.stop();
+    // Raw "allow duplicate" starts of closed jobs' keys: after the figures, which they would only blur.
+    await hostile?.afterClose(started);
 
     // Judge: each job's history, against the journal. A job that visibility reported closed but whose history still
     // ends open (visibility leads) is read again until the deadline.
@@ -371,6 +389,8 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     );
     const verdict = judgeRun(outcomes, journal, JOB_OPTIONS.cleanupOnCancel ?? false);
     violations.push(...verdict.violations);
+    const hostileFigures = hostile && { ...hostile.counts, ...hostile.judge(journal) };
+    if (hostile) violations.push(...hostile.violations);
     for (const { job, error } of notStarted) violations.push(`${job.workflowId}: never started: ${error}`);
 
     const logs = fs
@@ -450,6 +470,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
         callbacksFailed: stats.callbacks.failed,
       },
       failureTypes: verdict.failureTypes,
+      ...(hostileFigures && { hostile: hostileFigures }),
       slowest,
       violations,
     };
@@ -564,6 +585,7 @@ function table(report: SoakReport): string {
       `${report.forgedDataRuns} / ${report.terminated} / ${report.signedUrlsInLogs} / ${report.signedUrlsInHistories}`,
     ],
     ['faults', JSON.stringify(report.faults)],
+    ...(report.hostile ? [['hostile starters', JSON.stringify(report.hostile)] as [string, string]] : []),
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);

@@ -18,6 +18,8 @@ export interface SoakJob {
   readonly pack?: { id: number; name: string };
   startedAt?: number;
   handle?: TuneflowHandle<unknown>;
+  /** The run the job started (the judge reads it, not a later run of the key). */
+  runId?: string;
 }
 
 /** Marks a prompt's text with its job and position: `[soak-x-12 #3]`. */
@@ -96,6 +98,7 @@ export async function startJob(
           break;
       }
       job.startedAt ??= Date.now();
+      job.runId ??= (job.handle.handle as { firstExecutionRunId?: string }).firstExecutionRunId;
       return;
     } catch (err) {
       if (attempt >= 30) throw err;

@@ -194,7 +194,7 @@ export async function readOutcomes(
     await eachLimited(started.filter(open), 16, async (job) => {
       for (let attempt = 1; ; attempt++) {
         try {
-          const history = (await client.workflow.getHandle(job.workflowId).fetchHistory()) as History;
+          const history = (await client.workflow.getHandle(job.workflowId, job.runId).fetchHistory()) as History;
           outcomes.set(job.workflowId, read(job, history));
           return;
         } catch (err) {

@@ -19,6 +19,9 @@ export const PROFILES = {
     'once half the jobs started, the dev server stopped and started again on its state file (down 10 s)',
   'receiver-cut':
     "the receiver's Temporal connection cut for 20 s while a callback is due (callbacks refused meanwhile)",
+  'hostile-starters':
+    'starters tuneflow does not control: other input under live keys, raw "allow duplicate" starts after close, file ' +
+    'paths outside the upload directory, prompts smuggled past the budget',
 } as const;
 export type ProfileName = keyof typeof PROFILES;
 
