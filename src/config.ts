@@ -6,6 +6,8 @@ import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/e
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './callbacks/receiver-limits';
+import { durationToMs, type Duration } from './duration';
 
 /** The public service's base URL. */
 export const DEFAULT_API_URL = 'https://api.astria.ai';
@@ -22,6 +24,10 @@ export const ENVIRONMENT = {
   TUNEFLOW_CALLBACK_SECRET: 'HMAC key for callback URLs, at least 16 characters (required with the base URL)',
   TUNEFLOW_CALLBACK_PORT: `port the callback receiver listens on (default ${DEFAULT_CALLBACK_PORT})`,
   TUNEFLOW_CALLBACK_HOST: 'address the callback receiver binds (default 0.0.0.0)',
+  TUNEFLOW_CALLBACK_MAX_CONNECTIONS: `connections the receiver keeps open (default ${DEFAULT_RECEIVER_LIMITS.maxConnections}); at it, the longest-idle closes`,
+  TUNEFLOW_CALLBACK_MAX_CONNECTIONS_PER_PEER: `connections from one address (default ${DEFAULT_RECEIVER_LIMITS.maxConnectionsPerPeer}; behind an ingress, raise it)`,
+  TUNEFLOW_CALLBACK_MAX_BUFFERED_BYTES: `body bytes held across requests being read (default ${DEFAULT_RECEIVER_LIMITS.maxBufferedBytes}); past it, 503`,
+  TUNEFLOW_CALLBACK_IDLE_TIMEOUT: `how long a connection stays open idle (default '${DEFAULT_RECEIVER_LIMITS.idleTimeout}')`,
   TUNEFLOW_TASK_QUEUE: `task queue of the workflows and activities (default ${DEFAULT_TASK_QUEUE})`,
   TUNEFLOW_METRICS_ADDRESS: `Prometheus scrape address host:port, or "off" (default ${DEFAULT_METRICS_ADDRESS})`,
   TUNEFLOW_LOG_LEVEL: 'TRACE, DEBUG, INFO, WARN or ERROR (default INFO)',
@@ -50,6 +56,8 @@ export interface ReceiverConfig {
   secret: string;
   port: number;
   host: string;
+  /** What the receiver holds for all clients together (the TUNEFLOW_CALLBACK_MAX_* and _IDLE_TIMEOUT variables). */
+  limits: ReceiverLimits;
 }
 
 export interface CallbackConfig extends ReceiverConfig {
@@ -126,7 +134,31 @@ export function loadReceiverConfig(env: Env = process.env): ReceiverConfig {
       ? readPort(env.TUNEFLOW_CALLBACK_PORT, 'TUNEFLOW_CALLBACK_PORT')
       : DEFAULT_CALLBACK_PORT,
     host: env.TUNEFLOW_CALLBACK_HOST || '0.0.0.0',
+    limits: loadReceiverLimits(env),
   };
+}
+
+/** The receiver's limits from the environment: each one set overrides its default. */
+function loadReceiverLimits(env: Env): ReceiverLimits {
+  const count = (variable: string) =>
+    env[variable]
+      ? read(env, variable, z.coerce.number().int().min(1), 'must be a whole number, 1 or more')
+      : undefined;
+  const limits: ReceiverLimits = {
+    maxConnections: count('TUNEFLOW_CALLBACK_MAX_CONNECTIONS'),
+    maxConnectionsPerPeer: count('TUNEFLOW_CALLBACK_MAX_CONNECTIONS_PER_PEER'),
+    maxBufferedBytes: count('TUNEFLOW_CALLBACK_MAX_BUFFERED_BYTES'),
+  };
+  const idle = env.TUNEFLOW_CALLBACK_IDLE_TIMEOUT;
+  if (idle) {
+    try {
+      if (!(durationToMs(idle, 'TUNEFLOW_CALLBACK_IDLE_TIMEOUT') > 0)) throw new RangeError('not positive');
+    } catch {
+      throw new ConfigError('TUNEFLOW_CALLBACK_IDLE_TIMEOUT', "must be a positive duration such as '5 seconds'");
+    }
+    limits.idleTimeout = idle as Duration;
+  }
+  return Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)) as ReceiverLimits;
 }
 
 /** The worker's callback settings; undefined when no base URL is set (the workflows then poll only). */

@@ -15,6 +15,7 @@ import type { BundleOptions, ReplayWorkerOptions, Worker, WorkerOptions } from '
 import { createActivities } from './activities';
 import { TunesApi, type TunesApiOptions } from './api';
 import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
+import type { ReceiverLimits } from './callbacks/receiver-limits';
 import { CallbackSigner } from './callbacks/signing';
 import { rememberScheduledBy } from './callbacks/trace-context';
 import { DEFAULT_CALLBACK_PORT } from './config';
@@ -66,6 +67,11 @@ export interface TuneflowCallbackOptions {
    * @default the worker's own client (its connection and namespace)
    */
   client?: Client;
+  /**
+   * What the receiver holds for all clients together: connections in all and per address, idle time, body bytes.
+   * @default DEFAULT_RECEIVER_LIMITS
+   */
+  limits?: ReceiverLimits;
   /**
    * Run the receiver in this worker. `false`: a receiver of its own receives them (`tuneflow callbacks`, behind the
    * public ingress, with the same secret); this worker only hands out URLs signed for `baseUrl`.
@@ -217,6 +223,7 @@ export class TuneflowPlugin extends SimplePlugin {
         signer: this.#signer,
         signaler: temporalSignaler(this.#otel ? tracedClient(client) : client),
         logger: this.#logger,
+        limits: callbacks.limits,
       });
       try {
         await super.runWorker(worker, next);

@@ -25,6 +25,7 @@ import { callbackSignal, type CallbackWakeUp } from '../contract/messages';
 import type { CallbackRun, CallbackSigner } from './signing';
 import { callbackParent } from './trace-context';
 import { type CallbackRefusal, type CallbackRoute, readCallbackBody, verifyCallbackUrl } from './unwrap';
+import { BufferedBytes, Connections, DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './receiver-limits';
 import { WakeUpGate } from './wake-up-gate';
 
 const tracer = trace.getTracer('tuneflow');
@@ -34,7 +35,12 @@ const tracer = trace.getTracer('tuneflow');
  * attribute names of Temporal's own spans) and, once known, what became of it. Never the URL: its signature is a
  * capability.
  */
-function callbackSpan(req: IncomingMessage, res: ServerResponse, route: CallbackRoute, run: CallbackRun): Span {
+function callbackSpan(
+  res: ServerResponse,
+  route: CallbackRoute,
+  run: CallbackRun,
+  params: Readonly<Record<string, string>>,
+): Span {
   const path = `/callbacks/${route.kind}`;
   const span = tracer.startSpan(
     `POST ${path}`,
@@ -48,7 +54,7 @@ function callbackSpan(req: IncomingMessage, res: ServerResponse, route: Callback
         run_id: run.runId,
       },
     },
-    callbackParent(req.url ?? '/'),
+    callbackParent(params),
   );
   if (!span.isRecording()) return span;
   res.once('close', () => {
@@ -190,6 +196,12 @@ export interface CallbackReceiverOptions {
    */
   clientTimeouts?: { headers: Duration; request: Duration };
   /**
+   * What the receiver holds for all clients together: connections in all and per address, idle time, and the body
+   * bytes of requests being read (receiver-limits.ts).
+   * @default DEFAULT_RECEIVER_LIMITS: 1000 connections, 256 per address, 16 MiB of bodies, 5 seconds idle
+   */
+  limits?: ReceiverLimits;
+  /**
    * Refused requests are logged as counts, one line per interval, never a line each (nor their URLs).
    * @default '1 minute'
    */
@@ -219,6 +231,7 @@ const answers = {
   coalesced: JSON.stringify({ outcome: 'coalesced' }),
   workflowNotFound: JSON.stringify({ outcome: 'workflow-not-found' }),
   overBudget: JSON.stringify({ error: 'too many callbacks for this run' }),
+  busy: JSON.stringify({ error: 'the receiver is at its limits: try again shortly' }),
   unavailable: JSON.stringify({ error: 'temporal unavailable' }),
   internal: JSON.stringify({ error: 'internal error' }),
 } as const;
@@ -244,7 +257,8 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
  * when the run is closed (`workflow-not-found`: the service never retries); 403 for a missing or wrong signature, 404
  * for an unknown path, 405 for another method, 413 for a body over the kind's limit (before it is read), 415 for a
  * body that is neither JSON nor a form in UTF-8, 400 for a body that is not JSON, 422 for one without the objects' ids,
- * 429 when the run's budget of signals is spent, 503 when Temporal is unavailable, 500 for anything else; 408 and 431
+ * 429 when the run's budget of signals is spent, 503 when Temporal is unavailable or the receiver is at its limits
+ * (`Retry-After: 1`, the connection closed), 500 for anything else; 408 and 431
  * for requests that could not be read. Only `delivered` has signalled.
  *
  * @example
@@ -279,6 +293,13 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const requestTimeout = durationToMs(options.clientTimeouts?.request ?? '30 seconds', 'clientTimeouts.request');
   if (!(headersTimeout >= 1 && requestTimeout >= headersTimeout))
     throw new TypeError('clientTimeouts: headers must be positive and request at least as long as headers');
+  const limits = { ...DEFAULT_RECEIVER_LIMITS, ...options.limits };
+  for (const name of ['maxConnections', 'maxConnectionsPerPeer', 'maxBufferedBytes'] as const)
+    if (!(Number.isInteger(limits[name]) && limits[name] >= 1))
+      throw new TypeError(`limits.${name}: must be a positive integer`);
+  const idleTimeout = durationToMs(limits.idleTimeout, 'limits.idleTimeout');
+  const connections = new Connections(limits.maxConnections, limits.maxConnectionsPerPeer);
+  const buffered = new BufferedBytes(limits.maxBufferedBytes);
 
   // Signals under way: close() waits for them even when their client hung up, so nothing still runs on a
   // Temporal connection its owner closes next.
@@ -310,20 +331,37 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const check = (req: IncomingMessage, res: ServerResponse) => {
     const target = verifyCallbackUrl(req.method, req.url ?? '/', signer);
     if ('status' in target) return refuse(req, res, target);
-    if (Number(req.headers['content-length']) > limitOf(target.route))
+    const declared = Number(req.headers['content-length']) || 0;
+    if (declared > limitOf(target.route))
       return refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
+    // A body that cannot fit beside the others being read is turned away before a byte of it is.
+    if (!buffered.fits(declared)) {
+      refusals.count(503, 'bodies held at the limit');
+      return busy(res);
+    }
     return target;
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse, checked?: ReturnType<typeof check>): void => {
+    connections.busy(req.socket);
+    res.once('close', () => connections.rest(req.socket));
     if ((req.url ?? '/').split('?')[0] === '/healthz') return health(req, res, refuse);
     const target = checked ?? check(req, res);
     if (!target) return;
-    const span = callbackSpan(req, res, target.route, target.run);
+    const span = callbackSpan(res, target.route, target.run, target.params);
     const limit = limitOf(target.route);
     const chunks: Buffer[] = [];
     let size = 0;
+    // The body's bytes count against what all requests together may hold until this request is done, either way.
+    req.once('close', () => buffered.give(size));
     const onData = (chunk: Buffer): void => {
+      if (!buffered.take(chunk.length)) {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        chunks.length = 0;
+        refusals.count(503, 'bodies held at the limit');
+        return busy(res);
+      }
       size += chunk.length;
       if (size > limit) {
         req.off('data', onData);
@@ -402,9 +440,15 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
 
   // Node checks the timeouts every connectionsCheckingInterval (30 s by default): often enough that they hold.
   const server = createServer(
-    { requestTimeout, headersTimeout, connectionsCheckingInterval: Math.max(10, Math.min(headersTimeout / 4, 5_000)) },
+    {
+      requestTimeout,
+      headersTimeout,
+      keepAliveTimeout: idleTimeout,
+      connectionsCheckingInterval: Math.max(10, Math.min(headersTimeout / 4, 5_000)),
+    },
     (req, res) => handle(req, res),
   );
+  server.on('connection', (socket: Socket) => connections.admit(socket));
   // `Expect: 100-continue`: only a request whose body would be read is told to send it.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if ((req.url ?? '/').split('?')[0] === '/healthz') return handle(req, res);
@@ -491,8 +535,22 @@ function health(
     res.setHeader('allow', 'GET, HEAD');
     return refuse(req, res, { status: 405, reason: 'method', error: 'method not allowed' });
   }
-  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 });
+  // A health check holds no connection: each one is answered and closed.
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2, connection: 'close' });
   res.end('ok');
+}
+
+/** 503 at the limits: the request's body is not read further, and its connection closes once the answer is out. */
+function busy(res: ServerResponse): void {
+  if (res.headersSent) return;
+  const body = answers.busy;
+  res.writeHead(503, {
+    'content-type': JSON_TYPE,
+    'content-length': Buffer.byteLength(body),
+    'retry-after': '1',
+    connection: 'close',
+  });
+  res.end(body, () => res.socket?.destroy());
 }
 
 function send(res: ServerResponse, status: number, body: string): void {

@@ -99,7 +99,7 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
 
   let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
   try {
-    receiver = await startCallbackReceiver({ port, host, signer, signaler, logger });
+    receiver = await startCallbackReceiver({ port, host, signer, signaler, logger, limits: settings.limits });
   } catch (err) {
     stop.dispose();
     await connection.close().catch(() => undefined);

@@ -40,6 +40,7 @@ describe('loadWorkerConfig', () => {
       secret: 'a-secret-of-enough-length',
       port: 4000,
       host: '0.0.0.0',
+      limits: {},
     });
     const defaults = loadWorkerConfig({
       ...base,
@@ -47,6 +48,33 @@ describe('loadWorkerConfig', () => {
       TUNEFLOW_CALLBACK_SECRET: 'x'.repeat(16),
     });
     expect(defaults.callbacks?.port).toBe(DEFAULT_CALLBACK_PORT);
+  });
+
+  test("callbacks: the receiver's limits, each variable over its default, a bad one named", () => {
+    const callbacks = {
+      ...base,
+      TUNEFLOW_CALLBACK_BASE_URL: 'https://h.example.com',
+      TUNEFLOW_CALLBACK_SECRET: 'x'.repeat(16),
+    };
+    const limits = loadWorkerConfig({
+      ...callbacks,
+      TUNEFLOW_CALLBACK_MAX_CONNECTIONS: '900',
+      TUNEFLOW_CALLBACK_MAX_CONNECTIONS_PER_PEER: '900',
+      TUNEFLOW_CALLBACK_MAX_BUFFERED_BYTES: '1048576',
+      TUNEFLOW_CALLBACK_IDLE_TIMEOUT: '2 seconds',
+    }).callbacks?.limits;
+    expect(limits).toEqual({
+      maxConnections: 900,
+      maxConnectionsPerPeer: 900,
+      maxBufferedBytes: 1_048_576,
+      idleTimeout: '2 seconds',
+    });
+    expect(() => loadWorkerConfig({ ...callbacks, TUNEFLOW_CALLBACK_MAX_CONNECTIONS: '0' })).toThrow(
+      'TUNEFLOW_CALLBACK_MAX_CONNECTIONS: must be a whole number, 1 or more',
+    );
+    expect(() => loadWorkerConfig({ ...callbacks, TUNEFLOW_CALLBACK_IDLE_TIMEOUT: 'soon' })).toThrow(
+      'TUNEFLOW_CALLBACK_IDLE_TIMEOUT: must be a positive duration',
+    );
   });
 
   test.each([

@@ -310,10 +310,11 @@ workflowTest('FaceID: ready at creation, so no wait and no poll for training', a
   expect(outcome.stats.routes['GET /tunes/:id']).toBeUndefined();
   expect(prompts[0].images?.length).toBe(1);
   expect(outcome.progress.counts.callbacks).toBe(0);
-  // No training wait at all: the only timers are the prompt wait's deadline and its polls.
+  // No training wait at all: the only timers are the prompt wait's deadline and its polls. The training image, a file,
+  // is checked against the upload directory before the tune is created.
   const { activities, timers } = summarize(outcome.history);
-  expect(activities.slice(0, 2)).toEqual(['createTune', 'createPrompt']);
-  expect(activities.slice(2).every((a) => a === 'listPrompts')).toBe(true);
+  expect(activities.slice(0, 3)).toEqual(['checkUploads', 'createTune', 'createPrompt']);
+  expect(activities.slice(3).every((a) => a === 'listPrompts')).toBe(true);
   expect(timers[0]).toEqual({ ms: 2 * MINUTE, ended: 'cancelled' });
   expect(timers[1]).toEqual({ ms: 1_000, ended: 'fired' });
 });
