@@ -89,15 +89,12 @@ describe('traceparent', () => {
     expect(parseTraceparent(value)).toBeUndefined();
   });
 
-  test("a callback's parent is the span its URL names; none without a valid one", () => {
-    const parent = (url: string) => trace.getSpanContext(callbackParent(url));
-    expect(parent(`/callbacks/tune?workflowId=w&traceparent=${SCHEDULED_TRACEPARENT}`)).toEqual({
-      ...SCHEDULED,
-      isRemote: true,
-    });
-    expect(parent('/callbacks/tune?workflowId=w')).toBeUndefined();
-    expect(parent('/callbacks/tune?traceparent=00-zz')).toBeUndefined();
-    expect(parent('/callbacks/tune')).toBeUndefined();
+  test("a callback's parent is the span its URL's signed traceparent names; none without a valid one", () => {
+    const parent = (params: Record<string, string>) => trace.getSpanContext(callbackParent(params));
+    expect(parent({ traceparent: SCHEDULED_TRACEPARENT })).toEqual({ ...SCHEDULED, isRemote: true });
+    expect(parent({ key: '0' })).toBeUndefined();
+    expect(parent({ traceparent: '00-zz' })).toBeUndefined();
+    expect(parent({})).toBeUndefined();
   });
 });
 

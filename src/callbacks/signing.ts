@@ -91,41 +91,53 @@ export class CallbackSigner {
     if (typeof workflowId !== 'string' || workflowId.length === 0)
       throw new TypeError('run.workflowId: must be a non-empty string');
     if (!isRunId(runId)) throw new TypeError(`run.runId: must be a run ID (1 to ${MAX_RUN_ID_LENGTH} characters)`);
-    const query = new URLSearchParams({ workflowId, runId, sig: this.#sign(kind, workflowId, runId).toString('hex') });
-    if (params) {
-      for (const name of Object.keys(params).sort()) {
-        if (RESERVED_PARAMS.has(name)) throw new TypeError(`params.${name}: is set by the signer and cannot be given`);
-        const value = params[name];
-        if (typeof value !== 'string') throw new TypeError(`params.${name}: must be a string`);
-        query.append(name, value);
-      }
+    const extra: Record<string, string> = {};
+    for (const name of Object.keys(params ?? {}).sort()) {
+      if (RESERVED_PARAMS.has(name)) throw new TypeError(`params.${name}: is set by the signer and cannot be given`);
+      const value = params![name];
+      if (typeof value !== 'string') throw new TypeError(`params.${name}: must be a string`);
+      extra[name] = value;
     }
+    // Every parameter is signed: a URL holder can change none of them (the trace a callback's span continues).
+    const query = new URLSearchParams({
+      workflowId,
+      runId,
+      sig: this.#sign(kind, workflowId, runId, extra).toString('hex'),
+    });
+    for (const [name, value] of Object.entries(extra)) query.append(name, value);
     return `${this.baseUrl}/callbacks/${kind}?${query.toString()}`;
   }
 
   /**
-   * Whether `signature` (hex) is the one `url()` gives for this kind and run; compared in constant time.
+   * Whether `signature` (hex) is the one `url()` gives for this kind, run and `params` (the URL's other parameters);
+   * compared in constant time.
    *
    * @example
-   * signer.verify('prompt', { workflowId: 'job-42', runId }, query.get('sig') ?? ''); // true or false, never throws
+   * signer.verify('prompt', { workflowId: 'job-42', runId }, query.get('sig') ?? '', { key: '0' }); // never throws
    */
-  verify(kind: string, run: CallbackRun, signature: string): boolean {
+  verify(kind: string, run: CallbackRun, signature: string, params: Readonly<Record<string, string>> = {}): boolean {
     if (typeof signature !== 'string' || signature.length !== SIGNATURE_HEX_LENGTH) return false;
     const { workflowId, runId } = run ?? ({} as CallbackRun);
     if (!KINDS.has(kind) || typeof workflowId !== 'string' || !isRunId(runId)) return false;
     // Buffer.from stops at the first non-hex character, so a short result means the signature was not hex.
     const given = Buffer.from(signature, 'hex');
     if (given.length !== SIGNATURE_BYTES) return false;
-    return timingSafeEqual(given, this.#sign(kind, workflowId, runId));
+    return timingSafeEqual(given, this.#sign(kind, workflowId, runId, params));
   }
 
   /**
    * Known kinds and run IDs hold no newline, and the workflow ID comes last: `kind\nrunId\nworkflowId` is unambiguous.
-   * The old form (`kind\nworkflowId`, no run) can never equal it, so old URLs are refused.
+   * The old form (`kind\nworkflowId`, no run) can never equal it, so old URLs are refused. The other parameters, when
+   * there are any, go before the workflow ID as one URL-encoded line starting with `?` (no newline inside); without
+   * any, the text is the one the releases before them signed, so their URLs still verify (with no parameter trusted).
    */
-  #sign(kind: string, workflowId: string, runId: string): Buffer {
+  #sign(kind: string, workflowId: string, runId: string, params: Readonly<Record<string, string>> = {}): Buffer {
+    const names = Object.keys(params).sort();
+    const line = names.length
+      ? `?${names.map((name) => `${encodeURIComponent(name)}=${encodeURIComponent(params[name])}`).join('&')}\n`
+      : '';
     // One update call: each is a crossing into native code, and this runs once per callback.
-    return createHmac('sha256', this.#secret).update(`${kind}\n${runId}\n${workflowId}`).digest();
+    return createHmac('sha256', this.#secret).update(`${kind}\n${runId}\n${line}${workflowId}`).digest();
   }
 }
 

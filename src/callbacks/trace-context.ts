@@ -66,15 +66,13 @@ export function parseTraceparent(value: unknown): SpanContext | undefined {
 }
 
 /**
- * The context a callback's span continues: the span its URL's `traceparent` names, or none (a new trace).
+ * The context a callback's span continues: the span its URL's signed `traceparent` names, or none (a new trace).
  *
  * @example
- * tracer.startSpan('POST /callbacks/tune', { kind: SpanKind.SERVER }, callbackParent(req.url));
+ * tracer.startSpan('POST /callbacks/tune', { kind: SpanKind.SERVER }, callbackParent(verified.params));
  */
-export function callbackParent(url: string): Context {
-  const q = url.indexOf('?');
-  if (q === -1 || !url.includes(TRACEPARENT_PARAM, q)) return ROOT_CONTEXT;
-  const span = parseTraceparent(new URLSearchParams(url.slice(q + 1)).get(TRACEPARENT_PARAM));
+export function callbackParent(params: Readonly<Record<string, string>>): Context {
+  const span = parseTraceparent(params[TRACEPARENT_PARAM]);
   return span === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, span);
 }
 

@@ -67,17 +67,29 @@ export function verifyCallbackUrl(
   method: string | undefined,
   url: string,
   signer: CallbackSigner,
-): { route: CallbackRoute; run: CallbackRun } | CallbackRefusal {
+): { route: CallbackRoute; run: CallbackRun; params: Record<string, string> } | CallbackRefusal {
   const q = url.indexOf('?');
   const route = CALLBACK_ROUTES.get(q === -1 ? url : url.slice(0, q));
   if (route === undefined) return refused(404, 'unknown path', 'not found');
   if (method !== 'POST') return refused(405, 'method', 'method not allowed');
   const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
   const run = { workflowId: query.get('workflowId') ?? '', runId: query.get('runId') ?? '' };
-  if (!signer.verify(route.kind, run, query.get('sig') ?? ''))
-    return refused(403, 'signature', 'invalid or missing signature');
-  return { route, run };
+  const sig = query.get('sig') ?? '';
+  const params: Record<string, string> = {};
+  let repeated = false;
+  for (const [name, value] of query)
+    if (!SIGNED_BY_NAME.has(name)) {
+      repeated ||= name in params;
+      params[name] = value;
+    }
+  if (!repeated && signer.verify(route.kind, run, sig, params)) return { route, run, params };
+  // A URL signed before its parameters were (runs in flight across the upgrade): taken, its parameters not trusted.
+  if (signer.verify(route.kind, run, sig)) return { route, run, params: {} };
+  return refused(403, 'signature', 'invalid or missing signature');
 }
+
+/** The parameters the signature is over by name (the run), and the signature itself. */
+const SIGNED_BY_NAME: ReadonlySet<string> = new Set(['workflowId', 'runId', 'sig']);
 
 /**
  * The wake-up a callback's body asks for: the ids of the objects it is about, read from JSON (flat, wrapped as

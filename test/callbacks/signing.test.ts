@@ -37,10 +37,12 @@ describe('CallbackSigner.url', () => {
     expect(signer.url('tune', run('job-7'))).toBe(signer.url('tune', run('job-7')));
   });
 
-  it('leaves the signature alone when only the context params change', () => {
-    expect(sigOf(signer.url('prompt', run('job-1'), { key: 'a' }))).toBe(
+  it("signs the context params too: another value, another signature; none, the first releases' signature", () => {
+    expect(sigOf(signer.url('prompt', run('job-1'), { key: 'a' }))).not.toBe(
       sigOf(signer.url('prompt', run('job-1'), { key: 'b' })),
     );
+    const legacy = createHmac('sha256', secret).update(`prompt\n${RUN_ID}\njob-1`).digest('hex');
+    expect(sigOf(signer.url('prompt', run('job-1')))).toBe(legacy);
   });
 
   it('keeps a path in the base URL', () => {
@@ -66,12 +68,15 @@ describe('CallbackSigner.url', () => {
 describe('CallbackSigner.verify', () => {
   const sig = sigOf(signer.url('prompt', run('job-1'), { key: 'p1' }));
 
-  it('accepts the signature it made', () => {
-    expect(signer.verify('prompt', run('job-1'), sig)).toBe(true);
+  it('accepts the signature it made, with the params it was made over, and not with others', () => {
+    expect(signer.verify('prompt', run('job-1'), sig, { key: 'p1' })).toBe(true);
+    expect(signer.verify('prompt', run('job-1'), sig, { key: 'p2' })).toBe(false);
+    expect(signer.verify('prompt', run('job-1'), sig, { key: 'p1', traceparent: 'x' })).toBe(false);
+    expect(signer.verify('prompt', run('job-1'), sig)).toBe(false);
   });
 
   it('accepts the signature in upper-case hex', () => {
-    expect(signer.verify('prompt', run('job-1'), sig.toUpperCase())).toBe(true);
+    expect(signer.verify('prompt', run('job-1'), sig.toUpperCase(), { key: 'p1' })).toBe(true);
   });
 
   it('refuses a tampered signature', () => {

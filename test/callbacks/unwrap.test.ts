@@ -3,7 +3,12 @@
  * is read from a body, whatever else it holds.
  */
 import { CallbackSigner } from '../../src/callbacks/signing';
-import { MAX_CALLBACK_OBJECTS, unwrapCallback, type CallbackRefusal } from '../../src/callbacks/unwrap';
+import {
+  MAX_CALLBACK_OBJECTS,
+  unwrapCallback,
+  verifyCallbackUrl,
+  type CallbackRefusal,
+} from '../../src/callbacks/unwrap';
 import type { CallbackKind } from '../../src/contract/messages';
 
 const signer = new CallbackSigner({ baseUrl: 'https://hooks.example.com', secret: 'unwrap-test-secret-0123' });
@@ -146,5 +151,34 @@ describe('refusals', () => {
     expect(unwrapCallback({ method: 'POST', url: earlier, body }, signer)).toEqual(refusal(403));
     const other = signed('tune').replace('/callbacks/tune', '/callbacks/prompt');
     expect(unwrapCallback({ method: 'POST', url: other, body }, signer)).toEqual(refusal(403));
+  });
+});
+
+describe("a URL's parameters are signed", () => {
+  const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const other = '00-11111111111111111111111111111111-2222222222222222-01';
+  const run = { workflowId: 'job-1', runId: '0190b7c1-2f7e-7c1a-9d52-5a4f3c2b1a00' };
+  const pathOf = (url: string) => `${new URL(url).pathname}${new URL(url).search}`;
+
+  test('as signed: taken with its parameters', () => {
+    const url = pathOf(signer.url('prompt', run, { key: '3', traceparent }));
+    expect(verifyCallbackUrl('POST', url, signer)).toMatchObject({ run, params: { key: '3', traceparent } });
+  });
+
+  test('a parameter changed, added or repeated by a URL holder: refused', () => {
+    const url = pathOf(signer.url('prompt', run, { key: '3', traceparent }));
+    for (const tampered of [
+      url.replace(traceparent, other),
+      url.replace('key=3', 'key=4'),
+      `${url}&extra=1`,
+      `${url}&traceparent=${other}`,
+    ])
+      expect(verifyCallbackUrl('POST', tampered, signer)).toMatchObject({ status: 403 });
+  });
+
+  test('a URL of the releases that signed the run alone (runs in flight): taken, none of its parameters trusted', () => {
+    const signedRunOnly = pathOf(signer.url('tune', run));
+    const legacy = `${signedRunOnly}&traceparent=${other}`;
+    expect(verifyCallbackUrl('POST', legacy, signer)).toMatchObject({ run, params: {} });
   });
 });
