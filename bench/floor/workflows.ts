@@ -83,8 +83,9 @@ const done = (object: FloorObject | undefined): boolean => !!object?.trained_at;
 class FloorRun {
   private tune: FloorObject | undefined;
   private readonly prompts = new Map<number, FloorObject>();
-  private readonly tuneReads = new CallbackReads();
-  private readonly promptReads = new CallbackReads();
+  // tuneflow's rule for reads its callbacks ask for, back-off included (the floor has no runs of earlier releases).
+  private readonly tuneReads = Object.assign(new CallbackReads(), { backOff: true });
+  private readonly promptReads = Object.assign(new CallbackReads(), { backOff: true });
   private expectingPrompts = false;
   readonly schedule: PollSchedule;
   readonly trainingTimeoutMs: number;

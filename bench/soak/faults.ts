@@ -70,6 +70,9 @@ export interface ForgeryCounts {
   accepted: number;
   leakedSent: number;
   leakedDelivered: number;
+  /** The paced flood: wake-ups about training tunes, a changed body each, every 2.1 s per tune; those delivered. */
+  pacedSent: number;
+  pacedDelivered: number;
   /** Every id a leaked-URL forgery named, for the judge to tell its signals from the service's. */
   leakedIds: Set<number>;
 }
@@ -169,6 +172,8 @@ export class FaultInjection {
     accepted: 0,
     leakedSent: 0,
     leakedDelivered: 0,
+    pacedSent: 0,
+    pacedDelivered: 0,
     leakedIds: new Set(),
   };
   private forgeriesMade = 0;
@@ -330,6 +335,12 @@ export class FaultInjection {
       this.every(200, 200, () => {
         for (let i = 0; i < perTick; i++) this.track(() => this.forge());
       });
+      // A paced flood: each tune the service will call back about gets a wake-up every 2.1 s, its body changed each
+      // time (so the receiver coalesces none of them), for as long as the tune trains.
+      this.every(2_100, 2_100, () => {
+        for (const held of this.targets.heldCallbacks())
+          if (held.kind === 'tune') this.track(() => this.forgePaced(held));
+      });
     }
   }
 
@@ -438,6 +449,20 @@ export class FaultInjection {
       this.forgeries.leakedSent++;
       const answer = (await res.body.json().catch(() => ({}))) as { outcome?: string };
       if (answer.outcome === 'delivered') this.forgeries.leakedDelivered++;
+    } catch {
+      // The receiver may be down or cut: a forgery that got no answer did nothing.
+    }
+  }
+
+  /** One wake-up of the paced flood: the tune not trained, a body no earlier one had. */
+  private async forgePaced(held: HeldCallback): Promise<void> {
+    const body = JSON.stringify({ id: held.id, trained_at: null, nonce: this.forgeriesMade++ });
+    this.forgeries.leakedIds.add(held.id);
+    try {
+      const res = await request(held.url, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+      this.forgeries.pacedSent++;
+      const answer = (await res.body.json().catch(() => ({}))) as { outcome?: string };
+      if (answer.outcome === 'delivered') this.forgeries.pacedDelivered++;
     } catch {
       // The receiver may be down or cut: a forgery that got no answer did nothing.
     }

@@ -99,7 +99,7 @@ export interface SoakReport extends PhaseFigures {
    * Forgeries made with URLs the service holds (leaked capabilities): sent, answered `delivered` (they wake runs), and
    * the signals they caused. Harmless by design; what must stay 0 is forged data in any history (forgedDataRuns).
    */
-  forgedWithLeakedUrls: { sent: number; delivered: number; signals: number };
+  forgedWithLeakedUrls: { sent: number; delivered: number; signals: number; pacedSent: number; pacedDelivered: number };
   /** Runs whose history holds data only a forged callback carried. */
   forgedDataRuns: number;
   /**
@@ -458,6 +458,8 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
         sent: faults.forgeries.leakedSent,
         delivered: faults.forgeries.leakedDelivered,
         signals: verdict.forgedSignals,
+        pacedSent: faults.forgeries.pacedSent,
+        pacedDelivered: faults.forgeries.pacedDelivered,
       },
       forgedDataRuns: verdict.forgedData,
       terminated: verdict.terminated,
@@ -577,8 +579,9 @@ function table(report: SoakReport): string {
       `${report.forgedSent} / ${report.forgedAnswered} / ${report.forgedAccepted}`,
     ],
     [
-      'forged with leaked URLs sent / delivered / signals',
-      `${report.forgedWithLeakedUrls.sent} / ${report.forgedWithLeakedUrls.delivered} / ${report.forgedWithLeakedUrls.signals}`,
+      'forged with leaked URLs sent / delivered / signals; paced sent / delivered',
+      `${report.forgedWithLeakedUrls.sent} / ${report.forgedWithLeakedUrls.delivered} / ${report.forgedWithLeakedUrls.signals}; ` +
+        `${report.forgedWithLeakedUrls.pacedSent} / ${report.forgedWithLeakedUrls.pacedDelivered}`,
     ],
     [
       'runs with forged data / terminated / signed URLs in logs / in histories',

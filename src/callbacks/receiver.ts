@@ -185,7 +185,8 @@ export interface CallbackReceiverOptions {
    */
   coalesceWindow?: Duration;
   /**
-   * Signals one run may be sent: `burst` at once, then `perMinute` more each minute; past it, 429 and no signal.
+   * Signals one run may be sent: `burst` at once, then `perMinute` more each minute; past it, 200 and no signal (the
+   * service never retries: a callback is never made to fail for what others spent).
    * @default { burst: 256, perMinute: 2 }
    */
   runBudget?: { burst: number; perMinute: number };
@@ -230,7 +231,7 @@ const answers = {
   delivered: JSON.stringify({ outcome: 'delivered' }),
   coalesced: JSON.stringify({ outcome: 'coalesced' }),
   workflowNotFound: JSON.stringify({ outcome: 'workflow-not-found' }),
-  overBudget: JSON.stringify({ error: 'too many callbacks for this run' }),
+  overBudget: JSON.stringify({ outcome: 'over-budget' }),
   busy: JSON.stringify({ error: 'the receiver is at its limits: try again shortly' }),
   unavailable: JSON.stringify({ error: 'temporal unavailable' }),
   internal: JSON.stringify({ error: 'internal error' }),
@@ -257,7 +258,7 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
  * when the run is closed (`workflow-not-found`: the service never retries); 403 for a missing or wrong signature, 404
  * for an unknown path, 405 for another method, 413 for a body over the kind's limit (before it is read), 415 for a
  * body that is neither JSON nor a form in UTF-8, 400 for a body that is not JSON, 422 for one without the objects' ids,
- * 429 when the run's budget of signals is spent, 503 when Temporal is unavailable or the receiver is at its limits
+ * 200 without a signal when the run's budget of signals is spent (`over-budget`), 503 when Temporal is unavailable or the receiver is at its limits
  * (`Retry-After: 1`, the connection closed), 500 for anything else; 408 and 431
  * for requests that could not be read. Only `delivered` has signalled.
  *
@@ -403,8 +404,10 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     if ('skip' in decision) {
       span.setAttribute('tuneflow.callback.outcome', decision.skip);
       if (decision.skip === 'over-budget') {
-        refusals.count(429, 'run budget spent');
-        return send(res, 429, answers.overBudget);
+        // 200, not 429: the service never retries, and a genuine callback must not fail for what others spent. The
+        // run goes on by its reads, bounded per object, and its polls.
+        refusals.count(200, 'run budget spent: dropped');
+        return send(res, 200, answers.overBudget);
       }
       logger.debug('callback not signalled', { kind, workflowId: run.workflowId, outcome: decision.skip });
       return send(res, 200, decision.skip === 'coalesced' ? answers.coalesced : answers.workflowNotFound);

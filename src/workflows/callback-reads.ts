@@ -10,11 +10,22 @@
  * - otherwise the read waits up to `CALLBACK_READ_SPACING_MS` for the others' callbacks, so prompts that settle
  *   together cost one list call;
  * - and no read comes sooner than `CALLBACK_READ_SPACING_MS` after the wait's previous one.
+ *
+ * With `backOff` (runs started since the receiver's bounds), a run's reads are bounded by what it waits for, whatever
+ * arrives: an object whose read came after its callback, and found it not done, is read for a callback again only
+ * `CALLBACK_REREAD_FIRST_MS` later, then twice that, up to `CALLBACK_REREAD_MAX_MS`. The service calls back once per
+ * object, so its genuine callback costs one read, and is never dropped: one that comes during a back-off is read when
+ * the back-off ends. A URL holder's flood costs the run a few reads, not one per forgery.
  */
 import { CallbackKind, type CallbackWakeUp } from '../contract/messages';
 
 /** The shortest time between two reads one wait makes for callbacks, and the longest a callback waits for others. */
 export const CALLBACK_READ_SPACING_MS = 2_000;
+
+/** After a read for an object's callback found it not done: the least time before a callback reads it again. */
+export const CALLBACK_REREAD_FIRST_MS = 30_000;
+/** The longest that time grows to. */
+export const CALLBACK_REREAD_MAX_MS = 10 * 60_000;
 
 /** Ids kept from callbacks not yet read for: bounded, whatever a flood sends. */
 export const MAX_PENDING_WAKE_UPS = 256;
@@ -38,8 +49,12 @@ export interface Waiting {
 export class CallbackReads {
   /** Ids that called back since the last read, with when each first did. */
   private readonly pending = new Map<number, number>();
+  /** Ids read for a callback (with backOff): when a callback may read each again, and the gap that set it. */
+  private readonly rereads = new Map<number, { at: number; gap: number }>();
   private lastReadAt: number | undefined;
   private added = 0;
+  /** Whether reads for the same object back off (see above); decided by the run at its first wait. */
+  backOff = false;
 
   /** Counts the ids kept so far: a wait whose count changed has a new due time to take into account. */
   get changes(): number {
@@ -66,7 +81,7 @@ export class CallbackReads {
     let first = Infinity;
     for (const [id, at] of this.pending) {
       if (!waited.has(id) && !waiting.unknown) this.pending.delete(id);
-      else first = Math.min(first, at);
+      else first = Math.min(first, Math.max(at, this.rereads.get(id)?.at ?? -Infinity));
     }
     if (this.pending.size === 0) return undefined;
     const everyone = !waiting.unknown && waiting.ids.every((id) => this.pending.has(id));
@@ -77,7 +92,14 @@ export class CallbackReads {
   /** A read that started at `startedAtMs` covered every callback that came before it. */
   read(startedAtMs: number): void {
     this.lastReadAt = startedAtMs;
-    for (const [id, at] of this.pending) if (at <= startedAtMs) this.pending.delete(id);
+    for (const [id, at] of this.pending) {
+      if (at > startedAtMs) continue;
+      this.pending.delete(id);
+      if (!this.backOff) continue;
+      const previous = this.rereads.get(id);
+      const gap = previous ? Math.min(previous.gap * 2, CALLBACK_REREAD_MAX_MS) : CALLBACK_REREAD_FIRST_MS;
+      this.rereads.set(id, { at: startedAtMs + gap, gap });
+    }
   }
 }
 

@@ -125,6 +125,13 @@ const maxCostHolds = (): boolean => patched(MAX_COST_HOLDS);
  */
 export const POLL_ONLY_SCHEDULE = 'poll-only-schedule';
 
+/**
+ * Runs with this marker read an object again for its callbacks only after a back-off (callback-reads.ts): a run's
+ * reads are bounded by what it waits for, not by what arrives. Runs started before it read for every callback, two
+ * seconds apart.
+ */
+export const CALLBACK_READS_BACK_OFF = 'callback-reads-back-off';
+
 /** The workflow's clock: the time of the activation being processed, the same on every replay. */
 const now = (): number => Date.now();
 
@@ -676,6 +683,8 @@ export class Job {
     const failure = subject === 'training' ? 'TuneNeverTrained' : 'PromptsNeverSettled';
     const deadline = new Deadline(timeoutMs, `${subject}: the deadline, ${failure} after ${spell(timeoutMs)}`);
     const readDue = () => (reads.dueAt(waiting()) ?? Infinity) <= now();
+    // Decided at the run's first wait: runs started before the back-off read for callbacks as they did.
+    reads.backOff = patched(CALLBACK_READS_BACK_OFF);
     // Decided where the schedule first differs: runs started before poll-only runs polled quickly go on as they were.
     const pollOnly = wait.pollOnly && patched(POLL_ONLY_SCHEDULE);
     try {

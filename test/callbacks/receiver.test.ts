@@ -316,14 +316,14 @@ describe('a flood of validly signed callbacks is bounded per run', () => {
     expect(calls.map((c) => c.wakeUp.kind)).toEqual(['prompt', 'prompt', 'pack-prompts']);
   });
 
-  it('past the run budget: 429 and no signal, counted among the refusals; other runs unaffected', async () => {
+  it('past the run budget: 200 (never 429: the service does not retry) and no signal, counted; other runs unaffected', async () => {
     await restart({ runBudget: { burst: 3, perMinute: 0 } });
     const statuses: number[] = [];
     for (let id = 1; id <= 5; id++) statuses.push((await send(signedPath('prompt', 'job-1'), { id })).status);
-    expect(statuses).toEqual([200, 200, 200, 429, 429]);
+    expect(statuses).toEqual([200, 200, 200, 200, 200]);
     expect((await send(signedPath('prompt', 'job-2'), { id: 1 })).status).toBe(200);
     expect(calls).toHaveLength(4);
-    expect(await refusedCounts()).toEqual({ '429 run budget spent': 2 });
+    expect(await refusedCounts()).toEqual({ '200 run budget spent: dropped': 2 });
   });
 
   it('a closed run is remembered: later callbacks for it are answered without asking Temporal again', async () => {

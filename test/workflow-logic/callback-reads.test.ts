@@ -1,5 +1,6 @@
 import {
   CALLBACK_READ_SPACING_MS as SPACING,
+  CALLBACK_REREAD_FIRST_MS as FIRST,
   CallbackReads,
   idsOf,
   MAX_PENDING_WAKE_UPS,
@@ -57,6 +58,47 @@ describe('CallbackReads', () => {
     const flood = Array.from({ length: 10_000 }, (_, i) => i + 1);
     reads.wake(flood, 0, { ids: [], unknown: true });
     expect(reads.changes).toBe(MAX_PENDING_WAKE_UPS);
+  });
+});
+
+describe('reads back off per object (runs since the receiver bounds)', () => {
+  /** A wait for tune 1, trained at `trainedAt`, woken every `everyMs` by a URL holder and once by the service. */
+  function readsOfFlood(backOff: boolean, everyMs: number, trainedAt: number): number[] {
+    const reads = Object.assign(new CallbackReads(), { backOff });
+    const made: number[] = [];
+    for (let now = 0; now <= trainedAt; now += 100) {
+      if (now % everyMs === 0 || now === trainedAt) reads.wake([1], now, waitingFor(1));
+      const due = reads.dueAt(waitingFor(1));
+      if (due !== undefined && due <= now) {
+        reads.read(now);
+        made.push(now);
+      }
+    }
+    return made;
+  }
+
+  test('a paced flood through a 90 s training: 3 reads (the first, 30 s on, the genuine at 90 s), not one per forgery', () => {
+    expect(readsOfFlood(true, 2_100, 90_000)).toEqual([0, FIRST, 90_000]);
+    expect(readsOfFlood(false, 2_100, 90_000).length).toBeGreaterThan(40);
+  });
+
+  test('the genuine callback is never dropped: one during a back-off is read when it ends', () => {
+    const reads = Object.assign(new CallbackReads(), { backOff: true });
+    reads.wake([1], 0, waitingFor(1));
+    reads.read(0);
+    reads.wake([1], 5_000, waitingFor(1));
+    expect(reads.dueAt(waitingFor(1))).toBe(FIRST);
+  });
+
+  test("each object backs off on its own: another prompt's first callback is read at once", () => {
+    const reads = Object.assign(new CallbackReads(), { backOff: true });
+    reads.wake([1], 0, waitingFor(1, 2));
+    reads.read(SPACING);
+    reads.wake([1, 2], 5_000, waitingFor(1, 2));
+    expect(reads.dueAt(waitingFor(2))).toBe(5_000);
+    reads.read(5_000);
+    reads.wake([1], 6_000, waitingFor(1));
+    expect(reads.dueAt(waitingFor(1))).toBe(SPACING + FIRST);
   });
 });
 

@@ -161,7 +161,9 @@ export const scenarios = {
         const answers = [await forge(leaked, forgedTune), await forge(leaked, { ...forgedTune, id: 987_655 })];
         const padded = { ...forgedTune, padding: 'x'.repeat(60_000) };
         answers.push(...(await Promise.all(Array.from({ length: 100 }, () => forge(leaked, padded)))));
-        await s.progressUntil(handle, (p) => p.phase === 'generating' && p.prompts.total === 2);
+        // The forgeries' read found the tune training: the genuine callback is read when that read's back-off ends
+        // (CALLBACK_REREAD_FIRST_MS), or a poll comes first.
+        await s.progressUntil(handle, (p) => p.phase === 'generating' && p.prompts.total === 2, 90_000);
         const prompts: Prompt[] = [];
         for await (const prompt of s.api.prompts.list(tuneId as number)) prompts.push(prompt);
         for (const prompt of prompts) {
