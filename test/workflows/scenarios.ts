@@ -485,35 +485,19 @@ export const scenarios = {
   duplicateAfterClose: {
     name: 'duplicate-after-close',
     options: {},
-    run: (s, workflowId) =>
-      s.withWorker(async () => {
-        const input = { tune: fastDog, prompts: twoPrompts };
-        await (await s.start('trainThenGenerate', input, 'real', workflowId)).result();
-        const again = await s.start('trainThenGenerate', input, 'real', workflowId, {
-          workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-        });
-        return s.settle(again);
-      }),
+    run: (s, workflowId) => startAgainAfterClose(s, workflowId, twoPrompts),
   },
 
   /** Other input under a closed key: the new run fails KeyInUse, naming the field, creating nothing. */
   otherInputAfterClose: {
     name: 'other-input-after-close',
     options: {},
-    run: (s, workflowId) =>
-      s.withWorker(async () => {
-        await (await s.start('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real', workflowId)).result();
-        const other = { tune: fastDog, prompts: [{ text: 'sks dog in the rain' }] };
-        const again = await s.start('trainThenGenerate', other, 'real', workflowId, {
-          workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-        });
-        return s.settle(again);
-      }),
+    run: (s, workflowId) => startAgainAfterClose(s, workflowId, [{ text: 'sks dog in the rain' }]),
   },
 
   /**
    * A training image from the upload directory, and a prompt's input image outside it: the run checks both before it
-   * creates anything (the upload check, a local activity) and fails InvalidInput naming the prompt's field.
+   * creates anything (the upload check) and fails InvalidInput naming the prompt's field.
    */
   uploadOutsideRefused: {
     name: 'upload-outside-refused',
@@ -724,6 +708,20 @@ async function forge(url: string, body: unknown): Promise<string> {
 }
 
 /** Waits until the workflow's history holds a signal (no worker needed). */
+/**
+ * A train-then-generate job under `workflowId`, then, once it closed, a raw "allow duplicate" start of the same key with
+ * `prompts`: what the second run did.
+ */
+function startAgainAfterClose(s: Scenario, workflowId: string, prompts: TrainThenGenerateInput['prompts']) {
+  return s.withWorker(async () => {
+    await (await s.start('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real', workflowId)).result();
+    const again = await s.start('trainThenGenerate', { tune: fastDog, prompts }, 'real', workflowId, {
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+    return s.settle(again);
+  });
+}
+
 function untilSignalled(handle: WorkflowHandle): Promise<void> {
   return waitFor(
     async () => !!(await handle.fetchHistory()).events?.some((e) => e.workflowExecutionSignaledEventAttributes),
