@@ -3,7 +3,9 @@
  * `default` namespace alone): the operator's commands (the caller's namespace, the endpoint), then the caller's
  * workflow exactly as the README shows it, type-checked and bundled as the caller's worker bundles it, in the new
  * namespace, calling tuneflow's worker (TuneflowPlugin, as "Run it locally" runs it: `default`, task queue `tuneflow`)
- * against the mock service: an order that completes with one tune, and one refused, which the caller branched on.
+ * against the mock service: an order that completes with one tune, and one refused, which the caller branched on; the
+ * same order twice more (its result again) and once with other photos (KeyInUse): one tune. And "Starting workflows
+ * from another service", the TuneflowClient example, run twice and once with another prompt: one tune for its key.
  *
  * Liberties: `temporal` is the provisioned Temporal CLI given this server's address; `tuneflow-temporal/nexus` resolves
  * to this repository's src/nexus (test/workflows/package.test.ts runs a caller against the packed tarball).
@@ -17,6 +19,8 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import * as ts from 'typescript';
 import { startMockService } from '../../src/mock-service';
+import { TunesApi } from '../../src/api';
+import { tuneflowFailureOf } from '../../src/nexus';
 import { TuneflowPlugin } from '../../src/plugin';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
 import { bundleWorkflows } from './bundle';
@@ -37,6 +41,33 @@ function blockUnder(markdown: string, heading: string, language: string): string
   const block = new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``).exec(markdown.slice(at))?.[1];
   if (block === undefined) throw new Error(`no ${language} block under ${heading}`);
   return block;
+}
+
+/**
+ * The README's TuneflowClient example ("Starting workflows from another service"), run as a script with `prompt` as its
+ * prompt's text. Liberties: the package import is this repository's sources, and the connection names this test's
+ * server (printed, it takes the default, localhost:7233).
+ */
+async function startSnippet(readme: string, address: string, prompt: string): Promise<string> {
+  const snippet = blockUnder(readme, '## Starting workflows from another service', 'ts');
+  expect(snippet).toContain("from 'tuneflow-temporal'");
+  expect(snippet).toContain('Connection.connect()');
+  const file = path.join(ROOT, `.readme-start-${process.pid}.mts`);
+  fs.writeFileSync(
+    file,
+    snippet
+      .replace("from 'tuneflow-temporal'", `from ${JSON.stringify(path.join(ROOT, 'src/index.ts'))}`)
+      .replace('Connection.connect()', `Connection.connect({ address: ${JSON.stringify(address)} })`)
+      .replace('ohwx woman on a beach', prompt),
+  );
+  try {
+    const { stdout } = await promisify(execFile)('node', ['--import', 'tsx', file], { cwd: ROOT });
+    return stdout;
+  } catch (err) {
+    throw new Error((err as { stderr?: string }).stderr ?? String(err));
+  } finally {
+    fs.rmSync(file, { force: true });
+  }
 }
 
 /** Shell commands: continuation lines joined, comments dropped. */
@@ -135,20 +166,43 @@ devServerTest(
       const shop = new Client({ connection, namespace: 'shop' });
       const order = (workflowId: string, imageUrls: string[]) =>
         shop.workflow.execute('shopOrder', { taskQueue: 'shop', workflowId, args: [workflowId, imageUrls] });
-      const [done, refused] = await tuneflowWorker.runUntil(
-        callerWorker.runUntil(
-          Promise.all([
-            order('readme-order', [`${mock.url}/images/training-1.png`]),
-            order('readme-refused', ['ftp://example.com/1.jpg']),
-          ]),
-        ),
+      const image = `${mock.url}/images/training-1.png`;
+      const [done, refused, again, other, otherPrompt] = await tuneflowWorker.runUntil(
+        callerWorker.runUntil(async () => {
+          const first = await Promise.all([order('readme-order', [image]), order('readme-refused', ['ftp://x/1.jpg'])]);
+          // The same order twice more, then with other photos under its key: one job, one tune.
+          const repeated = [await order('readme-order', [image]), await order('readme-order', [image])];
+          const otherPhotos = await order('readme-order', [`${mock.url}/images/training-2.png`]).then(
+            () => undefined,
+            (err: unknown) => tuneflowFailureOf(err),
+          );
+          // "Starting workflows from another service", as printed, twice, then with another prompt.
+          for (let run = 0; run < 2; run++) await startSnippet(readme, server!.address, 'ohwx woman on a beach');
+          const otherPrompt = await startSnippet(readme, server!.address, 'ohwx woman in the snow').then(
+            () => 'completed',
+            (err: Error) => err.message,
+          );
+          return [...first, repeated, otherPhotos, otherPrompt] as const;
+        }),
       );
       expect(done).toEqual({ tuneId: expect.any(Number), images: [expect.stringMatching(/^http/)] });
       expect(refused).toEqual({ refused: 'tune.image_urls[0]' });
+      expect(again).toEqual([done, done]);
+      expect(other).toMatchObject({
+        type: 'KeyInUse',
+        details: { key: 'readme-order', fields: ['input.tune.image_urls[0]'] },
+      });
 
-      // One tune, for the order that completed; tuneflow's run is the key's, scoped to the caller's namespace, in
-      // tuneflow's.
-      expect(mock.stats().routes['POST /tunes']).toBe(1);
+      expect(otherPrompt).toContain(
+        '"order-1234" names a trainThenGenerate job with other input (input.prompts[0].text differ)',
+      );
+      const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
+      expect(await api.tunes.list({ title: 'order-1234' })).toHaveLength(1);
+      await api.close();
+
+      // One tune for the order that completed, one for order-1234; tuneflow's run of the order is the key's, scoped
+      // to the caller's namespace, in tuneflow's.
+      expect(mock.stats().routes['POST /tunes']).toBe(2);
       const runId = `tuneflow:nexus:shop:readme-order`;
       const run = summarize(await new Client({ connection }).workflow.getHandle(runId).fetchHistory());
       expect(run.activities.slice(0, 2)).toEqual(['createTune', 'retrieveTune']);
