@@ -25,7 +25,7 @@ export interface ReceiverLimits {
   /**
    * Body bytes held across every request being read; a request that would pass it is answered 503 (Retry-After: 1)
    * and its connection closed.
-   * @default 16 MiB
+   * @default 8 MiB
    */
   maxBufferedBytes?: number;
   /**
@@ -38,7 +38,7 @@ export interface ReceiverLimits {
 export const DEFAULT_RECEIVER_LIMITS = {
   maxConnections: 1000,
   maxConnectionsPerPeer: 256,
-  maxBufferedBytes: 16 * 1024 * 1024,
+  maxBufferedBytes: 8 * 1024 * 1024,
   idleTimeout: '5 seconds',
 } as const satisfies Required<ReceiverLimits>;
 

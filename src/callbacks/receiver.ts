@@ -199,7 +199,7 @@ export interface CallbackReceiverOptions {
   /**
    * What the receiver holds for all clients together: connections in all and per address, idle time, and the body
    * bytes of requests being read (receiver-limits.ts).
-   * @default DEFAULT_RECEIVER_LIMITS: 1000 connections, 256 per address, 16 MiB of bodies, 5 seconds idle
+   * @default DEFAULT_RECEIVER_LIMITS: 1000 connections, 256 per address, 8 MiB of bodies, 5 seconds idle
    */
   limits?: ReceiverLimits;
   /**

@@ -131,6 +131,8 @@ test('600 stalled 511 KiB bodies: a genuine callback is answered 200, and the RS
 test('1,100 idle connections under 1,024 file descriptors: a genuine callback is answered 200', async () => {
   const receiver = await startReceiver(1024);
   expect((await genuine(receiver, 0)).status).toBe(200);
+  await settle(500);
+  const before = rssMiB(receiver.child.pid!);
   // Idle: connected, nothing sent; and keep-alive health checks, answered and closed.
   const idle = await crowd(receiver.port, 1_100, () => undefined);
   const health = await crowd(receiver.port, 100, (socket) =>
@@ -138,11 +140,17 @@ test('1,100 idle connections under 1,024 file descriptors: a genuine callback is
   );
   await settle(500);
   const answer = await genuine(receiver, 1);
+  const during = rssMiB(receiver.child.pid!);
   const open = [...idle, ...health].filter((s) => !s.destroyed && s.readyState === 'open').length;
+  for (const socket of [...idle, ...health]) socket.destroy();
+  await settle(2_000);
+  const after = rssMiB(receiver.child.pid!);
   console.info(
     `idle-connection flood: ${idle.length} idle and ${health.length} health-check connections opened, ${open} still ` +
-      `open; a genuine callback: ${answer.status} in ${answer.ms} ms`,
+      `open; receiver RSS ${before.toFixed(1)} MiB before, ${during.toFixed(1)} during, ${after.toFixed(1)} after; ` +
+      `a genuine callback: ${answer.status} in ${answer.ms} ms`,
   );
   expect(answer.status).toBe(200);
-  for (const socket of [...idle, ...health]) socket.destroy();
+  expect(during - before).toBeLessThan(64);
+  expect(after - before).toBeLessThan(64);
 });
