@@ -124,9 +124,18 @@ export class APIError extends TunesError {
 export class OffsetTooDeepError extends APIError {
   override readonly kind = ErrorKind.offsetTooDeep;
 }
-/** 401 or 403: the API key is missing, wrong, or not allowed this. */
+/** 401 or 403: the API key is missing, wrong, or not allowed this. Its message names the setting to fix. */
 export class UnauthorizedError extends APIError {
   override readonly kind = ErrorKind.unauthorized;
+  constructor(status: number, method: string, path: string, body: unknown) {
+    super(
+      status,
+      method,
+      path,
+      body,
+      `${describeBody(body)}; the service refused the API key: check it (TUNEFLOW_API_KEY for \`tuneflow worker\` and the plugin's api.apiKey)`,
+    );
+  }
 }
 /** 404: no such object, or another account's. */
 export class NotFoundError extends APIError {

@@ -74,10 +74,14 @@ afterAll(async () => {
 afterEach(() => mock.setFaults({}));
 
 describe('answers of the mock service', () => {
-  test('401 for a key the service does not know: UnauthorizedError with method and path', async () => {
+  test('401 for a key the service does not know: UnauthorizedError with method and path, naming the setting', async () => {
     const error = await failureOf(client(WRONG_KEY, mock.url).tunes.retrieve(FLUX_BASE));
     expect(error).toBeInstanceOf(UnauthorizedError);
     expect(error).toMatchObject({ status: 401, kind: 'Unauthorized', method: 'GET', path: `/tunes/${FLUX_BASE}` });
+    expect((error as Error).message).toMatch(
+      /failed with 401: .*the service refused the API key: check it \(TUNEFLOW_API_KEY/,
+    );
+    expect((error as Error).message).not.toContain(WRONG_KEY);
   });
 
   test("404 for another account's tune and prompt", async () => {
