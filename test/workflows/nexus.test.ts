@@ -14,6 +14,7 @@ import { nexusScenarios, type NexusOutcome } from './nexus-scenarios';
 import { API_KEY, CALLBACK_SECRET, waitFor } from './harness';
 import { CALLER_NAMESPACE, ENDPOINT, NexusWorld, OTHER_CALLER_NAMESPACE } from './nexus-world';
 import { nexusWorkflowId } from '../../src/contract/keys';
+import { progressQuery } from '../../src/contract/messages';
 
 jest.setTimeout(240_000);
 
@@ -231,13 +232,14 @@ devServerTest(
         world!.studio,
       );
       const studioRun = world!.images.workflow.getHandle(nexusWorkflowId(OTHER_CALLER_NAMESPACE, 'order-1002'));
+      // Cancelled once its tune exists, so each of the four jobs made one.
       await waitFor(
         () =>
-          studioRun.describe().then(
-            () => true,
+          studioRun.query(progressQuery).then(
+            (p) => p.phase === 'training',
             () => false,
           ),
-        () => "the studio's run of order-1002 to start",
+        () => "the studio's run of order-1002 to train",
       );
       await studioCancelled.cancel();
       const otherInput = await world!.call('shop-1001-other', order('order-1001', 'sks dog, another job'));
