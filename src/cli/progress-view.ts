@@ -13,8 +13,10 @@ import {
   formatDuration,
   nextTimer,
   progressWithin,
+  retryingCall,
   workersOn,
   type PendingTimer,
+  type RetryingCall,
   type TaskQueueWorkers,
 } from './run-watch';
 
@@ -39,6 +41,19 @@ export interface RunView {
   now: number;
   /** Unknown until asked; `polling: false` is said first, before anything else. */
   workers?: TaskQueueWorkers;
+  /** A call that failed and will be tried again: said before what the phase waits for. */
+  retrying?: RetryingCall;
+}
+
+/**
+ * Why a call is retrying, and when it tries again: `createTune failed (attempt 2 next, in 25s): POST /tunes could not
+ * reach the service ...`.
+ * @example describeRetry({ activity: 'createTune', attempt: 2, cause: 'POST /tunes failed with 500: ...' }, Date.now())
+ */
+export function describeRetry(retrying: RetryingCall, now: number): string {
+  const dueMs = retrying.nextAt ? retrying.nextAt.getTime() - now : undefined;
+  const when = dueMs === undefined ? '' : dueMs > 0 ? `, in ${formatDuration(dueMs)}` : ', now';
+  return `${retrying.activity} failed (attempt ${retrying.attempt} next${when}): ${retrying.cause}`;
 }
 
 /**
@@ -48,6 +63,7 @@ export interface RunView {
 export function describeWait(view: RunView): string {
   const { progress, timer, workers, taskQueue } = view;
   if (workers && !workers.polling) return `no worker polls task queue ${taskQueue}`;
+  if (view.retrying) return describeRetry(view.retrying, view.now);
   if (!progress) return 'waiting for a worker to take the run';
   const dueMs = timer ? timer.firesAt.getTime() - view.now : 0;
   const due = dueMs > 0 ? `in ${formatDuration(dueMs)}` : 'now';
@@ -162,8 +178,9 @@ export class LiveLine {
 
 /** What the line says but its clocks (elapsed time, time to the next timer): what makes a new line in a log file. */
 function whatChanged(view: RunView): string {
-  const { progress, callbacks, workers, timer } = view;
-  return JSON.stringify([progress, callbacks, workers?.polling, timer?.firesAt, timer?.summary]);
+  const { progress, callbacks, workers, timer, retrying } = view;
+  const retry = retrying && [retrying.activity, retrying.attempt, retrying.cause];
+  return JSON.stringify([progress, callbacks, workers?.polling, timer?.firesAt, timer?.summary, retry]);
 }
 
 /** Cuts a line to a terminal's width, leaving the last column free so it never wraps. */
@@ -221,7 +238,9 @@ export async function follow<R>(handle: TuneflowHandle<R>, options: FollowOption
       );
     view.workers = workers;
     // The history only when it grew: a timer starts or ends with an event.
-    const { historyLength: length } = await handle.handle.describe();
+    const description = await handle.handle.describe();
+    view.retrying = retryingCall(description);
+    const length = description.historyLength;
     if (length !== historyLength) {
       const history = await handle.handle.fetchHistory();
       view.timer = nextTimer(history);

@@ -24,7 +24,9 @@ import {
   formatDuration,
   nextTimer,
   progressWithin,
+  retryingCall,
   workersOn,
+  type RetryingCall,
   type TaskQueueWorkers,
 } from './run-watch';
 
@@ -59,6 +61,8 @@ interface RunState {
   closeTime?: Date;
   taskQueue: string;
   workers?: TaskQueueWorkers;
+  /** A call that failed and will be tried again, and why (`status --json` shows it as Temporal does). */
+  retrying?: RetryingCall;
   progress?: Progress;
   result?: { tune?: Tune; prompts?: Prompt[]; cost?: Cost };
   failure?: string;
@@ -88,6 +92,7 @@ export async function statusCommand(argv: string[], io: CommandIO = processIO())
         taskQueue: description.taskQueue,
       };
       state.workers = await workersOn(temporal.client.workflow, state.taskQueue).catch(() => undefined);
+      state.retrying = retryingCall(description);
       // A query waits for a worker (closed runs too: one replays them to answer): asked only when one polls.
       if (state.workers?.polling) state.progress = await progressWithin(handle);
       // Runs started before callbacks became wake-ups hold signed callback URLs in their results: never printed.
@@ -136,6 +141,7 @@ function summarize(
       callbacks: history && asksForCallbacks(history),
       now,
       workers: state.workers,
+      retrying: state.retrying,
     };
     let doing = describeWait(view);
     if (state.workers && !state.workers.polling)

@@ -9,6 +9,8 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { describeFailure } from '../../src/cli/command-line';
 import { describeWait, LiveLine, renderProgress, type RunView } from '../../src/cli/progress-view';
+import { msToTs } from '@temporalio/common/lib/time';
+import { retryingCall } from '../../src/cli/run-watch';
 import { formatDuration } from '../../src/cli/run-watch';
 import { createHumanLogger, createLogger } from '../../src/logging';
 import type { Progress } from '../../src/contract/messages';
@@ -90,6 +92,32 @@ describe('the live line', () => {
 });
 
 describe('what a wait says', () => {
+  test('a call that is retrying: which, the attempt to come and when, and why, before what the phase waits for', () => {
+    const raw = {
+      pendingActivities: [
+        { activityType: { name: 'listPrompts' }, attempt: 1 },
+        {
+          activityType: { name: 'createTune' },
+          attempt: 3,
+          lastFailure: { message: 'POST /tunes could not reach the service: connect ECONNREFUSED 127.0.0.1:1' },
+          nextAttemptScheduleTime: msToTs(now + 25_000),
+        },
+      ],
+    };
+    const retrying = retryingCall({ raw });
+    expect(retrying).toEqual({
+      activity: 'createTune',
+      attempt: 3,
+      cause: 'POST /tunes could not reach the service: connect ECONNREFUSED 127.0.0.1:1',
+      nextAt: new Date(now + 25_000),
+    });
+    expect(describeWait(view({ callbacks: true, retrying }))).toMatch(
+      /^createTune failed \(attempt 3 next, in 2[45]s\): POST \/tunes could not reach the service: connect ECONNREFUSED/,
+    );
+    expect(retryingCall({ raw: { pendingActivities: [raw.pendingActivities[0]] } })).toBeUndefined();
+    expect(retryingCall({ raw: {} })).toBeUndefined();
+  });
+
   test('with callbacks, poll-only, and before it is known', () => {
     const timer = { firesAt: new Date(now + 112_000), deadline: false };
     expect(describeWait(view({ callbacks: true, timer }))).toBe(

@@ -195,3 +195,45 @@ devServerTest(
     }
   },
 );
+
+devServerTest(
+  'a service the worker cannot reach: start --wait, status and status --json say what is retrying, why and when',
+  async () => {
+    const queue = `unreachable-${Date.now()}`;
+    let worker: WorkerProcess | undefined;
+    try {
+      // Nothing listens on port 1: every create fails to connect, and Temporal retries it.
+      worker = await startWorkerProcess({
+        temporalAddress: server!.address,
+        apiKey: 'command-line-test-key',
+        apiUrl: 'http://127.0.0.1:1',
+        taskQueue: queue,
+      });
+      const id = `${queue}-run`;
+      const started = Date.now();
+      const waiting = tuneflow(...job(id, queue), '--wait');
+      const { match, at } = await waiting.line(
+        /^creating-tune {2}elapsed \d+s {2}createTune failed \(attempt (\d+) next, in \S+\): POST \/tunes could not reach the service: /,
+      );
+      console.info(`unreachable service: start --wait said why after ${at - started} ms`);
+      expect(Number(match[1])).toBeGreaterThanOrEqual(2);
+      const status = tuneflow('status', id);
+      expect(await status.exited).toBe(0);
+      expect(status.stdout()).toMatch(
+        /^now: +creating-tune: createTune failed \(attempt \d+ next, in \S+\): POST \/tunes could not reach the service/m,
+      );
+      const json = tuneflow('status', id, '--json');
+      expect(await json.exited).toBe(0);
+      expect(JSON.parse(json.stdout())).toMatchObject({
+        status: 'RUNNING',
+        retrying: { activity: 'createTune', cause: expect.stringContaining('could not reach the service') },
+      });
+      const cancel = tuneflow('cancel', id);
+      expect(await cancel.exited).toBe(0);
+      expect(await waiting.exited).toBe(5);
+    } finally {
+      worker?.child.kill('SIGTERM');
+      await worker?.exited;
+    }
+  },
+);
