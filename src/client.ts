@@ -15,7 +15,7 @@ import type {
   TrainThenGenerateInput,
   TrainThenGenerateResult,
 } from './contract/inputs';
-import { differingFields, KeyInUseError } from './contract/keys';
+import { KeyInUseError, otherJob } from './contract/keys';
 import { progressQuery, WorkflowName, type Progress } from './contract/messages';
 import { jobUnderKey } from './job-under-key';
 import { tracedClient } from './tracing';
@@ -157,11 +157,8 @@ export class TuneflowClient {
       // The key has a job: this one (attached: the running run, or the closed one, whose result stands), or another,
       // refused before anything is created, naming what differs.
       const holder = await jobUnderKey(this.client, workflowId);
-      if (holder) {
-        const fields = holder.workflow === name ? differingFields(input, holder.input) : [];
-        if (holder.workflow !== name || fields.length)
-          throw new KeyInUseError(workflowId, { workflow: holder.workflow, runId: holder.runId }, fields);
-      }
+      const other = holder && otherJob(name, input, holder);
+      if (other) throw new KeyInUseError(workflowId, { workflow: other.workflow, runId: holder?.runId }, other.fields);
       return toTuneflowHandle<R>(this.client.workflow.getHandle(workflowId), false);
     }
   }

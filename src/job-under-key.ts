@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
-import { claimWorkflowId, differingFields } from './contract/keys';
+import { claimWorkflowId, otherJob } from './contract/keys';
 
 /** The run that holds a key: its workflow, its input, and whether it still runs. */
 export interface JobUnderKey {
@@ -45,7 +45,7 @@ export async function jobUnderKey(
   if (!started) return undefined;
   const description = await client.workflow.getHandle(workflowId, runId).describe();
   return {
-    workflow: started.workflowType?.name ?? description.type,
+    workflow: description.type,
     runId: description.runId,
     input: await decodeFromPayloadsAtIndex(loadedDataConverter, 0, started.input?.payloads),
     running: description.status.name === 'RUNNING',
@@ -79,9 +79,8 @@ export async function priorJob(
   if (!runId) throw new Error(`the claim of ${workflowId} names no run`);
   const earlier = await jobUnderKey(client, workflowId, runId);
   if (!earlier) throw new Error(`the run ${runId} that claimed ${workflowId} is gone`);
-  const fields = earlier.workflow === workflow ? differingFields(input, earlier.input) : [];
-  if (earlier.workflow !== workflow || fields.length)
-    return { verdict: 'other-job', runId, workflow: earlier.workflow, fields };
+  const other = otherJob(workflow, input, earlier);
+  if (other) return { verdict: 'other-job', runId, ...other };
   const handle = client.workflow.getHandle(workflowId, runId, { followRuns: false });
   try {
     return { verdict: 'completed', runId, result: await handle.result() };

@@ -29,6 +29,22 @@ export function claimWorkflowId(workflowId: string): string {
   return `${RESERVED_KEY_PREFIX}claim:${workflowId}`;
 }
 
+/**
+ * How a start differs from the job that holds its key: undefined when it is that job (the same workflow and input),
+ * else the holder's workflow and the fields that differ (none when the workflow itself is another).
+ *
+ * @example
+ * const other = otherJob('trainThenGenerate', input, holder); // undefined: attach
+ */
+export function otherJob(
+  workflow: string,
+  input: unknown,
+  holder: { workflow: string; input: unknown },
+): { workflow: string; fields: string[] } | undefined {
+  const fields = holder.workflow === workflow ? differingFields(input, holder.input) : [];
+  return holder.workflow === workflow && !fields.length ? undefined : { workflow: holder.workflow, fields };
+}
+
 /** The most differing fields a refusal names. */
 const FIELDS_NAMED = 20;
 

@@ -11,7 +11,7 @@ import { InvalidInputError } from '../api/errors';
 import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../contract/check';
 import { WorkflowName } from '../contract/messages';
 import { FailureType } from '../contract/failures';
-import { differingFields, KeyInUseError, nexusWorkflowId, type KeyInUseDetails } from '../contract/keys';
+import { KeyInUseError, nexusWorkflowId, otherJob, type KeyInUseDetails } from '../contract/keys';
 import { jobUnderKey, type JobUnderKey } from '../job-under-key';
 import { tuneflowService, type BusinessKey, type InvalidInputDetails } from './index';
 
@@ -172,10 +172,10 @@ function omitKey(input: object): unknown {
 
 /** A key held by another job (another workflow, or other input) refuses the call: a bad request naming the key. */
 function refuseOtherJob(key: string, holder: JobUnderKey, workflow: WorkflowName, job: unknown): void {
-  const fields = holder.workflow === workflow ? differingFields(job, holder.input) : [];
-  if (holder.workflow === workflow && !fields.length) return;
-  const err = new KeyInUseError(key, { workflow: holder.workflow, runId: holder.runId }, fields);
-  const details: KeyInUseDetails = { key, workflow: holder.workflow, fields };
+  const other = otherJob(workflow, job, holder);
+  if (!other) return;
+  const err = new KeyInUseError(key, { workflow: other.workflow, runId: holder.runId }, other.fields);
+  const details: KeyInUseDetails = { key, ...other };
   const cause = ApplicationFailure.nonRetryable(err.message, FailureType.keyInUse, details);
   throw new nexus.HandlerError('BAD_REQUEST', err.message, { cause });
 }

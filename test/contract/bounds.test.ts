@@ -6,7 +6,7 @@ import { InvalidInputError } from '../../src/api/errors';
 import { INPUT_BOUNDS, isUploadPath } from '../../src/contract/bounds';
 import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/contract/check';
 import type { SchemaWorkflow } from '../../src/contract/input-schema';
-import { differingFields, KeyInUseError, nexusWorkflowId } from '../../src/contract/keys';
+import { differingFields, KeyInUseError, nexusWorkflowId, otherJob } from '../../src/contract/keys';
 import { schemaVerdict } from './input-schema-verdict';
 
 const URLS = ['https://example.com/1.jpg'];
@@ -180,6 +180,16 @@ describe('the same job', () => {
     };
     expect(differingFields(other, input)).toEqual(['input.tune.name', 'input.prompts[0].text', 'input.options']);
     expect(differingFields({ ...input, prompts: [] }, input)).toEqual(['input.prompts (0 against 1 items)']);
+  });
+
+  test('otherJob: the same workflow and input is that job; other input or another workflow is another', () => {
+    const holder = { workflow: 'trainThenGenerate', input };
+    expect(otherJob('trainThenGenerate', JSON.parse(JSON.stringify(input)), holder)).toBeUndefined();
+    expect(otherJob('trainThenGenerate', { ...input, prompts: [] }, holder)).toEqual({
+      workflow: 'trainThenGenerate',
+      fields: ['input.prompts (0 against 1 items)'],
+    });
+    expect(otherJob('generate', input, holder)).toEqual({ workflow: 'trainThenGenerate', fields: [] });
   });
 
   test('a refusal names the key, the job that holds it and the fields, as bad input on `key`', () => {
