@@ -194,7 +194,7 @@ export function loadTemporalConfig(env: Env = process.env): ClientConnectConfig 
  * const config = loadWorkerConfig(process.env); // throws ConfigError('TUNEFLOW_API_KEY: is required ...')
  */
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
-  const apiKey = read(env, 'TUNEFLOW_API_KEY', z.string().trim().min(1), 'is required: the service API key');
+  const apiKey = loadApiKey(env);
   const metrics = env.TUNEFLOW_METRICS_ADDRESS ?? DEFAULT_METRICS_ADDRESS;
   return {
     api: { baseUrl: loadApiUrl(env), apiKey },
@@ -216,12 +216,21 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
     maxCachedWorkflows: env.TUNEFLOW_MAX_CACHED_WORKFLOWS
       ? read(env, 'TUNEFLOW_MAX_CACHED_WORKFLOWS', z.coerce.number().int().min(0), 'must be a whole number, 0 or more')
       : undefined,
-    uploadDir: env.TUNEFLOW_UPLOAD_DIR ? loadUploadDir(env.TUNEFLOW_UPLOAD_DIR) : undefined,
+    uploadDir: loadUploadDir(env),
   };
 }
 
-/** TUNEFLOW_UPLOAD_DIR: an absolute path to a directory that exists, so a typo stops start-up, not a job. */
-function loadUploadDir(dir: string): string {
+/** TUNEFLOW_API_KEY, required: the one place it is read, handed to the service client only. */
+export function loadApiKey(env: Env = process.env): string {
+  return read(env, 'TUNEFLOW_API_KEY', z.string().trim().min(1), 'is required: the service API key');
+}
+
+/**
+ * TUNEFLOW_UPLOAD_DIR, when set: an absolute path to a directory that exists, so a typo stops start-up, not a job.
+ */
+export function loadUploadDir(env: Env = process.env): string | undefined {
+  const dir = env.TUNEFLOW_UPLOAD_DIR;
+  if (!dir) return undefined;
   if (!path.isAbsolute(dir)) throw new ConfigError('TUNEFLOW_UPLOAD_DIR', 'must be an absolute path');
   let stat: fs.Stats;
   try {

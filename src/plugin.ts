@@ -18,7 +18,7 @@ import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
 import type { ReceiverLimits } from './callbacks/receiver-limits';
 import { CallbackSigner } from './callbacks/signing';
 import { rememberScheduledBy } from './callbacks/trace-context';
-import { DEFAULT_CALLBACK_PORT } from './config';
+import { DEFAULT_CALLBACK_PORT, loadApiKey, loadApiUrl, loadCallbackConfig, loadUploadDir } from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
 import { tuneflowServiceHandler, type NexusCaller } from './nexus/handler';
@@ -80,17 +80,24 @@ export interface TuneflowCallbackOptions {
   receive?: boolean;
 }
 
+/**
+ * Every option left out is read from the environment variables `tuneflow worker` reads (src/config.ts), so one
+ * configuration serves both; a missing or bad one throws a ConfigError naming the variable.
+ */
 export interface TuneflowPluginOptions {
   /**
    * The service: its settings (the plugin opens the client and closes it when the worker stops), or a TunesApi of
    * the caller's own (left open). The API key stays in the worker: it never enters a workflow's input or history.
+   * @default TUNEFLOW_API_KEY (required) and TUNEFLOW_API_URL (default the public service)
    */
-  api: TunesApiOptions | TunesApi;
+  api?: TunesApiOptions | TunesApi;
   /**
-   * Ask the service for callbacks, received by a receiver that runs as long as the worker does.
-   * @default none: the workflows rely on polling
+   * Ask the service for callbacks, received by a receiver that runs as long as the worker does. `false`: none, the
+   * workflows rely on polling.
+   * @default from TUNEFLOW_CALLBACK_BASE_URL, _SECRET, _PORT, _HOST and the receiver's limits; none when the base URL
+   *   is unset
    */
-  callbacks?: TuneflowCallbackOptions;
+  callbacks?: TuneflowCallbackOptions | false;
   /**
    * Where the receiver's log lines go.
    * @default the receiver's JSON logger on stderr
@@ -115,7 +122,8 @@ export interface TuneflowPluginOptions {
   /**
    * The only directory a job's file paths (`tune.images`, a prompt's `input_image`, `mask_image`) may name, checked
    * after symlinks before any byte is read: jobs come from starters tuneflow does not control.
-   * @default none: jobs send image URLs only, and a job with a file path fails InvalidInput having created nothing
+   * @default TUNEFLOW_UPLOAD_DIR; unset: jobs send image URLs only, and a job with a file path fails InvalidInput
+   *   having created nothing
    */
   uploadDir?: string;
 }
@@ -139,7 +147,7 @@ export interface TuneflowNexusOptions {
  * const worker = await Worker.create({
  *   connection,
  *   taskQueue: 'tuneflow',
- *   plugins: [new TuneflowPlugin({ api: { apiKey: process.env.TUNEFLOW_API_KEY! } })],
+ *   plugins: [new TuneflowPlugin()], // the service and callbacks from TUNEFLOW_API_KEY, TUNEFLOW_CALLBACK_BASE_URL, ...
  * });
  * await worker.run();
  */
@@ -151,15 +159,18 @@ export class TuneflowPlugin extends SimplePlugin {
   readonly #logger: Logger | undefined;
   readonly #otel: OpenTelemetryPlugin | undefined;
 
-  constructor(options: TuneflowPluginOptions) {
-    const ownsApi = !(options.api instanceof TunesApi);
+  constructor(options: TuneflowPluginOptions = {}) {
+    // Every setting is read before anything is opened, so a bad one leaves nothing behind.
+    const given = options.api ?? apiFromEnvironment();
+    const callbacks = options.callbacks === undefined ? loadCallbackConfig() : options.callbacks || undefined;
+    const uploadDir = options.uploadDir ?? loadUploadDir();
+    const ownsApi = !(given instanceof TunesApi);
     const otel = options.tracing === undefined ? undefined : openTelemetryPlugin(options.tracing);
-    const api = options.api instanceof TunesApi ? options.api : new TunesApi(options.api);
-    const callbacks = options.callbacks;
+    const api = given instanceof TunesApi ? given : new TunesApi(given);
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
     super({
       name: 'tuneflow',
-      activities: createActivities({ api, callbacks: signer, uploadDir: options.uploadDir }),
+      activities: createActivities({ api, callbacks: signer, uploadDir }),
       // On every worker, traced or not, so a retried activity hands out the callback URLs its first attempt did.
       workerInterceptors: { activity: [rememberScheduledBy] },
       nexusServices:
@@ -234,6 +245,10 @@ export class TuneflowPlugin extends SimplePlugin {
       if (this.#ownsApi) await this.#api.close();
     }
   }
+}
+
+function apiFromEnvironment(): TunesApiOptions {
+  return { apiKey: loadApiKey(), baseUrl: loadApiUrl() };
 }
 
 function withTuneflowWorkflows<T extends WorkerOptions | ReplayWorkerOptions>(options: T, traced: boolean): T {

@@ -214,7 +214,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       // the worker runs. The demo's service client is its own (closed below), and nobody calls it through Nexus.
       const plugin = new TuneflowPlugin({
         api,
-        callbacks,
+        callbacks: callbacks ?? false,
         logger: createLogger(line.sink(io.stderr), 'INFO'),
         nexus: false,
       });

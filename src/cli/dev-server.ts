@@ -97,6 +97,8 @@ export async function devServerCommand(argv: string[], io: CommandIO = processIO
         `state:   ${values['db-file'] ? values['db-file'] : 'in memory (lost when it stops; --db-file to keep it)'}\n`,
       );
       if (port !== DEFAULT_PORT) io.stdout.write(`use it:  export TEMPORAL_ADDRESS=${child.address}\n`);
+      // The `temporal` the README's operator commands need: the one this server runs.
+      io.stdout.write(`CLI:     ${server.executable.path} (alias temporal=${server.executable.path})\n`);
       io.stdout.write('Ctrl-C stops it.\n');
       const how = await Promise.race([stop.stopped, child.exited.then(() => 'exited' as const)]);
       if (how === 'exited') {

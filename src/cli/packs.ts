@@ -1,6 +1,6 @@
 /** `tuneflow packs`: the packs the account can use, with their classes. Talks to the service directly. */
 import { TunesApi } from '../api';
-import { ConfigError, DEFAULT_API_URL, loadApiUrl } from '../config';
+import { DEFAULT_API_URL, loadApiKey, loadApiUrl } from '../config';
 import { ExitCode, parseFlags, processIO, runCommand, type CommandIO } from './command-line';
 
 export const PACKS_USAGE = `Usage: tuneflow packs [--json]
@@ -24,9 +24,7 @@ export async function packsCommand(argv: string[], io: CommandIO = processIO()):
       io.stdout.write(PACKS_USAGE);
       return ExitCode.ok;
     }
-    const apiKey = io.env.TUNEFLOW_API_KEY;
-    if (!apiKey?.trim()) throw new ConfigError('TUNEFLOW_API_KEY', 'is required: the service API key');
-    const api = new TunesApi({ apiKey, baseUrl: loadApiUrl(io.env) });
+    const api = new TunesApi({ apiKey: loadApiKey(io.env), baseUrl: loadApiUrl(io.env) });
     try {
       const packs = await api.packs.list();
       if (values.json) {

@@ -52,7 +52,7 @@ export async function createTuneflowWorker(
     }
     const plugin = new TuneflowPlugin({
       api: { apiKey: config.api.apiKey, baseUrl: config.api.baseUrl },
-      callbacks: config.callbacks && { ...config.callbacks, client: signalClient },
+      callbacks: config.callbacks ? { ...config.callbacks, client: signalClient } : false,
       logger,
       tracing,
       uploadDir: config.uploadDir,

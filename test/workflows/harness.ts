@@ -140,7 +140,7 @@ export class WorkflowHarness {
         const worker = await Worker.create({
           connection: env.nativeConnection,
           namespace: env.namespace ?? 'default',
-          plugins: [new TuneflowPlugin({ api, callbacks, nexus: false, uploadDir: UPLOAD_DIR })],
+          plugins: [new TuneflowPlugin({ api, callbacks: callbacks ?? false, nexus: false, uploadDir: UPLOAD_DIR })],
           ...scenarioWorkerOptions(bundle, taskQueue, identity),
         });
         return worker.runUntil(fn);

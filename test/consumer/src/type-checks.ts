@@ -19,8 +19,8 @@ export async function typeChecks(client: TuneflowClient): Promise<void> {
   const id: string = child.tune.id;
   const run = await client.trainThenGenerate('order-1', input);
   const started: boolean = run.started;
-  // @ts-expect-error: the plugin needs the service's settings
-  new TuneflowPlugin({});
+  // @ts-expect-error: callbacks need their secret
+  void new TuneflowPlugin({ callbacks: { baseUrl: 'https://hooks.example.com' } });
   const failure: string = FailureType.invalidInput;
   const phase: string = Phase.training;
   const mock = await startMockService({ trainingTime: '1s' });

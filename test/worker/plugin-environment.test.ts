@@ -1,0 +1,108 @@
+/**
+ * TuneflowPlugin with its options left out reads the variables `tuneflow worker` reads: one configuration, not two.
+ * Its activities run in MockActivityEnvironment over the real client against the mock service on loopback.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type { WorkerOptions } from '@temporalio/worker';
+import type { TuneflowActivities } from '../../src/activities';
+import { TuneflowPlugin } from '../../src/plugin';
+import { startMockService, type MockService } from '../../src/mock-service';
+
+const VARIABLES = ['TUNEFLOW_API_KEY', 'TUNEFLOW_API_URL', 'TUNEFLOW_CALLBACK_BASE_URL', 'TUNEFLOW_CALLBACK_SECRET'];
+const saved = Object.fromEntries([...VARIABLES, 'TUNEFLOW_UPLOAD_DIR'].map((name) => [name, process.env[name]]));
+let mock: MockService;
+let uploads: string;
+
+beforeAll(async () => {
+  mock = await startMockService({ apiKeys: ['key-from-the-environment'] });
+  uploads = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-uploads-'));
+  fs.writeFileSync(path.join(uploads, 'face.png'), 'not really a png');
+});
+
+afterEach(() => {
+  for (const [name, value] of Object.entries(saved))
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+});
+
+afterAll(async () => {
+  await mock.close();
+  fs.rmSync(uploads, { recursive: true, force: true });
+});
+
+function activitiesOf(plugin: TuneflowPlugin): TuneflowActivities {
+  return plugin.configureWorker({ taskQueue: 'tuneflow' } as WorkerOptions).activities as TuneflowActivities;
+}
+
+function run<K extends keyof TuneflowActivities>(
+  activities: TuneflowActivities,
+  name: K,
+  input: Parameters<TuneflowActivities[K]>[0],
+): ReturnType<TuneflowActivities[K]> {
+  const env = new MockActivityEnvironment(
+    { workflowExecution: { workflowId: 'order-1', runId: 'run-1' } },
+    { logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } },
+  );
+  const fn = activities[name] as (arg: typeof input) => ReturnType<TuneflowActivities[K]>;
+  return env.run(fn, input) as ReturnType<TuneflowActivities[K]>;
+}
+
+test('with no options, the service, its key, the callbacks and the upload directory come from the environment', async () => {
+  Object.assign(process.env, {
+    TUNEFLOW_API_KEY: 'key-from-the-environment',
+    TUNEFLOW_API_URL: mock.url,
+    TUNEFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com',
+    TUNEFLOW_CALLBACK_SECRET: 'a-secret-of-16-characters-or-more',
+    TUNEFLOW_UPLOAD_DIR: uploads,
+  });
+  const activities = activitiesOf(new TuneflowPlugin());
+  const tune = await run(activities, 'createTune', {
+    tune: { title: 'order-1', name: 'woman', branch: 'fast', image_urls: ['https://img.example.com/1.png'] },
+  });
+  // The mock takes only that key, at that URL; the callback URL is signed for the base URL.
+  expect(mock.ledger('key-from-the-environment').charges).toHaveLength(1);
+  expect(tune.callback).toMatch(/^https:\/\/hooks\.example\.com\/callbacks\/tune\?.*sig=redacted/);
+  await expect(
+    run(activities, 'checkUploads', { paths: [{ field: 'tune.images[0]', path: 'face.png' }] }),
+  ).resolves.toBeUndefined();
+  await expect(
+    run(activities, 'checkUploads', { paths: [{ field: 'tune.images[0]', path: '/etc/passwd' }] }),
+  ).rejects.toThrow(/tune\.images\[0\]/);
+});
+
+test('options given win over the environment, and `callbacks: false` asks for none', async () => {
+  Object.assign(process.env, {
+    TUNEFLOW_API_KEY: 'a-key-the-mock-refuses',
+    TUNEFLOW_API_URL: 'http://127.0.0.1:1',
+    TUNEFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com',
+    TUNEFLOW_CALLBACK_SECRET: 'a-secret-of-16-characters-or-more',
+  });
+  const plugin = new TuneflowPlugin({
+    api: { apiKey: 'key-from-the-environment', baseUrl: mock.url },
+    callbacks: false,
+  });
+  const tune = await run(activitiesOf(plugin), 'createTune', {
+    tune: { title: 'order-2', name: 'woman', branch: 'fast', image_urls: ['https://img.example.com/1.png'] },
+  });
+  expect(tune.callback ?? null).toBeNull();
+});
+
+test.each([
+  [{}, 'TUNEFLOW_API_KEY: is required: the service API key'],
+  [{ TUNEFLOW_API_KEY: 'k', TUNEFLOW_API_URL: 'ftp://x' }, 'TUNEFLOW_API_URL: must be an http(s) URL'],
+  [
+    { TUNEFLOW_API_KEY: 'k', TUNEFLOW_CALLBACK_BASE_URL: 'https://hooks.example.com' },
+    'TUNEFLOW_CALLBACK_SECRET: is required',
+  ],
+  [
+    { TUNEFLOW_API_KEY: 'k', TUNEFLOW_UPLOAD_DIR: '/no/such/dir' },
+    'TUNEFLOW_UPLOAD_DIR: must be a directory that exists',
+  ],
+])('a missing or bad variable is named at construction: %j', (variables, message) => {
+  for (const name of [...VARIABLES, 'TUNEFLOW_UPLOAD_DIR']) delete process.env[name];
+  Object.assign(process.env, variables);
+  expect(() => new TuneflowPlugin()).toThrow(message);
+});
