@@ -22,8 +22,9 @@ describe('README', () => {
     ]);
   });
 
-  test('every `npm run X` it shows is a package.json script', () => {
-    const named = [...readme.matchAll(/npm run ([\w:-]+)/g)].map((m) => m[1]);
+  test('every `npm run X` it and CONTRIBUTING.md show is a package.json script', () => {
+    const contributing = fs.readFileSync(path.join(ROOT, 'CONTRIBUTING.md'), 'utf8');
+    const named = [...(readme + contributing).matchAll(/npm run ([\w:-]+)/g)].map((m) => m[1]);
     expect(named.length).toBeGreaterThan(3);
     for (const name of new Set(named)) expect(Object.keys(scripts)).toContain(name);
     expect(scripts.test).toBeDefined();

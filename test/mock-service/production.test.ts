@@ -4,11 +4,10 @@
  * answered 201 with an empty body, `GET /tunes?title=`, prompts posted to a LoRA tune run on its base (or 422 behind
  * the setting), and the README's `curl` examples exactly as printed. Real HTTP on loopback.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { GALLERY_TUNES } from '../../src/mock-service/fixtures';
 import { startMockService, type MockService } from '../../src/mock-service';
+import { blocksUnder, commandsOf } from '../readme-blocks';
 import { call } from './loopback';
 
 type Json = Record<string, unknown>;
@@ -173,12 +172,10 @@ describe('a prompt posted to a LoRA tune', () => {
   });
 });
 
-test("the README's curl examples work exactly as printed (curl's form content type and all)", async () => {
-  const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
-  const lines = readme.split('\n').filter((line) => line.startsWith('curl ') && line.includes('/__mock/'));
+test("the README's curl examples under The mock service work exactly as printed (curl's form content type and all)", async () => {
+  const lines = blocksUnder('## The mock service', 'sh').flatMap(commandsOf);
   expect(lines.length).toBeGreaterThanOrEqual(2);
-  for (const line of lines) {
-    const command = line.replace(/\s+#.*$/, '');
+  for (const command of lines) {
     const url = /\s(localhost:8080\S*)/.exec(command)![1];
     const data = /\s-d '([^']*)'/.exec(command)?.[1];
     const method = /-X (\w+)/.exec(command)?.[1] ?? (data === undefined ? 'GET' : 'POST');

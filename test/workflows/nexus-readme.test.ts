@@ -28,20 +28,15 @@ import { devServerExecutable, devServerTest } from './environment';
 import { installQuietRuntime } from './global-setup';
 import { API_KEY, CALLBACK_SECRET } from './harness';
 import { summarize } from './history-summary';
+import { blocksUnder, commandsOf } from '../readme-blocks';
 
 jest.setTimeout(240_000);
 
 const ROOT = path.resolve(__dirname, '../..');
-const HEADING = '## Call it from another namespace';
+const HEADING = '### From another namespace';
 
-/** The first fenced block of `language` after `heading`, and its text. */
-function blockUnder(markdown: string, heading: string, language: string): string {
-  const at = markdown.indexOf(`\n${heading}\n`);
-  if (at < 0) throw new Error(`README has no ${heading}`);
-  const block = new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``).exec(markdown.slice(at))?.[1];
-  if (block === undefined) throw new Error(`no ${language} block under ${heading}`);
-  return block;
-}
+/** The first fenced block of `language` under `heading` in README.md. */
+const blockUnder = (markdown: string, heading: string, language: string) => blocksUnder(heading, language, markdown)[0];
 
 /**
  * The README's TuneflowClient example ("Starting workflows from another service"), run as a script with `prompt` as its
@@ -49,7 +44,7 @@ function blockUnder(markdown: string, heading: string, language: string): string
  * server (printed, it takes the default, localhost:7233).
  */
 async function startSnippet(readme: string, address: string, prompt: string): Promise<string> {
-  const snippet = blockUnder(readme, '## Starting workflows from another service', 'ts');
+  const snippet = blockUnder(readme, '### From TypeScript', 'ts');
   expect(snippet).toContain("from 'tuneflow-temporal'");
   expect(snippet).toContain('Connection.connect()');
   const file = path.join(ROOT, `.readme-start-${process.pid}.mts`);
@@ -71,12 +66,6 @@ async function startSnippet(readme: string, address: string, prompt: string): Pr
 }
 
 /** Shell commands: continuation lines joined, comments dropped. */
-const commandsOf = (block: string) =>
-  block
-    .replace(/\\\n\s*/g, '')
-    .split('\n')
-    .map((line) => line.replace(/\s+# .*$/, '').trim())
-    .filter((line) => line && !line.startsWith('#'));
 
 /** Type-checks the caller's file as its project would, `tuneflow-temporal/nexus` being this repository's contract. */
 function typeErrors(file: string): string[] {

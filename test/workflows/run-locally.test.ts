@@ -16,6 +16,7 @@ import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import { freePort, portIsFree } from '../../src/temporal-server/dev-server';
 import { devServerTest } from './environment';
+import { blocksUnder, commandsOf } from '../readme-blocks';
 
 jest.setTimeout(240_000);
 
@@ -23,16 +24,8 @@ const ROOT = path.resolve(__dirname, '../..');
 const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
 const compose = fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8');
 
-/** The commands of the first `sh` block after `heading`: continuation lines joined, comments and blanks dropped. */
-function commandsUnder(markdown: string, heading: string): string[] {
-  const section = markdown.slice(markdown.indexOf(`\n${heading}\n`));
-  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
-  return block
-    .replace(/\\\n\s*/g, '')
-    .split('\n')
-    .map((line) => line.replace(/\s+#.*$/, '').trim())
-    .filter((line) => line && !line.startsWith('#'));
-}
+/** The commands of the first `sh` block under `heading` in README.md. */
+const commandsUnder = (markdown: string, heading: string) => commandsOf(blocksUnder(heading, 'sh', markdown)[0]);
 
 /** What a user leaves running, and the line that says it is ready. */
 const SERVERS: Array<[RegExp, RegExp]> = [

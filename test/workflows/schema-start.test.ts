@@ -21,6 +21,7 @@ import { schemaVerdict } from '../contract/input-schema-verdict';
 import { devServerExecutable, devServerTest } from './environment';
 import { API_KEY } from './harness';
 import { summarize } from './history-summary';
+import { blocksUnder, commandsOf } from '../readme-blocks';
 import { NexusWorld, TUNEFLOW_NAMESPACE, TUNEFLOW_TASK_QUEUE } from './nexus-world';
 
 jest.setTimeout(180_000);
@@ -196,17 +197,8 @@ devServerTest(
   },
 );
 
-/** The commands of the first `sh` block after `heading`: continuation lines joined, comments dropped. */
-function commandsUnder(markdown: string, heading: string): string[] {
-  const at = markdown.indexOf(`\n${heading}\n`);
-  if (at < 0) throw new Error(`README has no ${heading}`);
-  const block = /```sh\n([\s\S]*?)```/.exec(markdown.slice(at))?.[1] ?? '';
-  return block
-    .replace(/\\\n\s*/g, '')
-    .split('\n')
-    .map((line) => line.replace(/\s+# .*$/, '').trim())
-    .filter((line) => line && !line.startsWith('#'));
-}
+/** The commands of the first `sh` block under `heading` in README.md. */
+const commandsUnder = (markdown: string, heading: string) => commandsOf(blocksUnder(heading, 'sh', markdown)[0]);
 
 devServerTest(
   "the README's commands for callers in any language, run as printed: the schema, a run started from JSON, the same start twice more and once with other input: one tune",

@@ -1,0 +1,211 @@
+/**
+ * Every code block of README.md runs as printed: here, or in the test named beside it (which reads the README's own
+ * text), or it is listed below with the reason it is not run. A block added to the README, or one moved under another
+ * heading, fails the first test until it is placed here.
+ *
+ * "Use it in your own worker" is run here, as a newcomer runs it: a new project made by the README's commands (the
+ * one liberty: `tuneflow-temporal` is the tarball `npm pack` makes of this repository), its tsconfig.json and source
+ * files as printed, compiled by its own TypeScript, then the worker and the start against a real dev server and the
+ * mock service. The README's fixed ports (8080, and Temporal's 7233 through TEMPORAL_ADDRESS) are free ones here.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { KeyInUseError } from '../../src/contract/keys';
+import { startMockService, type MockService } from '../../src/mock-service';
+import { startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
+import { commandsOf, readmeBlocks } from '../readme-blocks';
+import { devServerExecutable, devServerTest } from './environment';
+import { summarize } from './history-summary';
+
+jest.setTimeout(600_000);
+
+const ROOT = path.resolve(__dirname, '../..');
+const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  name: string;
+  dependencies: Record<string, string>;
+};
+
+const OWN_WORKER = '## Use it in your own worker';
+
+/** Where each block is run, or why it is not. */
+const PLACES: Record<string, { here: string } | { by: string } | { notRun: string }> = {
+  '## Quick start #1': { by: '.ci/run' },
+  '## Run it locally #1': { by: 'test/workflows/run-locally.test.ts' },
+  '## What it does #1': { notRun: 'a diagram' },
+  [`${OWN_WORKER} #1`]: { here: 'the new project' },
+  [`${OWN_WORKER} #2`]: { here: "the project's tsconfig.json" },
+  [`${OWN_WORKER} #3`]: { here: 'src/workflows.ts' },
+  [`${OWN_WORKER} #4`]: { here: 'src/worker.ts' },
+  [`${OWN_WORKER} #5`]: { here: 'src/start.ts' },
+  [`${OWN_WORKER} #6`]: { here: 'compiled, the worker and the start' },
+  '### From TypeScript #1': { by: 'test/workflows/nexus-readme.test.ts' },
+  '### One key, one job, one payment #1': { here: "KeyInUseError's message" },
+  '### From another namespace #1': { by: 'test/workflows/nexus-readme.test.ts' },
+  '### From another namespace #2': { by: 'test/workflows/nexus-readme.test.ts' },
+  '### From another namespace #3': { here: "KeyInUseError's message, as Nexus's BAD_REQUEST prints it" },
+  '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
+  '### The worker #1': {
+    notRun:
+      'a production worker: a cluster at temporal:7233, a real API key and a public callback URL; the same command on local values is "Run it locally"\'s terminal 3',
+  },
+  '## The mock service #1': { by: 'test/mock-service/production.test.ts' },
+};
+
+const blocks = readmeBlocks();
+
+describe('every code block of the README', () => {
+  test('is run here or by a named test that reads the README, or is listed with its reason', () => {
+    expect(blocks.map((b) => b.id).sort()).toEqual(Object.keys(PLACES).sort());
+    for (const block of blocks) {
+      const place = PLACES[block.id];
+      if (!('by' in place)) continue;
+      const test = fs.readFileSync(path.join(ROOT, place.by), 'utf8');
+      if (place.by === '.ci/run') {
+        expect(commandsOf(block.text)).toContain(test.trim().split('\n').pop());
+        continue;
+      }
+      // It reads README.md, under this block's heading.
+      expect(test).toMatch(/README/);
+      expect(test).toContain(block.heading.replace(/^#+ /, ''));
+    }
+  });
+
+  test("a refused key reads as printed: KeyInUseError's message, and Nexus's BAD_REQUEST of it", () => {
+    const printed = (id: string) => blocks.find((b) => b.id === id)!.text.trim();
+    const refusal = (fields: string[]) =>
+      new KeyInUseError('order-1234', { workflow: 'trainThenGenerate' }, fields).message;
+    expect(printed('### One key, one job, one payment #1')).toBe(refusal(['input.prompts[0].text']));
+    expect(printed('### From another namespace #3')).toBe(`BAD_REQUEST: ${refusal(['input.tune.name'])}`);
+  });
+});
+
+/** npm, node and bash as a user runs them: none of the variables `npm test` or tuneflow's own runs set. */
+function userEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !/^(npm_|TUNEFLOW_|TEMPORAL_|OTEL_)/i.test(name)),
+  );
+  return { ...env, npm_config_prefer_offline: 'true', npm_config_fund: 'false', npm_config_audit: 'false', ...extra };
+}
+
+async function bash(script: string, cwd: string, env: NodeJS.ProcessEnv) {
+  try {
+    return await promisify(execFile)('bash', ['-euo', 'pipefail', '-c', script], {
+      cwd,
+      env,
+      maxBuffer: 64 * 1024 * 1024,
+    });
+  } catch (err) {
+    const { stdout, stderr } = err as { stdout?: string; stderr?: string };
+    throw new Error(`\`${script}\` failed in ${cwd}:\n${stdout ?? ''}\n${stderr ?? ''}`);
+  }
+}
+
+describe(OWN_WORKER, () => {
+  let scratch: string;
+  let server: DevServerProcess | undefined;
+  let mock: MockService | undefined;
+  let worker: ChildProcess | undefined;
+
+  afterAll(async () => {
+    if (worker?.exitCode === null) process.kill(-worker.pid!, 'SIGKILL');
+    await server?.stop();
+    await mock?.close();
+    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+  });
+
+  devServerTest(
+    'a new project made as printed runs its own workflow, whose trainThenGenerate child trains once however often the order starts',
+    async () => {
+      const own = blocks.filter((b) => b.heading === OWN_WORKER);
+      const [setup, tsconfig, ...rest] = own;
+      const sources = rest.filter((b) => b.language === 'ts');
+      const [commands] = rest.filter((b) => b.language === 'sh');
+      expect([setup.language, tsconfig.language, commands.language]).toEqual(['sh', 'json', 'sh']);
+
+      // The SDK the README installs is the one tuneflow depends on.
+      const install = commandsOf(setup.text).find((c) => c.startsWith('npm install tuneflow-temporal '))!;
+      for (const pkg of ['client', 'worker', 'workflow'])
+        expect(install).toContain(`@temporalio/${pkg}@${manifest.dependencies[`@temporalio/${pkg}`]}`);
+
+      scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-readme-'));
+      const packed = await bash(`npm pack --ignore-scripts --json --pack-destination ${scratch}`, ROOT, userEnv({}));
+      const tarball = path.join(scratch, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0].filename);
+      [server, mock] = await Promise.all([
+        startDevServerProcess({ executable: devServerExecutable() }),
+        startMockService(),
+      ]);
+      const mockHost = new URL(mock.url).host;
+      const env = userEnv({ TEMPORAL_ADDRESS: server.address });
+      const onOurPorts = (text: string) => text.replaceAll('127.0.0.1:8080', mockHost);
+
+      // The project, made by the README's commands: the tarball for the registry's package.
+      const made = commandsOf(setup.text).map((c) =>
+        c.startsWith('npm install tuneflow-temporal ') ? c.replace('tuneflow-temporal', tarball) : c,
+      );
+      await bash(made.join('\n'), scratch, env);
+      const project = path.join(scratch, 'portraits');
+      expect(JSON.parse(fs.readFileSync(path.join(project, 'package.json'), 'utf8')).type).toBe('module');
+      fs.writeFileSync(path.join(project, 'tsconfig.json'), tsconfig.text);
+      for (const source of sources) {
+        const file = /^\/\/ (src\/\S+\.ts)\n/.exec(source.text)?.[1];
+        if (!file) throw new Error(`a TypeScript block under ${OWN_WORKER} does not start with its file name`);
+        fs.mkdirSync(path.dirname(path.join(project, file)), { recursive: true });
+        fs.writeFileSync(path.join(project, file), onOurPorts(source.text));
+      }
+
+      // tsc, then the worker left running as in its terminal, then the start, twice.
+      const [compile, startWorker, start, ...none] = commandsOf(onOurPorts(commands.text));
+      expect([compile, none]).toEqual(['npx tsc', []]);
+      expect(startWorker).toMatch(/node lib\/worker\.js$/);
+      await bash(compile, project, env);
+      let workerOutput = '';
+      worker = spawn('bash', ['-c', startWorker], { cwd: project, env, detached: true, stdio: 'pipe' });
+      worker.stdout!.on('data', (c: Buffer) => (workerOutput += c));
+      worker.stderr!.on('data', (c: Buffer) => (workerOutput += c));
+      const workerExit = new Promise<number | null>((resolve) => worker!.on('close', resolve));
+
+      const ordered = () =>
+        bash(start, project, env).catch((err: Error) => {
+          throw new Error(`${err.message}\nthe worker said:\n${workerOutput}`);
+        });
+      const first = await ordered();
+      const again = await ordered();
+      expect(first.stdout).toMatch(/tuneId: \d+/);
+      expect(first.stdout.match(new RegExp(`'http://${mockHost}/[^']+'`, 'g'))).toHaveLength(2);
+      expect(again.stdout).toBe(first.stdout);
+      // One tune and one prompt, though the order ran twice: the second run's child found the key claimed.
+      expect(mock.stats().routes['POST /tunes']).toBe(1);
+      expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(1);
+
+      // Ctrl-C in its terminal: the worker drains and exits 0.
+      process.kill(-worker.pid!, 'SIGINT');
+      expect(await workerExit).toBe(0);
+
+      const connection = await Connection.connect({ address: server.address });
+      try {
+        const client = new Client({ connection });
+        const order = await client.workflow.getHandle('order-1001').fetchHistory();
+        const started = order.events!.find((e) => e.startChildWorkflowExecutionInitiatedEventAttributes);
+        expect(started!.startChildWorkflowExecutionInitiatedEventAttributes!.workflowType!.name).toBe(
+          'trainThenGenerate',
+        );
+        expect(started!.startChildWorkflowExecutionInitiatedEventAttributes!.workflowId).toBe('order-1001-tune');
+        const runs: string[] = [];
+        for await (const run of client.workflow.list({ query: `WorkflowId = 'order-1001-tune'` })) runs.push(run.runId);
+        expect(runs).toHaveLength(2);
+        const child = summarize(
+          await client.workflow.getHandle('order-1001-tune', runs[runs.length - 1]).fetchHistory(),
+        );
+        expect(child.activities).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'listPrompts']);
+        const repeat = summarize(await client.workflow.getHandle('order-1001-tune', runs[0]).fetchHistory());
+        expect(repeat.activities).toEqual(['priorJob']);
+      } finally {
+        await connection.close();
+      }
+    },
+  );
+});
