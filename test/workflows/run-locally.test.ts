@@ -10,7 +10,8 @@
  * free metrics port for the worker.
  * `npm ci`, the first line, is what this test run itself went through.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -120,6 +121,9 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   }
   expect(servers.map((s) => SERVERS.findIndex(([name]) => name.test(s.command)))).toEqual([0, 1, 2]);
   expect(servers[0].output()).toContain(`Web UI:  http://127.0.0.1:${ports.get('8233')}`);
+  // The `temporal` the README's operator commands need: the CLI it names answers as one.
+  const cli = /^CLI: +(\S+) \(alias temporal=/m.exec(servers[0].output())?.[1];
+  expect(cli && (await promisify(execFile)(cli, ['--version'])).stdout).toMatch(/^temporal version /);
 
   // start --wait, then status: each exits 0.
   expect(others).toHaveLength(2);
