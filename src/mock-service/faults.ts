@@ -13,10 +13,16 @@ export interface Faults {
    */
   status500Rate?: number;
   /**
-   * Share of API requests answered 429 (with `Retry-After: 1`) without being processed.
+   * Share of API requests answered 429 (with `Retry-After: 1`, or `status429RetryAfterSeconds`) without being
+   * processed.
    * @default 0
    */
   status429Rate?: number;
+  /**
+   * The Retry-After (in seconds) a 429 answer carries.
+   * @default 1
+   */
+  status429RetryAfterSeconds?: number;
   /**
    * Share of API requests that ARE processed and then answered 504, as the service does after 30 s.
    * @default 0
@@ -95,6 +101,11 @@ function faultsSchema(known: ReadonlySet<string>) {
       status500Rate: rate.optional(),
       status429Rate: rate.optional(),
       status504Rate: rate.optional(),
+      status429RetryAfterSeconds: z
+        .number({ error: 'must be an integer number of seconds, at least 0' })
+        .int({ error: 'must be an integer number of seconds, at least 0' })
+        .min(0, { error: 'must be an integer number of seconds, at least 0' })
+        .optional(),
       garbledAnswerRate: rate.optional(),
       status504DelayMs: millis.optional(),
       callbackDropRate: rate.optional(),

@@ -198,7 +198,7 @@ export function serveMock(server: Server, parts: ServerParts, counter: RouteCoun
             {
               status: 429,
               body: { error: 'Too many requests (injected fault): use callbacks' },
-              headers: { 'retry-after': '1' },
+              headers: { 'retry-after': String(faults.current.status429RetryAfterSeconds ?? 1) },
             },
             started,
           );

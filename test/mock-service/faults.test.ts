@@ -59,6 +59,14 @@ describe('status faults', () => {
     expect(await countTunes(key)).toBe(0);
   });
 
+  test('429 carries the Retry-After status429RetryAfterSeconds sets', async () => {
+    mock.setFaults({ status429Rate: 1, status429RetryAfterSeconds: 60 });
+    const res = await call(mock.url, newKey(), 'POST', '/tunes', tuneBody());
+    expect(res.status).toBe(429);
+    expect(res.headers['retry-after']).toBe('60');
+    mock.setFaults({});
+  });
+
   test('504: the request IS processed, then answered 504 after status504DelayMs', async () => {
     const key = newKey();
     mock.setFaults({ status504Rate: 1, status504DelayMs: 150, faultRoutes: ['POST /tunes'] });
@@ -205,6 +213,7 @@ describe('/__mock routes and stats', () => {
       [{ maxFaults: -1 }, 'faults.maxFaults', 'must be an integer of at least 0'],
       [{ neverTrainTitles: 'job-1' }, 'faults.neverTrainTitles', 'must be an array of tune titles'],
       [{ status504DelayMs: 1.5 }, 'faults.status504DelayMs', expect.stringContaining('milliseconds')],
+      [{ status429RetryAfterSeconds: -1 }, 'faults.status429RetryAfterSeconds', expect.stringContaining('seconds')],
       [{ status500Rate: 0.6, status504Rate: 0.6 }, 'faults.status500Rate', expect.stringContaining('at most 1')],
     ] as const;
     for (const [faults, field, rule] of bad) {
