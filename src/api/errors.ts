@@ -95,8 +95,10 @@ export class APIError extends TunesError {
     /** The parsed JSON body, or the text when it was not JSON. */
     readonly body: unknown,
     message?: string,
+    /** What happened, after the method and path: `failed with 500` unless a subclass says more. */
+    headline = `failed with ${status}`,
   ) {
-    super(`${method} ${path} failed with ${status}: ${message ?? describeBody(body)}`);
+    super(`${method} ${path} ${headline}: ${message ?? describeBody(body)}`);
     this.name = new.target.name;
   }
 
@@ -124,16 +126,21 @@ export class APIError extends TunesError {
 export class OffsetTooDeepError extends APIError {
   override readonly kind = ErrorKind.offsetTooDeep;
 }
-/** 401 or 403: the API key is missing, wrong, or not allowed this. Its message names the setting to fix. */
+/**
+ * 401 or 403: the API key is missing, wrong, or not allowed this. Its message names the setting to fix, never the key:
+ * `POST /tunes failed with 401: Unauthorized; the service refused the API key: check it (TUNEFLOW_API_KEY ...)`.
+ */
 export class UnauthorizedError extends APIError {
   override readonly kind = ErrorKind.unauthorized;
   constructor(status: number, method: string, path: string, body: unknown) {
+    const refusal =
+      status === 403 ? 'the service did not allow this to the API key' : 'the service refused the API key';
     super(
       status,
       method,
       path,
       body,
-      `${describeBody(body)}; the service refused the API key: check it (TUNEFLOW_API_KEY for \`tuneflow worker\` and the plugin's api.apiKey)`,
+      `${describeBody(body)}; ${refusal}: check it (TUNEFLOW_API_KEY for \`tuneflow worker\` and the plugin's api.apiKey)`,
     );
   }
 }
@@ -151,7 +158,10 @@ export class ValidationError extends APIError {
     this.fieldErrors = fieldErrorsOf(body);
   }
 }
-/** 429: too many requests, typically from polling. */
+/**
+ * 429: too many requests, typically from polling. Its message says the Retry-After the service sent, as a wait names
+ * its cause: `POST /tunes was rate limited (429, Retry-After 60 s): Too many requests`.
+ */
 export class RateLimitError extends APIError {
   override readonly kind = ErrorKind.rateLimited;
   constructor(
@@ -162,8 +172,15 @@ export class RateLimitError extends APIError {
     /** From the Retry-After header, when the service sent one. */
     readonly retryAfterMs?: number,
   ) {
-    super(status, method, path, body);
+    const retryAfter = retryAfterMs === undefined ? 'no Retry-After' : `Retry-After ${formatSeconds(retryAfterMs)} s`;
+    super(status, method, path, body, undefined, `was rate limited (${status}, ${retryAfter})`);
   }
+}
+
+/** Milliseconds as whole seconds, or tenths below ten seconds: `60`, `1.5`. */
+function formatSeconds(ms: number): string {
+  const seconds = ms / 1000;
+  return String(seconds >= 10 ? Math.round(seconds) : Math.round(seconds * 10) / 10);
 }
 /** 500 and other 5xx but 504: retry with backoff from 30 s. */
 export class ServerError extends APIError {
@@ -174,17 +191,33 @@ export class GatewayTimeoutError extends APIError {
   override readonly kind = ErrorKind.gatewayTimeout;
 }
 
-/** The request never got an answer: refused, reset, DNS. */
+/**
+ * The request never got an answer: refused, reset, DNS. Its message names where the service was looked for (the base
+ * URL's origin: scheme, host and port, never a path, query or credentials), as a wait names its cause:
+ * `POST /tunes could not reach the service at http://127.0.0.1:8080: connect ECONNREFUSED 127.0.0.1:8080`.
+ */
 export class ConnectionError extends TunesError {
   readonly kind = ErrorKind.connection;
   constructor(
     readonly method: string,
     readonly path: string,
     override readonly cause: unknown,
+    /** The service's origin (`https://api.example.com`), when known. */
+    readonly origin?: string,
   ) {
-    super(`${method} ${path} could not reach the service: ${cause instanceof Error ? cause.message : String(cause)}`);
+    super(`${method} ${path} could not reach the service${origin ? ` at ${origin}` : ''}: ${networkReason(cause)}`);
     this.name = 'ConnectionError';
   }
+}
+
+/** A network error's reason: its message, or its code when it has none (an AggregateError of several addresses). */
+function networkReason(cause: unknown): string {
+  // Read by shape: an error of another realm (a vm context, Jest's sandbox) is no `instanceof Error` here.
+  const error = cause as { message?: unknown; code?: unknown; name?: unknown } | null | undefined;
+  if (typeof error !== 'object' || error === null) return String(cause);
+  if (typeof error.message === 'string' && error.message) return error.message;
+  if (typeof error.code === 'string') return error.code;
+  return typeof error.name === 'string' ? error.name : String(cause);
 }
 
 /** The client gave up waiting (its timeout, just above the service's 30 s). */

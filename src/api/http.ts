@@ -121,6 +121,8 @@ const ID_SEGMENT = /\/\d+(?=\/|$)/g;
 export class HttpClient {
   readonly #pool: RawPool;
   readonly #prefix: string;
+  /** Where the service lives, for failures to name: scheme, host and port (a URL's origin holds no credentials). */
+  readonly #origin: string;
   readonly #timeoutMs: number;
   // Built once: the hot path allocates no header objects. Private (#) so that no inspect or log shows the key.
   readonly #plainHeaders: Headers;
@@ -132,6 +134,7 @@ export class HttpClient {
   constructor(options: HttpClientOptions) {
     const url = new URL(options.baseUrl);
     this.#prefix = url.pathname.replace(/\/+$/, '');
+    this.#origin = url.origin;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#pool = new UndiciPool(url.origin, {
       connections: options.connections ?? DEFAULT_CONNECTIONS,
@@ -224,7 +227,7 @@ export class HttpClient {
         signal,
       );
     } catch (err) {
-      throw failure(err, method, fullPath, timeoutMs, signal);
+      throw failure(err, method, fullPath, timeoutMs, this.#origin, signal);
     }
     const { statusCode, headers: responseHeaders, text } = answer;
     span?.setAttribute('http.response.status_code', statusCode);
@@ -361,7 +364,14 @@ function decodeBody(chunks: Buffer[], size: number): string {
 }
 
 /** The caller's abort stays as is; timeouts and network failures become typed errors; misuse is rethrown. */
-function failure(err: unknown, method: string, path: string, timeoutMs: number, signal?: AbortSignal): unknown {
+function failure(
+  err: unknown,
+  method: string,
+  path: string,
+  timeoutMs: number,
+  origin: string,
+  signal?: AbortSignal,
+): unknown {
   if (signal?.aborted) return err;
   if (err instanceof TunesError) return err;
   switch ((err as { code?: unknown } | null)?.code) {
@@ -375,7 +385,7 @@ function failure(err: unknown, method: string, path: string, timeoutMs: number, 
     case 'UND_ERR_NOT_SUPPORTED':
       return err;
     default:
-      return new ConnectionError(method, path, err);
+      return new ConnectionError(method, path, err, origin);
   }
 }
 

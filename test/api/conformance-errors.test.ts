@@ -185,6 +185,7 @@ describe('answers of the mock service', () => {
     const error = await failureOf(api.prompts.list(FLUX_BASE));
     expect(error).toBeInstanceOf(RateLimitError);
     expect(error).toMatchObject({ status: 429, kind: 'RateLimited', retryAfterMs: 1000 });
+    expect((error as Error).message).toMatch(/^GET \/tunes\/\d+\/prompts was rate limited \(429, Retry-After 1 s\): /);
     expect(routeCount('GET /tunes/:id/prompts') - before).toBe(1);
   });
 
@@ -246,16 +247,23 @@ describe('failures without an answer', () => {
     }
   });
 
-  test('a closed port: ConnectionError with method, path and the cause', async () => {
+  test("a closed port: ConnectionError with method, path, the cause, and the service's origin in its message", async () => {
     const probe = createServer();
     await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
     const { port } = probe.address() as AddressInfo;
     await new Promise((resolve) => probe.close(resolve));
 
-    const error = await failureOf(client(KEY, `http://127.0.0.1:${port}`).tunes.retrieve(5));
+    // A path prefix and credentials in the base URL: the message names the origin alone.
+    const error = await failureOf(
+      client(KEY, `http://user:secret@127.0.0.1:${port}/api?token=secret`).tunes.retrieve(5),
+    );
     expect(error).toBeInstanceOf(ConnectionError);
-    expect(error).toMatchObject({ kind: 'ConnectionFailure', method: 'GET', path: '/tunes/5' });
+    expect(error).toMatchObject({ kind: 'ConnectionFailure', method: 'GET', path: '/api/tunes/5' });
     expect((error as ConnectionError).cause).toMatchObject({ code: 'ECONNREFUSED' });
+    expect((error as Error).message).toBe(
+      `GET /api/tunes/5 could not reach the service at http://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`,
+    );
+    expect((error as Error).message).not.toContain('secret');
   });
 
   test('no answer within the client timeout: TimeoutError', async () => {

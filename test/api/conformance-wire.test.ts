@@ -500,6 +500,24 @@ describe('answers', () => {
     const error = await api.tunes.retrieve(7).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitError);
     expect((error as RateLimitError).retryAfterMs).toBe(7000);
+    expect((error as Error).message).toBe('GET /tunes/7 was rate limited (429, Retry-After 7 s): slow down');
+  });
+
+  test('429 without Retry-After says it had none', async () => {
+    answer = () => ({ status: 429, body: { error: 'slow down' } });
+    const error = await api.tunes.retrieve(7).catch((e: unknown) => e);
+    expect(error).toMatchObject({ kind: 'RateLimited', retryAfterMs: undefined });
+    expect((error as Error).message).toBe('GET /tunes/7 was rate limited (429, no Retry-After): slow down');
+  });
+
+  test('403 is Unauthorized too, and names the setting that holds the key, never the key', async () => {
+    answer = () => ({ status: 403, body: { error: 'Forbidden' } });
+    const error = await api.tunes.retrieve(7).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 403, kind: 'Unauthorized' });
+    expect((error as Error).message).toBe(
+      "GET /tunes/7 failed with 403: Forbidden; the service did not allow this to the API key: check it (TUNEFLOW_API_KEY for `tuneflow worker` and the plugin's api.apiKey)",
+    );
+    expect((error as Error).message).not.toContain(API_KEY);
   });
 
   test('neither the client nor its errors show the API key', async () => {
