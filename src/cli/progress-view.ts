@@ -13,12 +13,11 @@ import {
   formatDuration,
   nextTimer,
   progressWithin,
-  retryingCall,
   workersOn,
   type PendingTimer,
-  type RetryingCall,
   type TaskQueueWorkers,
 } from './run-watch';
+import { retryingCall, type RetryingCall } from '../retrying-call';
 
 /**
  * Money as the service counts it and in dollars: `156000 mc ($1.56)`.

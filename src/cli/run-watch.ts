@@ -6,7 +6,7 @@
  */
 import type { WorkflowClient, WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { optionalTsToDate, optionalTsToMs } from '@temporalio/common/lib/time';
+import { optionalTsToMs } from '@temporalio/common/lib/time';
 import type { TuneflowHandle } from '../client';
 import type { TrainThenGenerateInput } from '../contract/inputs';
 import type { Progress } from '../contract/messages';
@@ -61,46 +61,6 @@ export async function progressWithin(
 }
 
 type History = Awaited<ReturnType<WorkflowHandle['fetchHistory']>>;
-
-/** A call of the run's that failed and waits for its next attempt: which, why, and when it tries again. */
-export interface RetryingCall {
-  /** The activity (`createTune`, `listPrompts`, ...). */
-  activity: string;
-  /** The attempt under way or next (2 after one failure). */
-  attempt: number;
-  /** The last attempt's failure, as the activity put it (`POST /tunes could not reach the service: ...`). */
-  cause: string;
-  /** When the next attempt starts, when Temporal said. */
-  nextAt?: Date;
-}
-
-/**
- * The run's activity that is retrying (a failed attempt and another to come), from its description: what a wait
- * waits on when the service is unreachable, refuses, or answers 429, 500 or 504. Undefined when none is.
- * @example const retrying = retryingCall(await handle.describe()); // { activity: 'createTune', attempt: 3, ... }
- */
-export function retryingCall(description: {
-  raw: { pendingActivities?: PendingActivity[] | null };
-}): RetryingCall | undefined {
-  for (const pending of description.raw.pendingActivities ?? []) {
-    const cause = pending.lastFailure?.message;
-    if (!cause) continue;
-    return {
-      activity: pending.activityType?.name ?? 'an activity',
-      attempt: pending.attempt ?? 2,
-      cause,
-      nextAt: optionalTsToDate(pending.nextAttemptScheduleTime) ?? undefined,
-    };
-  }
-  return undefined;
-}
-
-type PendingActivity = {
-  activityType?: { name?: string | null } | null;
-  attempt?: number | null;
-  lastFailure?: { message?: string | null } | null;
-  nextAttemptScheduleTime?: Parameters<typeof optionalTsToDate>[0];
-};
 
 /** The timer a run sleeps on now, the earliest to fire. */
 export interface PendingTimer {

@@ -24,11 +24,10 @@ import {
   formatDuration,
   nextTimer,
   progressWithin,
-  retryingCall,
   workersOn,
-  type RetryingCall,
   type TaskQueueWorkers,
 } from './run-watch';
+import { retryingCall, type RetryingCall } from '../retrying-call';
 
 export const STATUS_USAGE = `Usage: tuneflow status <workflow-id> [--json]
 

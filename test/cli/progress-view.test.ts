@@ -10,7 +10,7 @@ import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { describeFailure } from '../../src/cli/command-line';
 import { describeWait, LiveLine, renderProgress, type RunView } from '../../src/cli/progress-view';
 import { msToTs } from '@temporalio/common/lib/time';
-import { retryingCall } from '../../src/cli/run-watch';
+import { retryingCall } from '../../src/retrying-call';
 import { formatDuration } from '../../src/cli/run-watch';
 import { createHumanLogger, createLogger } from '../../src/logging';
 import type { Progress } from '../../src/contract/messages';
@@ -99,20 +99,26 @@ describe('what a wait says', () => {
         {
           activityType: { name: 'createTune' },
           attempt: 3,
-          lastFailure: { message: 'POST /tunes could not reach the service: connect ECONNREFUSED 127.0.0.1:1' },
+          lastFailure: {
+            message: 'POST /tunes could not reach the service at http://127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1',
+            applicationFailureInfo: { type: 'ConnectionFailure' },
+          },
+          lastAttemptCompleteTime: msToTs(now - 35_000),
           nextAttemptScheduleTime: msToTs(now + 25_000),
         },
       ],
     };
     const retrying = retryingCall({ raw });
-    expect(retrying).toEqual({
+    expect(retrying).toStrictEqual({
       activity: 'createTune',
       attempt: 3,
-      cause: 'POST /tunes could not reach the service: connect ECONNREFUSED 127.0.0.1:1',
+      cause: 'POST /tunes could not reach the service at http://127.0.0.1:1: connect ECONNREFUSED 127.0.0.1:1',
+      type: 'ConnectionFailure',
+      failedAt: new Date(now - 35_000),
       nextAt: new Date(now + 25_000),
     });
     expect(describeWait(view({ callbacks: true, retrying }))).toMatch(
-      /^createTune failed \(attempt 3 next, in 2[45]s\): POST \/tunes could not reach the service: connect ECONNREFUSED/,
+      /^createTune failed \(attempt 3 next, in 2[45]s\): POST \/tunes could not reach the service at http:\/\/127\.0\.0\.1:1: connect ECONNREFUSED/,
     );
     expect(retryingCall({ raw: { pendingActivities: [raw.pendingActivities[0]] } })).toBeUndefined();
     expect(retryingCall({ raw: {} })).toBeUndefined();
