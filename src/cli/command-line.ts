@@ -93,11 +93,13 @@ export async function runCommand(
       return ExitCode.usage;
     }
     if (err instanceof TunesError && (err.kind === ErrorKind.connection || err.kind === ErrorKind.timeout)) {
-      say(`cannot reach the service: ${err.message}. Check TUNEFLOW_API_URL.`);
+      // The message names the request and the service's origin: `GET /packs could not reach the service at ...`.
+      say(`${err.message}. Check TUNEFLOW_API_URL.`);
       return ExitCode.unavailable;
     }
     if (err instanceof TunesError && err.kind === ErrorKind.unauthorized) {
-      say(`the service refused the API key: ${err.message}. Check TUNEFLOW_API_KEY.`);
+      // The message says the key was refused and names TUNEFLOW_API_KEY (never the key).
+      say(err.message);
       return ExitCode.usage;
     }
     if (err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure) {

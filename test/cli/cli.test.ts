@@ -391,7 +391,9 @@ describe('packs against the mock service', () => {
         baseEnv({ TUNEFLOW_API_KEY: 'a-wrong-key-111111', TUNEFLOW_API_URL: strict.url }),
       );
       expect(code).toBe(2);
-      expect(stderr).toContain('TUNEFLOW_API_KEY');
+      expect(stderr).toMatch(
+        /^tuneflow packs: GET \/packs failed with 401: .*; the service refused the API key: check it \(TUNEFLOW_API_KEY .*\)\n$/,
+      );
       expect(stderr).not.toContain('a-wrong-key-111111');
     } finally {
       await strict.close();
@@ -404,7 +406,9 @@ describe('packs against the mock service', () => {
       baseEnv({ TUNEFLOW_API_KEY: 'k', TUNEFLOW_API_URL: `http://127.0.0.1:${await closedPort()}` }),
     );
     expect(code).toBe(3);
-    expect(stderr).toContain('cannot reach the service');
+    expect(stderr).toMatch(
+      /^tuneflow packs: GET \/packs could not reach the service at http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED.*\. Check TUNEFLOW_API_URL\.\n$/,
+    );
   });
 });
 
