@@ -18,6 +18,7 @@ import type {
 import { KeyInUseError, otherJob } from './contract/keys';
 import { progressQuery, WorkflowName, type Progress } from './contract/messages';
 import { jobUnderKey } from './job-under-key';
+import { retryingCall, type RetryingCall } from './retrying-call';
 import { tracedClient } from './tracing';
 
 export interface TuneflowClientOptions {
@@ -50,13 +51,28 @@ export interface CheckedStart<R> {
 /** The starts `TuneflowClient.check` made. */
 const startsChecked = new WeakSet<CheckedStart<unknown>>();
 
+/**
+ * A run's progress as its handle tells it: the `progress` query's answer (Progress, what the workflow knows) and, from
+ * the server, the call that is retrying, if one is (what the workflow cannot know: its activities' attempts).
+ */
+export interface RunProgress extends Progress {
+  /**
+   * A call that failed and will be tried again: which, the attempt to come and when, and why (`POST /tunes was rate
+   * limited (429, Retry-After 60 s): ...`). Absent when no call is retrying.
+   */
+  retrying?: RetryingCall;
+}
+
 /** A started (or attached) tuneflow workflow. */
 export interface TuneflowHandle<R> {
   readonly workflowId: string;
   /** True when this call started the run; false when it attached to a run of the same business key. */
   readonly started: boolean;
-  /** The `progress` query: phase, tune id, prompt counts, API calls and callbacks. */
-  progress(): Promise<Progress>;
+  /**
+   * The `progress` query (phase, tune id, prompt counts, API calls and callbacks) and the call that is retrying, if one
+   * is (from the run's description: its pending activities). Waits for a worker, as any query does.
+   */
+  progress(): Promise<RunProgress>;
   /** The workflow's result; throws WorkflowFailedError with the typed cause when it failed. */
   result(): Promise<R>;
   /** Requests cancellation (the workflow deletes what it created when `cleanupOnCancel` is set). */
@@ -169,7 +185,11 @@ function toTuneflowHandle<R>(handle: WorkflowHandle, started: boolean): Tuneflow
     workflowId: handle.workflowId,
     started,
     handle,
-    progress: () => handle.query(progressQuery),
+    progress: async () => {
+      const [progress, description] = await Promise.all([handle.query(progressQuery), handle.describe()]);
+      const retrying = retryingCall(description);
+      return retrying ? { ...progress, retrying } : progress;
+    },
     result: () => handle.result() as Promise<R>,
     cancel: async () => {
       await handle.cancel();

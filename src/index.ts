@@ -11,7 +11,14 @@ export {
 } from './plugin';
 export type { NexusCaller } from './nexus/handler';
 export { tuneflowServiceHandler } from './nexus/handler';
-export { TuneflowClient, type CheckedStart, type TuneflowClientOptions, type TuneflowHandle } from './client';
+export {
+  TuneflowClient,
+  type CheckedStart,
+  type RunProgress,
+  type TuneflowClientOptions,
+  type TuneflowHandle,
+} from './client';
+export type { RetryingCall } from './retrying-call';
 export type { TuneflowTracingOptions } from './tracing';
 export { createActivities, type ActivityDeps, type TuneflowActivities } from './activities';
 export * from './api';

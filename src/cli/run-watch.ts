@@ -9,7 +9,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import type { TuneflowHandle } from '../client';
 import type { TrainThenGenerateInput } from '../contract/inputs';
-import type { Progress } from '../contract/messages';
+import { progressQuery, type Progress } from '../contract/messages';
 import { resolveOptions } from '../contract/options';
 
 /**
@@ -48,13 +48,18 @@ export async function workersOn(
   return { polling: now - last < LIVE_POLL_MS, lastSeenAt: new Date(last) };
 }
 
-/** The progress query, or undefined when no answer came within `deadlineMs` (no worker, a worker restarting). */
+/**
+ * The progress query, or undefined when no answer came within `deadlineMs` (no worker, a worker restarting). The query
+ * alone: the commands read what is retrying from the description they already have.
+ */
 export async function progressWithin(
   handle: TuneflowHandle<unknown>,
   deadlineMs = QUERY_DEADLINE_MS,
 ): Promise<Progress | undefined> {
   try {
-    return await handle.handle.client.connection.withDeadline(Date.now() + deadlineMs, () => handle.progress());
+    return await handle.handle.client.connection.withDeadline(Date.now() + deadlineMs, () =>
+      handle.handle.query(progressQuery),
+    );
   } catch {
     return undefined;
   }
