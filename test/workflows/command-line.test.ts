@@ -9,6 +9,9 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
+import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { TuneflowClient } from '../../src/client';
 import { startMockService, type MockService } from '../../src/mock-service';
 import { startDevServerProcess, type DevServerChild } from '../../src/temporal-server/dev-server';
 import { devServerExecutable, devServerTest, currentVerdict } from './environment';
@@ -85,7 +88,8 @@ function tuneflow(...args: string[]): Command {
   };
 }
 
-const job = (id: string, queue: string) => [
+/** A job's start; its training image is served by `service` (the shared mock unless a test runs its own). */
+const job = (id: string, queue: string, service = mock!.url) => [
   'start',
   '--id',
   id,
@@ -96,7 +100,7 @@ const job = (id: string, queue: string) => [
   '--branch',
   'fast',
   '--images',
-  `${mock!.url}/images/training-1.png`,
+  `${service}/images/training-1.png`,
   '--prompt',
   'ohwx woman, watercolor painting',
 ];
@@ -197,7 +201,7 @@ devServerTest(
 );
 
 devServerTest(
-  'a service the worker cannot reach: start --wait, status and status --json say what is retrying, why and when',
+  'a service the worker cannot reach: start --wait says what is retrying, why (the URL) and when within 5 s; status and status --json too',
   async () => {
     const queue = `unreachable-${Date.now()}`;
     let worker: WorkerProcess | undefined;
@@ -213,20 +217,25 @@ devServerTest(
       const started = Date.now();
       const waiting = tuneflow(...job(id, queue), '--wait');
       const { match, at } = await waiting.line(
-        /^creating-tune {2}elapsed \d+s {2}createTune failed \(attempt (\d+) next, in \S+\): POST \/tunes could not reach the service: /,
+        /^creating-tune {2}elapsed \d+s {2}createTune failed \(attempt (\d+) next, in \S+\): POST \/tunes could not reach the service at http:\/\/127\.0\.0\.1:1: /,
       );
       console.info(`unreachable service: start --wait said why after ${at - started} ms`);
+      expect(at - started).toBeLessThan(5_000);
       expect(Number(match[1])).toBeGreaterThanOrEqual(2);
       const status = tuneflow('status', id);
       expect(await status.exited).toBe(0);
       expect(status.stdout()).toMatch(
-        /^now: +creating-tune: createTune failed \(attempt \d+ next, in \S+\): POST \/tunes could not reach the service/m,
+        /^now: +creating-tune: createTune failed \(attempt \d+ next, in \S+\): POST \/tunes could not reach the service at http:\/\/127\.0\.0\.1:1: /m,
       );
       const json = tuneflow('status', id, '--json');
       expect(await json.exited).toBe(0);
       expect(JSON.parse(json.stdout())).toMatchObject({
         status: 'RUNNING',
-        retrying: { activity: 'createTune', cause: expect.stringContaining('could not reach the service') },
+        retrying: {
+          activity: 'createTune',
+          type: 'ConnectionFailure',
+          cause: expect.stringContaining('could not reach the service at http://127.0.0.1:1: '),
+        },
       });
       const cancel = tuneflow('cancel', id);
       expect(await cancel.exited).toBe(0);
@@ -234,6 +243,147 @@ devServerTest(
     } finally {
       worker?.child.kill('SIGTERM');
       await worker?.exited;
+    }
+  },
+);
+
+devServerTest(
+  'a 429 storm on POST /tunes: start --wait, status, status --json and the client progress show the Retry-After, the attempt and when the next comes',
+  async () => {
+    const queue = `rate-limited-${Date.now()}`;
+    // Every create answered 429 with Retry-After: 60, as a service shedding load would.
+    const limited = await startMockService({
+      port: 0,
+      faults: { status429Rate: 1, status429RetryAfterSeconds: 60, faultRoutes: ['POST /tunes'] },
+    });
+    const connection = await Connection.connect({ address: server!.address });
+    let worker: WorkerProcess | undefined;
+    try {
+      worker = await startWorkerProcess({
+        temporalAddress: server!.address,
+        apiKey: 'command-line-test-key',
+        apiUrl: limited.url,
+        taskQueue: queue,
+      });
+      const id = `${queue}-run`;
+      const started = Date.now();
+      const waiting = tuneflow(...job(id, queue, limited.url), '--wait');
+      const { match, at } = await waiting.line(
+        /^creating-tune {2}elapsed \d+s {2}createTune failed \(attempt (\d+) next, in (\S+)\): POST \/tunes was rate limited \(429, Retry-After 60 s\): Too many requests/,
+      );
+      console.info(`429 storm: start --wait said why after ${at - started} ms (next attempt in ${match[2]})`);
+      expect(match[1]).toBe('2');
+
+      const status = tuneflow('status', id);
+      expect(await status.exited).toBe(0);
+      expect(status.stdout()).toMatch(
+        /^now: +creating-tune: createTune failed \(attempt 2 next, in \S+\): POST \/tunes was rate limited \(429, Retry-After 60 s\): /m,
+      );
+      const json = tuneflow('status', id, '--json');
+      expect(await json.exited).toBe(0);
+      const { retrying } = JSON.parse(json.stdout()) as { retrying: { failedAt: string; nextAt: string } };
+      expect(retrying).toEqual({
+        activity: 'createTune',
+        attempt: 2,
+        type: 'RateLimited',
+        cause: expect.stringMatching(/^POST \/tunes was rate limited \(429, Retry-After 60 s\): /),
+        failedAt: expect.any(String),
+        nextAt: expect.any(String),
+      });
+      // The next attempt comes the Retry-After after the failure (longer than the policy's own 30 s backoff); the
+      // server's times are finer than a millisecond, so to the second.
+      expect(Math.round((Date.parse(retrying.nextAt) - Date.parse(retrying.failedAt)) / 1000)).toBe(60);
+
+      // A program's handle says the same: the query's progress, and what is retrying beside it.
+      const run = new TuneflowClient({ client: new Client({ connection }), taskQueue: queue }).getHandle(id);
+      const progress = await run.progress();
+      expect(progress).toMatchObject({
+        phase: 'creating-tune',
+        retrying: {
+          activity: 'createTune',
+          attempt: 2,
+          type: 'RateLimited',
+          cause: expect.stringContaining('(429, Retry-After 60 s)'),
+          nextAt: new Date(retrying.nextAt),
+        },
+      });
+
+      const cancel = tuneflow('cancel', id);
+      expect(await cancel.exited).toBe(0);
+      expect(await waiting.exited).toBe(5);
+    } finally {
+      worker?.child.kill('SIGTERM');
+      await worker?.exited;
+      await connection.close();
+      await limited.close();
+    }
+  },
+);
+
+devServerTest(
+  'a worker whose API key the service refuses: the run fails without a retry, and start --wait, status and the failure name TUNEFLOW_API_KEY, never the key',
+  async () => {
+    const queue = `refused-${Date.now()}`;
+    const wrongKey = 'a-wrong-key-111111';
+    const strict = await startMockService({ port: 0, apiKeys: ['the-right-key-000000'] });
+    const connection = await Connection.connect({ address: server!.address });
+    let worker: WorkerProcess | undefined;
+    try {
+      worker = await startWorkerProcess({
+        temporalAddress: server!.address,
+        apiKey: wrongKey,
+        apiUrl: strict.url,
+        taskQueue: queue,
+      });
+      const id = `${queue}-run`;
+      const waiting = tuneflow(...job(id, queue, strict.url), '--wait');
+      expect(await waiting.exited).toBe(1);
+      expect(waiting.stderr()).toMatch(
+        /^tuneflow start: the run failed: Unauthorized: POST \/tunes failed with 401: .*; the service refused the API key: check it \(TUNEFLOW_API_KEY for `tuneflow worker` and the plugin's api\.apiKey\)/m,
+      );
+
+      const status = tuneflow('status', id);
+      expect(await status.exited).toBe(1);
+      expect(status.stdout()).toMatch(/^run: +\S+: FAILED after /m);
+      expect(status.stdout()).toMatch(
+        /^failure: +Unauthorized: POST \/tunes failed with 401: .*check it \(TUNEFLOW_API_KEY /m,
+      );
+      const json = tuneflow('status', id, '--json');
+      expect(await json.exited).toBe(1);
+      expect(JSON.parse(json.stdout())).toMatchObject({
+        status: 'FAILED',
+        failure: expect.stringContaining('the service refused the API key: check it (TUNEFLOW_API_KEY'),
+      });
+
+      // The workflow's failure, as a program gets it: the activity's typed, non-retryable cause naming the setting.
+      const run = new TuneflowClient({ client: new Client({ connection }), taskQueue: queue }).getHandle(id);
+      const failure = await run.result().catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(WorkflowFailedError);
+      const cause = (failure as WorkflowFailedError).cause?.cause;
+      expect(cause).toBeInstanceOf(ApplicationFailure);
+      expect(cause).toMatchObject({ type: 'Unauthorized', nonRetryable: true });
+      expect((cause as ApplicationFailure).message).toContain('check it (TUNEFLOW_API_KEY');
+      // Tried once: a 401 is not retried.
+      const history = await run.handle.fetchHistory();
+      const attempts = (history.events ?? []).filter((e) => e.activityTaskStartedEventAttributes);
+      expect(attempts.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
+
+      // Nowhere the key: what the user saw, the failure's details (decoded), the history, the worker's log.
+      const everything = [
+        waiting.stdout(),
+        waiting.stderr(),
+        status.stdout(),
+        json.stdout(),
+        JSON.stringify((cause as ApplicationFailure).details),
+        JSON.stringify(history),
+        worker.log(),
+      ];
+      for (const text of everything) expect(text).not.toContain(wrongKey);
+    } finally {
+      worker?.child.kill('SIGTERM');
+      await worker?.exited;
+      await connection.close();
+      await strict.close();
     }
   },
 );
