@@ -1,8 +1,28 @@
 /**
- * How the foreground commands (`mock-service`, `callbacks`) wait to be stopped. They listen for SIGINT/SIGTERM
- * before they print their first line: a script may signal as soon as it reads that line, and a signal that comes
- * before any listener kills the process instead of stopping it cleanly.
+ * How the foreground commands (`mock-service`, `callbacks`, `dev-server`, `worker`, `demo`, `start --wait`) wait to
+ * be stopped. They listen for SIGINT/SIGTERM before they print their first line: a script may signal as soon as it
+ * reads that line, and a signal that comes before any listener kills the process instead of stopping it cleanly.
  */
+
+/**
+ * How long after the signal that stops a command a repeat of SIGINT or SIGTERM is taken for the same stop. Under
+ * npx one Ctrl-C comes twice, milliseconds apart: the terminal sends it to the whole process group, tuneflow
+ * included, and npm forwards its own copy to its child. Where npm's shell hands its place to tuneflow (bash as
+ * `sh`, as on macOS), that copy reached a tuneflow with no listener left and killed it halfway through stopping.
+ * After the window a signal does what Node does by default: a second Ctrl-C ends a stop that hangs.
+ */
+export const REPEAT_WINDOW_MS = 1000;
+
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+
+/** Ignores SIGINT and SIGTERM for REPEAT_WINDOW_MS (the timer does not keep the process up). */
+function absorbRepeats(): void {
+  const ignore = () => {};
+  for (const signal of STOP_SIGNALS) process.on(signal, ignore);
+  setTimeout(() => {
+    for (const signal of STOP_SIGNALS) process.off(signal, ignore);
+  }, REPEAT_WINDOW_MS).unref();
+}
 
 export interface StopSignal {
   /** Resolves with what stopped the command: a signal's name, or 'abort' for the AbortSignal. */
@@ -13,6 +33,7 @@ export interface StopSignal {
 
 /**
  * Starts listening for SIGINT, SIGTERM and, when given, an AbortSignal (tests stop commands in process with one).
+ * The first signal stops the command; a repeat within REPEAT_WINDOW_MS is the same stop.
  *
  * @example
  * const stop = listenForStop();
@@ -23,6 +44,8 @@ export function listenForStop(abort?: AbortSignal): StopSignal {
   let dispose = () => {};
   const stopped = new Promise<NodeJS.Signals | 'abort'>((resolve) => {
     const onSignal = (name: NodeJS.Signals) => {
+      // Before this listener goes: with none at all for a moment, Node restores the default, which kills.
+      absorbRepeats();
       dispose();
       resolve(name);
     };
@@ -31,12 +54,10 @@ export function listenForStop(abort?: AbortSignal): StopSignal {
       resolve('abort');
     };
     dispose = () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
       abort?.removeEventListener('abort', onAbort);
     };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
     if (abort?.aborted) onAbort();
     else abort?.addEventListener('abort', onAbort);
   });

@@ -171,6 +171,10 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
       // The origin alone: a URL's user and password are not for the log.
       traces: tracingConfig ? new URL(tracingConfig.url).origin : 'off',
     });
+    // The SDK's own listeners drain the worker on SIGINT/SIGTERM and drop at the first; this one takes a repeat
+    // that comes at once (npx forwards the terminal's Ctrl-C once more) for the same stop, so it cannot kill the
+    // worker as it drains.
+    const stopping = listenForStop();
     try {
       await tuneflow.run();
     } catch (err) {
@@ -178,6 +182,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
       if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
       say(`TUNEFLOW_CALLBACK_PORT: port ${config.callbacks?.port} is taken (another worker on this machine?)`);
       return 2;
+    } finally {
+      stopping.dispose();
     }
   } finally {
     await traces?.shutdown();
