@@ -13,7 +13,7 @@ import {
   type LogLevel,
   type ReceiverConfig,
 } from '../config';
-import { ExitCode, parseFlags, portProblem, runCommand, type CommandIO } from './command-line';
+import { ExitCode, exitCodeForStop, parseFlags, portProblem, runCommand, type CommandIO } from './command-line';
 import { listenForStop } from './stop-signal';
 import { createLogger } from '../logging';
 import { tracedClient } from '../tracing';
@@ -59,8 +59,8 @@ function readSettings(values: { port?: string; host?: string }, env: Record<stri
 }
 
 /**
- * Runs the callback receiver until SIGINT or SIGTERM; resolves to the exit code (0 stopped, 1 could not listen,
- * 2 bad flag or setting, a taken port included). `argv` holds the arguments after `callbacks`.
+ * Runs the callback receiver until SIGINT or SIGTERM; resolves to the exit code (130 stopped by Ctrl-C, 0 by SIGTERM,
+ * 1 could not listen, 2 bad flag or setting, a taken port included). `argv` holds the arguments after `callbacks`.
  *
  * @example
  * // TUNEFLOW_CALLBACK_SECRET=... TEMPORAL_ADDRESS=temporal:7233 tuneflow callbacks --port 3001
@@ -124,5 +124,5 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
   await receiver.close();
   await connection.close().catch(() => undefined);
   await traces?.shutdown();
-  return ExitCode.ok;
+  return exitCodeForStop(signal);
 }

@@ -20,12 +20,24 @@ export const ExitCode = {
   notFound: 4,
   /** The run was cancelled (followed with --wait). */
   cancelled: 5,
-  /** Stopped by Ctrl-C (SIGINT), after cleaning up: 128 + 2, as shells report it. */
+  /** Stopped by Ctrl-C (SIGINT), after cleaning up: 128 + 2, as shells (and npx) report it. */
   interrupted: 130,
   /** Stopped by SIGTERM, after cleaning up: 128 + 15. */
   terminated: 143,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/**
+ * The exit code of a server or worker that ran until told to stop, and stopped cleanly: 130 after Ctrl-C (SIGINT),
+ * as a shell reports an interrupted command, and as npx reports a Ctrl-C whatever its command does (npm's shell
+ * dies of the same Ctrl-C); 0 after SIGTERM, a service manager's stop (docker stop, systemd, Kubernetes), or after
+ * the AbortSignal tests stop commands in process with.
+ *
+ * @example return exitCodeForStop(await stop.stopped); // 130 after Ctrl-C
+ */
+export function exitCodeForStop(stoppedBy: NodeJS.Signals | 'abort'): ExitCode {
+  return stoppedBy === 'SIGINT' ? ExitCode.interrupted : ExitCode.ok;
+}
 
 /** A mistake in how the command was called. */
 export class UsageError extends Error {

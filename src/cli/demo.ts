@@ -11,7 +11,15 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime, Worker } from '@temporalio/worker';
 import { TunesApi } from '../api';
 import { TuneflowClient } from '../client';
-import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './command-line';
+import {
+  ExitCode,
+  exitCodeForStop,
+  parseFlags,
+  processIO,
+  runCommand,
+  UsageError,
+  type CommandIO,
+} from './command-line';
 import { describeCost, follow, LiveLine, type LineOutput } from './progress-view';
 import { listenForStop } from './stop-signal';
 import { DEFAULT_API_URL, loadApiUrl, loadCallbackConfig } from '../config';
@@ -298,7 +306,9 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
         say(
           `kept up until Ctrl-C: ${temporal.ui ? `the Web UI (${temporal.ui}) and ` : ''}${real ? 'the server' : 'the mock service (the image URLs)'}`,
         );
-        await stopped.catch(() => undefined);
+        // Ended by Ctrl-C as the usage says (130), as a server is; SIGTERM is the ordinary stop here (0).
+        const { signal } = (await stopped.catch((err: unknown) => err)) as DemoStopped;
+        return exitCodeForStop(signal);
       }
       return ExitCode.ok;
     } catch (err) {

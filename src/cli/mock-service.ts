@@ -4,13 +4,14 @@
  */
 import { readPort } from '../config';
 import { durationToMs, type Duration } from '../duration';
-import { ExitCode, parseFlags, portProblem, runCommand, UsageError } from './command-line';
+import { ExitCode, exitCodeForStop, parseFlags, portProblem, runCommand, UsageError } from './command-line';
 import { listenForStop } from './stop-signal';
 import { startMockService } from '../mock-service';
 
 export const MOCK_SERVICE_USAGE = `Usage: tuneflow mock-service [flags]
 
-Runs an in-memory mock of the fine-tuning service (tunes, prompts, packs, callbacks) until Ctrl-C.
+Runs an in-memory mock of the fine-tuning service (tunes, prompts, packs, callbacks) until Ctrl-C (exit 130)
+or SIGTERM (exit 0).
 
 Flags:
   --port N                 port to listen on; 0 picks a free one (default 0)
@@ -70,7 +71,8 @@ function readFlags(argv: string[]) {
 }
 
 /**
- * Runs the mock service until SIGINT/SIGTERM (or `io.signal`); resolves with the exit code.
+ * Runs the mock service until SIGINT/SIGTERM (or `io.signal`); resolves with the exit code: 130 after Ctrl-C, 0
+ * after SIGTERM or `io.signal`.
  * @example process.exitCode = await mockServiceCommand(['--port', '8080', '--training-time', '10s']);
  */
 export async function mockServiceCommand(
@@ -105,9 +107,9 @@ export async function mockServiceCommand(
     }
     const stop = listenForStop(io.signal);
     io.stdout.write(`listening on ${mock.url}\n`);
-    await stop.stopped;
+    const stoppedBy = await stop.stopped;
     await mock.close();
     io.stdout.write('stopped\n');
-    return ExitCode.ok;
+    return exitCodeForStop(stoppedBy);
   });
 }

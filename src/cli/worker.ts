@@ -6,7 +6,15 @@
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { ExitCode, isUnavailable, runCommand, unreachableTemporal, UsageError, type CommandIO } from './command-line';
+import {
+  ExitCode,
+  exitCodeForStop,
+  isUnavailable,
+  runCommand,
+  unreachableTemporal,
+  UsageError,
+  type CommandIO,
+} from './command-line';
 import { listenForStop } from './stop-signal';
 import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from '../config';
 import { createLogger } from '../logging';
@@ -83,9 +91,10 @@ export async function createTuneflowWorker(
 
 export const WORKER_USAGE = `Usage: tuneflow worker [--help]
 
-Runs the tuneflow workflows and activities, the callback receiver and Prometheus metrics until SIGINT/SIGTERM,
-which drain it (the tasks under way finish) and exit 0. Logs go to stderr: lines for a person on a terminal, JSON
-otherwise. Exit 2: a missing or bad setting, or a port already taken; 3: Temporal unreachable.
+Runs the tuneflow workflows and activities, the callback receiver and Prometheus metrics until SIGTERM or Ctrl-C,
+which drain it (the tasks under way finish) and exit 0 (SIGTERM) or 130 (Ctrl-C). Logs go to stderr: lines for a
+person on a terminal, JSON otherwise. Exit 2: a missing or bad setting, or a port already taken; 3: Temporal
+unreachable.
 Every setting comes from the environment:
 ${Object.entries(ENVIRONMENT)
   .map(([name, meaning]) => `  ${name.padEnd(27)} ${meaning}`)
@@ -143,6 +152,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
     return 2;
   }
   const traces = tracingConfig && (await startTracing(tracingConfig, logger));
+  // What stopped the worker: 130 for Ctrl-C, 0 for SIGTERM (or a signal the SDK alone listens for, such as SIGQUIT).
+  let stoppedBy: NodeJS.Signals | 'abort' | undefined;
   try {
     // A signal while connecting (up to the connect timeout) ends the worker then: it has nothing to drain yet.
     const stop = listenForStop();
@@ -160,7 +171,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
       say(`stopped by ${tuneflow} while connecting to Temporal`);
       await traces?.shutdown();
       // The core's connect cannot be cancelled, and holds the process until it times out (half a minute).
-      process.exit(0);
+      process.exit(exitCodeForStop(tuneflow));
     }
     logger.info('tuneflow worker started', {
       taskQueue: config.taskQueue,
@@ -175,6 +186,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
     // that comes at once (npx forwards the terminal's Ctrl-C once more) for the same stop, so it cannot kill the
     // worker as it drains.
     const stopping = listenForStop();
+    void stopping.stopped.then((signal) => (stoppedBy = signal));
     try {
       await tuneflow.run();
     } catch (err) {
@@ -189,7 +201,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
     await traces?.shutdown();
   }
   logger.info('tuneflow worker stopped');
-  return 0;
+  return stoppedBy ? exitCodeForStop(stoppedBy) : ExitCode.ok;
 }
 
 /** The metrics and callback ports, free to listen on; a ConfigError names the variable of a taken one. */

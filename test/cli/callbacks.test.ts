@@ -210,7 +210,7 @@ describe('tuneflow callbacks: running', () => {
     expect(stderr).not.toContain(SECRET);
   });
 
-  it('stops on SIGINT with exit 0, taking the port from TUNEFLOW_CALLBACK_PORT', async () => {
+  it('stops on SIGINT (Ctrl-C) with exit 130, taking the port from TUNEFLOW_CALLBACK_PORT', async () => {
     const port = await closedPort();
     const env = envWith({
       TUNEFLOW_CALLBACK_SECRET: SECRET,
@@ -222,6 +222,6 @@ describe('tuneflow callbacks: running', () => {
     const exited = finish(child, output);
     expect(firstLine).toBe(`callbacks listening on http://127.0.0.1:${port}`);
     child.kill('SIGINT');
-    expect((await exited).code).toBe(0);
+    expect((await exited).code).toBe(130);
   });
 });

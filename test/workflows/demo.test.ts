@@ -190,24 +190,27 @@ devServerTest('Ctrl-C stops the demo and the dev server and Web UI it started', 
   expect(await portAnswers(Number(uiPort))).toBe(false);
 });
 
-devServerTest('--keep keeps the Web UI and the mock service up after the run, until Ctrl-C (then exit 0)', async () => {
-  const demo = startDemo(out, '--keep');
-  const [, link] = await demo.line(/^history: {3}(http:\S+)$/);
-  const [, image] = await demo.line(/^prompt \d+: (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/);
-  const [, gallery] = await demo.line(/^gallery: {3}(\S+)$/);
-  await demo.line(/^kept up until Ctrl-C: the Web UI \(http:\/\/127\.0\.0\.1:\d+\) and the mock service/);
-  // After the run: the history link and the image URLs still answer.
-  for (const url of [link, image]) {
-    const answer = await request(url);
-    await answer.body.dump();
-    expect({ url, status: answer.statusCode }).toEqual({ url, status: 200 });
-  }
-  expect(fs.readFileSync(gallery, 'utf8')).toContain('the demo keeps its Temporal server up until Ctrl-C');
-  const [, port] = /^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/m.exec(demo.stdout())!;
-  demo.child.kill('SIGINT');
-  expect(await demo.exited).toBe(0);
-  expect(await portAnswers(Number(port))).toBe(false);
-});
+devServerTest(
+  '--keep keeps the Web UI and the mock service up after the run, until Ctrl-C (then exit 130)',
+  async () => {
+    const demo = startDemo(out, '--keep');
+    const [, link] = await demo.line(/^history: {3}(http:\S+)$/);
+    const [, image] = await demo.line(/^prompt \d+: (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/);
+    const [, gallery] = await demo.line(/^gallery: {3}(\S+)$/);
+    await demo.line(/^kept up until Ctrl-C: the Web UI \(http:\/\/127\.0\.0\.1:\d+\) and the mock service/);
+    // After the run: the history link and the image URLs still answer.
+    for (const url of [link, image]) {
+      const answer = await request(url);
+      await answer.body.dump();
+      expect({ url, status: answer.statusCode }).toEqual({ url, status: 200 });
+    }
+    expect(fs.readFileSync(gallery, 'utf8')).toContain('the demo keeps its Temporal server up until Ctrl-C');
+    const [, port] = /^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/m.exec(demo.stdout())!;
+    demo.child.kill('SIGINT');
+    expect(await demo.exited).toBe(130);
+    expect(await portAnswers(Number(port))).toBe(false);
+  },
+);
 
 devServerTest(
   'on an 80-column terminal: no banner, log lines apart from the progress line, which fits the width',
