@@ -13,6 +13,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import { freePort, portIsFree } from '../../src/temporal-server/dev-server';
@@ -39,7 +40,8 @@ interface Running {
   command: string;
   child: ChildProcess;
   output: () => string;
-  exited: Promise<number | null>;
+  /** The exit status a shell shows: the code, or 128 + the number of the signal that ended it. */
+  exited: Promise<number>;
 }
 
 /** `bash -c command` in a process group of its own, as a terminal runs it (Ctrl-C reaches npx and tuneflow alike). */
@@ -49,7 +51,9 @@ function run(command: string, env: NodeJS.ProcessEnv): Running {
   child.stdout!.on('data', (c: Buffer) => (output += c));
   child.stderr!.on('data', (c: Buffer) => (output += c));
   // 'close': npx's own child (tuneflow) holds the pipes until it is done too.
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const exited = new Promise<number>((resolve) =>
+    child.on('close', (code, signal) => resolve(code ?? 128 + os.constants.signals[signal!])),
+  );
   return { command, child, output: () => output, exited };
 }
 
@@ -207,11 +211,11 @@ devServerTest("the README's Run it locally commands work as printed, and so does
     output: expect.stringMatching(/^completed /m),
   });
 
-  // Ctrl-C, as a user stops them: each stops what it runs and ends (npx itself dies of the SIGINT, code null, which a
-  // shell shows as 130; tuneflow under it exits 0 after draining).
+  // Ctrl-C, as a user stops them: each stops what it runs and ends with 130, the status a shell shows for Ctrl-C (npm's
+  // own under npx, and tuneflow's; test/workflows/npx.test.ts checks npx and node side by side).
   for (const server of [...servers].reverse()) {
     process.kill(-server.child.pid!, 'SIGINT');
-    expect([0, null]).toContain(await server.exited);
+    expect({ command: server.command, status: await server.exited }).toEqual({ command: server.command, status: 130 });
   }
   expect(servers[2].output()).toContain('tuneflow worker stopped');
   for (const port of ['7233', '8233', '8080', '3001']) expect(await portIsFree(Number(ports.get(port)))).toBe(true);
