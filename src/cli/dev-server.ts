@@ -58,6 +58,8 @@ export async function devServerCommand(argv: string[], io: CommandIO = processIO
     ] as const)
       if (taken !== undefined && !(await portIsFree(taken)))
         throw new ConfigError(flag, `port ${taken} is taken (another Temporal server?): choose another with ${flag}`);
+    // At once: the server takes a second or two to serve (minutes when it is installed first), its lines come then.
+    io.stderr.write(`tuneflow dev-server: starting Temporal on 127.0.0.1:${port}\n`);
 
     // Ctrl-C while the server is being found, installed or started ends the command too, after the server stops.
     const stop = listenForStop();
