@@ -25,6 +25,7 @@ export * from './api';
 export { checkGenerate, checkPackTune, checkTrainThenGenerate } from './contract/check';
 export { FailureType, MAX_PROMPTS_PER_RUN } from './contract/failures';
 export type {
+  InspectionRefusedDetails,
   JobEndedDetails,
   PromptsNeverSettledDetails,
   TuneNeverTrainedDetails,
@@ -32,6 +33,7 @@ export type {
 } from './contract/failures';
 export { KeyInUseError, type KeyInUseDetails } from './contract/keys';
 export { INPUT_BOUNDS } from './contract/bounds';
+export { INSPECTION_FLAGS } from './contract/inspection';
 export { Phase, progressQuery, WorkflowName, type Progress } from './contract/messages';
 export type * from './contract/inputs';
 export { DEFAULT_TASK_QUEUE } from './config';

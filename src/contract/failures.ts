@@ -8,6 +8,7 @@ import ms from 'ms';
 import { InvalidInputError } from '../api/errors';
 import type { Prompt, Tune } from '../api/schemas';
 import { costOf, type Cost } from './cost';
+import { refusedFlags, type ImageInspection, type InspectionFlag } from './inspection';
 import { keyInUseRule, type KeyInUseDetails } from './keys';
 
 /** The `type` of every ApplicationFailure a workflow throws itself. */
@@ -26,6 +27,8 @@ export const FailureType = {
   keyInUse: 'KeyInUse',
   /** The key's job ran before and ended without a result (cancelled, terminated, timed out): a key runs once. */
   jobEnded: 'JobEnded',
+  /** A training image raised a flag `options.inspect.refuse` names: refused before anything was created. */
+  inspectionRefused: 'InspectionRefused',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -273,4 +276,37 @@ export function jobEnded(details: JobEndedDetails): ApplicationFailure {
     `The job of key ${JSON.stringify(details.key)} ran before (run ${details.runId}) and ended ` +
     `${details.status.toLowerCase().replace(/_/g, ' ')}: a key runs once, and nothing was created again; use a new key`;
   return ApplicationFailure.create({ type: FailureType.jobEnded, nonRetryable: true, message, details: [details] });
+}
+
+/** The details of an InspectionRefused failure. */
+export interface InspectionRefusedDetails {
+  /** The flags the job refused (`options.inspect.refuse`). */
+  refuse: InspectionFlag[];
+  /** Each image that raised a refused flag, with those flags. */
+  images: Array<Pick<ImageInspection, 'field' | 'image' | 'flags'>>;
+  /** What inspection found in every training image, in the input's order. */
+  inspection: ImageInspection[];
+}
+
+/**
+ * Training images raised flags the job refuses: no tune was created, nothing was paid for training.
+ *
+ * @example
+ * throw inspectionRefused(['blurry'], inspection);
+ */
+export function inspectionRefused(refuse: InspectionFlag[], inspection: ImageInspection[]): ApplicationFailure {
+  const images = refusedFlags(inspection, refuse);
+  const details: InspectionRefusedDetails = { refuse, images, inspection };
+  // The details hold each image whole; the message stays short whatever the URLs' length.
+  const shown = (image: string) => (image.length > 120 ? `${image.slice(0, 119)}…` : image);
+  const named = images.map(({ field, image, flags }) => `${field} (${shown(image)}): ${flags.join(', ')}`);
+  const message =
+    `Inspection refused ${images.length} of ${inspection.length} training image${inspection.length === 1 ? '' : 's'}` +
+    ` (options.inspect.refuse: ${refuse.join(', ')}): ${named.join('; ')}; no tune was created`;
+  return ApplicationFailure.create({
+    type: FailureType.inspectionRefused,
+    nonRetryable: true,
+    message,
+    details: [details],
+  });
 }

@@ -22,6 +22,7 @@ import { businessKey, PACK_TUNE_KINDS, PROMPT_KINDS, TUNE_KINDS } from './check'
 import { RESERVED_KEY_PREFIX } from './keys';
 import { MAX_PROMPTS_PER_RUN } from './failures';
 import { DEFAULT_OPTIONS, MAX_POLLS_PER_WAIT, MAX_PROMPT_CONCURRENCY } from './options';
+import { INSPECTION_FLAGS } from './inspection';
 
 /** A JSON Schema, as a plain object. */
 export type JsonSchema = { [keyword: string]: unknown };
@@ -234,6 +235,22 @@ function optionsSchema(): JsonSchema {
       cleanupOnCancel: { type: 'boolean', default: DEFAULT_OPTIONS.cleanupOnCancel },
       maxCostMc: { type: ['integer', 'null'], minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
       tuneCostMc: { type: ['integer', 'null'], minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+      inspect: {
+        type: ['object', 'null'],
+        description:
+          'Inspect every training image (POST /images/inspect) before the tune is created; an image that raises a ' +
+          'flag in refuse fails the job InspectionRefused, having created nothing. trainThenGenerate and packTune.',
+        additionalProperties: false,
+        properties: {
+          refuse: {
+            type: ['array', 'null'],
+            items: { enum: [...INSPECTION_FLAGS] },
+            uniqueItems: true,
+            maxItems: INSPECTION_FLAGS.length,
+            default: [],
+          },
+        },
+      },
     },
   };
 }

@@ -12,8 +12,10 @@ import type {
   TuneCreateAttributes,
 } from '../api/schemas';
 import type { Cost } from './cost';
+import type { ImageInspection, InspectOption } from './inspection';
 
 export type { Cost } from './cost';
+export type { ImageInspection, InspectionFlag, InspectOption } from './inspection';
 
 /**
  * Spec 4.1 attributes. `title` defaults to the workflow ID (so a retried create finds the tune by title);
@@ -89,6 +91,15 @@ export interface TuneflowOptions {
    * @default not stated
    */
   tuneCostMc?: number;
+  /**
+   * Inspect every training image (`POST /images/inspect`, a few at a time) before the tune is created; an image that
+   * raises a flag in `refuse` fails the job with InspectionRefused, naming each such image and its flags, having
+   * created nothing. What inspection found is in the result (`inspection`). Used by `trainThenGenerate` and
+   * `packTune` (a pack on existing tunes sends no image: nothing is inspected). The service states no price for an
+   * inspection: it is not in `cost`, nor held to `maxCostMc`.
+   * @default no inspection
+   */
+  inspect?: InspectOption;
 }
 
 export interface TrainThenGenerateInput {
@@ -101,6 +112,8 @@ export interface TrainThenGenerateResult {
   prompts: Prompt[];
   /** What the job cost: the tune it trained and its prompts, as the service charged them. */
   cost: Cost;
+  /** What inspection found in each training image, in the input's order (with `options.inspect`). */
+  inspection?: ImageInspection[];
 }
 
 export interface GenerateInput {
@@ -127,4 +140,6 @@ export interface PackTuneResult {
    * prompts added to the reused one.
    */
   cost: Cost;
+  /** What inspection found in each training image, in the input's order (with `options.inspect` on a new tune). */
+  inspection?: ImageInspection[];
 }

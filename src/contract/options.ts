@@ -6,6 +6,7 @@ import { ApplicationFailure } from '@temporalio/workflow';
 import { durationToMs } from '../duration';
 import { FailureType } from './failures';
 import type { TuneflowOptions } from './inputs';
+import { inspectIssue, type InspectionFlag } from './inspection';
 import { pollsWithin } from './poll-schedule';
 
 /**
@@ -19,7 +20,7 @@ export const DEFAULT_OPTIONS = {
   promptTimeout: '1 hour',
   promptConcurrency: 4,
   cleanupOnCancel: false,
-} as const satisfies Required<Omit<TuneflowOptions, 'maxCostMc' | 'tuneCostMc'>>;
+} as const satisfies Required<Omit<TuneflowOptions, 'maxCostMc' | 'tuneCostMc' | 'inspect'>>;
 
 /** The most prompt creates at once (the same bound the starters in client.ts check). */
 export const MAX_PROMPT_CONCURRENCY = 32;
@@ -43,11 +44,13 @@ export interface ResolvedOptions {
   maxCostMc: number | undefined;
   /** The price the caller states for a training, which maxCostMc is held with; undefined when not stated. */
   tuneCostMc: number | undefined;
+  /** Inspect the training images before the tune is created, refusing these flags; undefined: no inspection. */
+  inspect: { refuse: InspectionFlag[] } | undefined;
 }
 
 type DurationOption = 'pollInterval' | 'maxPollInterval' | 'trainingTimeout' | 'promptTimeout';
-/** maxCostMc and tuneCostMc have no default: no limit, no price, unless given. */
-const KNOWN_OPTIONS: readonly string[] = [...Object.keys(DEFAULT_OPTIONS), 'maxCostMc', 'tuneCostMc'];
+/** maxCostMc, tuneCostMc and inspect have no default: no limit, no price, no inspection, unless given. */
+const KNOWN_OPTIONS: readonly string[] = [...Object.keys(DEFAULT_OPTIONS), 'maxCostMc', 'tuneCostMc', 'inspect'];
 
 /**
  * Applies defaults and checks every option; throws a non-retryable ApplicationFailure of type `InvalidOptions` that
@@ -79,6 +82,9 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
   if (typeof cleanupOnCancel !== 'boolean') throw invalid('cleanupOnCancel', 'must be true or false');
   const maxCostMc = millicents('maxCostMc', options.maxCostMc);
   const tuneCostMc = millicents('tuneCostMc', options.tuneCostMc);
+  const inspectRule = inspectIssue(options.inspect);
+  if (inspectRule) throw invalid(inspectRule.option, inspectRule.rule);
+  const inspect = options.inspect == null ? undefined : { refuse: [...(options.inspect.refuse ?? [])] };
 
   const schedule = { pollIntervalMs, maxPollIntervalMs };
   const timeouts = { trainingTimeout: durationOf('trainingTimeout'), promptTimeout: durationOf('promptTimeout') };
@@ -101,6 +107,7 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
     cleanupOnCancel,
     maxCostMc,
     tuneCostMc,
+    inspect,
   };
 }
 

@@ -12,7 +12,12 @@ import { ApplicationFailure } from '@temporalio/common';
 import * as nexus from 'nexus-rpc';
 import { ErrorKind, type InputIssue } from '../api/errors';
 import { FailureType, type OverBudgetDetails } from '../contract/failures';
-import type { JobEndedDetails, PromptsNeverSettledDetails, TuneNeverTrainedDetails } from '../contract/failures';
+import type {
+  InspectionRefusedDetails,
+  JobEndedDetails,
+  PromptsNeverSettledDetails,
+  TuneNeverTrainedDetails,
+} from '../contract/failures';
 import type { KeyInUseDetails } from '../contract/keys';
 import type {
   GenerateInput,
@@ -25,7 +30,7 @@ import type {
 
 export { ErrorKind, FailureType };
 export type { InputIssue, OverBudgetDetails, PromptsNeverSettledDetails, TuneNeverTrainedDetails };
-export type { JobEndedDetails, KeyInUseDetails };
+export type { InspectionRefusedDetails, JobEndedDetails, KeyInUseDetails };
 export type * from '../contract/inputs';
 
 /** The job's business key, beside the workflow's own input. */
@@ -89,6 +94,7 @@ export type TuneflowFailure =
   | { type: typeof FailureType.missingBaseTune; message: string; details: unknown }
   | { type: typeof FailureType.keyInUse; message: string; details: KeyInUseDetails }
   | { type: typeof FailureType.jobEnded; message: string; details: JobEndedDetails }
+  | { type: typeof FailureType.inspectionRefused; message: string; details: InspectionRefusedDetails }
   | { type: Exclude<ErrorKind, typeof ErrorKind.invalidInput>; message: string; details: ServiceFailureDetails };
 
 const TYPES: ReadonlySet<string> = new Set([...Object.values(FailureType), ...Object.values(ErrorKind)]);

@@ -19,6 +19,7 @@ export {
 export {
   FailureType,
   MAX_PROMPTS_PER_RUN,
+  type InspectionRefusedDetails,
   type PromptsNeverSettledDetails,
   type TuneNeverTrainedDetails,
   type WaitRecord,

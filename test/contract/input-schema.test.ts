@@ -9,7 +9,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { schemaCommand, schemaFiles } from '../../src/cli/schema';
-import { inputSchema } from '../../src/contract/input-schema';
+import { inputSchema, type JsonSchema } from '../../src/contract/input-schema';
+import { INSPECTION_FLAGS } from '../../src/contract/inspection';
 import { catalogueJobs as catalogueOf } from '../api/bad-input-cases';
 import { schemaVerdict as schemaVerdictOf } from './input-schema-verdict';
 import { verdictOf, type ContractJob } from '../workflows/contract-workflows';
@@ -64,6 +65,14 @@ const VALID: ContractJob[] = [
   { workflow: 'generate', input: { tuneId: 7, prompts: [{ text: 'sks dog', w: 512, cfg_scale: 3 }] } },
   { workflow: 'packTune', input: { packId: 260, tune: { name: 'man', image_urls: URLS, characteristics: '{}' } } },
   { workflow: 'packTune', input: { packId: 260, tune: { tune_ids: [12] }, options: { maxCostMc: 0 } } },
+  {
+    workflow: 'packTune',
+    input: { packId: 260, tune: { name: 'man', image_urls: URLS }, options: { inspect: { refuse: ['blurry'] } } },
+  },
+  {
+    workflow: 'trainThenGenerate',
+    input: { tune: { name: 'dog', image_urls: URLS }, prompts: [], options: { inspect: { refuse: null } } },
+  },
 ];
 
 const OPTIONS_REFUSED: Array<{ options: unknown; field: string }> = [
@@ -77,6 +86,11 @@ const OPTIONS_REFUSED: Array<{ options: unknown; field: string }> = [
   { options: { maxCostMc: -1 }, field: 'options.maxCostMc' },
   { options: { tuneCostMc: 1.5 }, field: 'options.tuneCostMc' },
   { options: { retries: 3 }, field: 'options.retries' },
+  { options: { inspect: 'blurry' }, field: 'options.inspect' },
+  { options: { inspect: { reject: ['blurry'] } }, field: 'options.inspect.reject' },
+  { options: { inspect: { refuse: 'blurry' } }, field: 'options.inspect.refuse' },
+  { options: { inspect: { refuse: ['blurry', 'sharp'] } }, field: 'options.inspect.refuse[1]' },
+  { options: { inspect: { refuse: ['selfie', 'blurry', 'selfie'] } }, field: 'options.inspect.refuse' },
   { options: 'fast', field: 'options' },
 ];
 
@@ -131,6 +145,21 @@ test('options: each refused by the schema is refused by the contract, naming the
   expect(schemaVerdict(tooManyPolls)).toBe('ok');
   expect(contractVerdict(tooManyPolls)).toEqual(['options.trainingTimeout']);
   expect(JSON.stringify(inputSchema('generate'))).toContain('at most 100 polls');
+});
+
+test('options.inspect: the schema lists the flags inspection may refuse, the same the contract knows', () => {
+  const { options } = inputSchema('packTune').$defs as Record<string, { properties: Record<string, JsonSchema> }>;
+  const refuse = (options.properties.inspect.properties as Record<string, JsonSchema>).refuse;
+  expect(refuse).toMatchObject({ items: { enum: [...INSPECTION_FLAGS] }, uniqueItems: true, maxItems: 7 });
+  expect(INSPECTION_FLAGS).toEqual([
+    'blurry',
+    'selfie',
+    'low_resolution',
+    'low_quality',
+    'includes_multiple_people',
+    'wearing_sunglasses',
+    'funny_face',
+  ]);
 });
 
 test('nothing in the schema is "anything" but the attributes the spec does not list (sent to the service as given)', () => {

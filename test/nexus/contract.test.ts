@@ -65,6 +65,7 @@ test("a caller's workflow bundle holds the contract and none of tuneflow's input
     './src/api/errors.ts',
     './src/contract/cost.ts',
     './src/contract/failures.ts',
+    './src/contract/inspection.ts',
     './src/contract/keys.ts',
     './src/nexus/index.ts',
   ]);
