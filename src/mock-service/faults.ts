@@ -1,5 +1,6 @@
 /**
- * Fault injection: status faults (500, 429, 504) on API routes, lost and repeated callbacks, tunes that never train.
+ * Fault injection: status faults (500, 429, 504) and slow answers on API routes, lost and repeated callbacks, tunes
+ * that never train.
  * Faults are validated with zod like every other input of the mock.
  */
 import { z } from 'zod';
@@ -40,6 +41,12 @@ export interface Faults {
    */
   status504DelayMs?: number;
   /**
+   * A slow service: every API request on `faultRoutes` (every API route without them) is processed, then answered this
+   * many milliseconds late. Not a status fault: not counted, not limited by `maxFaults`.
+   * @default 0
+   */
+  answerDelayMs?: number;
+  /**
    * Share of callbacks never sent.
    * @default 0
    */
@@ -72,7 +79,7 @@ export interface Faults {
    */
   neverTrainTitles?: string[];
   /**
-   * Route patterns that status faults apply to, e.g. `['POST /tunes', 'GET /tunes/:id']`.
+   * Route patterns that status faults and `answerDelayMs` apply to, e.g. `['POST /tunes', 'GET /tunes/:id']`.
    * @default every API route
    */
   faultRoutes?: string[];
@@ -108,6 +115,7 @@ function faultsSchema(known: ReadonlySet<string>) {
         .optional(),
       garbledAnswerRate: rate.optional(),
       status504DelayMs: millis.optional(),
+      answerDelayMs: millis.optional(),
       callbackDropRate: rate.optional(),
       callbackDuplicateRate: rate.optional(),
       callbackDelayMs: millis.optional(),
@@ -224,6 +232,15 @@ export class FaultInjector {
       this.byKind[KIND_OF[fault]]++;
     }
     return fault;
+  }
+
+  /**
+   * How late an answer of `route` comes (`answerDelayMs`), in milliseconds; 0 when the route is not slow.
+   * @example injector.answerDelayMs('POST /images/inspect') // 15000
+   */
+  answerDelayMs(route: string): number {
+    const delay = this.faults.answerDelayMs ?? 0;
+    return delay > 0 && (!this.routes || this.routes.has(route)) ? delay : 0;
   }
 
   /**

@@ -2,8 +2,12 @@
  * `POST /images/inspect` (service notes): a class name and one image (file or URL) in, characteristics and quality
  * flags out. Deterministic: the same image always gets the same answer. A PNG under 512 pixels on a side is
  * flagged `low_resolution`, as the service advises at least 512x512.
+ *
+ * Test hook: a flag's name between double underscores in the image's URL or uploaded file name (`dog__blurry__.jpg`)
+ * raises that flag, so a test chooses which photo is flagged.
  */
 import { ImageInspectInput } from '../api/schemas';
+import { INSPECTION_FLAGS } from '../contract/inspection';
 import { fnv1a, pngSize } from './png';
 import { unprocessable, type RouteDefinition } from './requests';
 
@@ -14,14 +18,22 @@ const HAIR_COLORS = ['black', 'brown', 'blond', 'red', 'gray'];
 const PEOPLE = new Set(['man', 'woman', 'boy', 'girl', 'person']);
 
 /**
- * The inspection of one image; `bytes` when it was uploaded, `url` when it was given as a URL.
+ * The inspection of one image; `bytes` (and its file name) when it was uploaded, `url` when it was given as a URL.
  * @example inspect('woman', { bytes }) // { age: '25-34', eye_color: 'brown eyes', blurry: false, ... }
+ * @example inspect('dog', { url: 'https://example.com/dog__blurry__.jpg' }).blurry // true
  */
-export function inspect(name: string, image: { bytes?: Uint8Array; url?: string }): Record<string, unknown> {
+export function inspect(
+  name: string,
+  image: { bytes?: Uint8Array; url?: string; fileName?: string },
+): Record<string, unknown> {
   const h = fnv1a(image.bytes ?? image.url ?? '');
   const pick = <T>(list: readonly T[], shift: number) => list[(h >>> shift) % list.length];
   const size = image.bytes ? pngSize(image.bytes) : undefined;
   const person = PEOPLE.has(name);
+  const named = image.url ?? image.fileName ?? '';
+  const hooked = Object.fromEntries(
+    INSPECTION_FLAGS.filter((flag) => named.includes(`__${flag}__`)).map((f) => [f, true]),
+  );
   return {
     name,
     age: person ? pick(AGES, 0) : null,
@@ -35,6 +47,7 @@ export function inspect(name: string, image: { bytes?: Uint8Array; url?: string 
     includes_multiple_people: person && ((h >>> 14) & 0xf) === 0,
     wearing_sunglasses: person && ((h >>> 18) & 0xf) === 0,
     funny_face: person && ((h >>> 22) & 0xf) === 0,
+    ...hooked,
   };
 }
 
@@ -51,7 +64,8 @@ export function inspectionRoutes(): RouteDefinition[] {
         if (input.file instanceof Blob) bytes = new Uint8Array(await input.file.arrayBuffer());
         else if (input.file !== undefined)
           throw unprocessable('file', 'must be uploaded as a file in a multipart body; send a URL as file_url');
-        return { status: 200, body: inspect(input.name, { bytes, url: input.file_url }) };
+        const fileName = input.file instanceof File ? input.file.name : undefined;
+        return { status: 200, body: inspect(input.name, { bytes, url: input.file_url, fileName }) };
       },
     },
   ];

@@ -1,8 +1,8 @@
 /**
  * The HTTP side of the mock, on node:http: routing by pattern, authentication (one account per API key), status
- * faults on API routes, request stats, generated images and uploaded files, and the `/__mock/*` control routes.
- * Kept light per request (no framework, no URL object, validation only where input arrives) so it sustains
- * thousands of requests a second.
+ * faults and slow answers on API routes, request stats, generated images and uploaded files, and the `/__mock/*`
+ * control routes. Kept light per request (no framework, no URL object, validation only where input arrives) so it
+ * sustains thousands of requests a second.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -229,7 +229,10 @@ export function serveMock(server: Server, parts: ServerParts, counter: RouteCoun
       else send(req, res, timeout, started);
       return;
     }
-    send(req, res, reply, started);
+    // A slow service: processed now, answered later.
+    const slow = route.kind === 'api' ? faults.answerDelayMs(route.key) : 0;
+    if (slow > 0) parts.delay(slow, () => send(req, res, reply, started));
+    else send(req, res, reply, started);
   }
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {

@@ -86,6 +86,41 @@ describe('status faults', () => {
     expect((await call(mock.url, key, 'POST', '/tunes', tuneBody())).status).toBe(500);
   });
 
+  test('image inspection takes status faults of its own: POST /images/inspect answered 500, other routes not', async () => {
+    const key = newKey();
+    mock.setFaults({ status500Rate: 1, faultRoutes: ['POST /images/inspect'], maxFaults: 1 });
+    const inspect = () =>
+      call(mock.url, key, 'POST', '/images/inspect', { name: 'dog', file_url: 'https://images.test/dog.jpg' });
+    expect((await call(mock.url, key, 'POST', '/tunes', tuneBody())).status).toBe(201);
+    expect((await inspect()).status).toBe(500);
+    expect((await inspect()).status).toBe(200);
+    expect(mock.stats().faults.byKind.status500).toBe(1);
+  });
+
+  test('answerDelayMs: a slow service answers late on faultRoutes, having processed the request; not a counted fault', async () => {
+    const key = newKey();
+    mock.setFaults({ answerDelayMs: 300, faultRoutes: ['POST /images/inspect', 'POST /tunes'] });
+    const timed = async <T>(request: Promise<T>) => {
+      const started = Date.now();
+      return { answer: await request, ms: Date.now() - started };
+    };
+    const inspection = await timed(
+      call(mock.url, key, 'POST', '/images/inspect', { name: 'dog', file_url: 'https://images.test/dog.jpg' }),
+    );
+    expect(inspection.answer.status).toBe(200);
+    expect(inspection.ms).toBeGreaterThanOrEqual(295);
+    // Processed before the answer is late: the tune exists while its answer waits.
+    const created = call<TuneJson>(mock.url, key, 'POST', '/tunes', tuneBody({ title: 'slow answer' }));
+    await until(
+      () => countTunes(key),
+      (n) => n === 1,
+    );
+    expect((await created).status).toBe(201);
+    // Other routes answer at once (a bound, not a timing check: far below the delay).
+    expect((await timed(call(mock.url, key, 'GET', '/tunes'))).ms).toBeLessThan(300);
+    expect(mock.stats().faults.injected).toBe(0);
+  });
+
   test('maxFaults stops injecting after that many', async () => {
     const key = newKey();
     mock.setFaults({ status500Rate: 1, maxFaults: 2 });
@@ -213,6 +248,7 @@ describe('/__mock routes and stats', () => {
       [{ maxFaults: -1 }, 'faults.maxFaults', 'must be an integer of at least 0'],
       [{ neverTrainTitles: 'job-1' }, 'faults.neverTrainTitles', 'must be an array of tune titles'],
       [{ status504DelayMs: 1.5 }, 'faults.status504DelayMs', expect.stringContaining('milliseconds')],
+      [{ answerDelayMs: -1 }, 'faults.answerDelayMs', expect.stringContaining('milliseconds')],
       [{ status429RetryAfterSeconds: -1 }, 'faults.status429RetryAfterSeconds', expect.stringContaining('seconds')],
       [{ status500Rate: 0.6, status504Rate: 0.6 }, 'faults.status500Rate', expect.stringContaining('at most 1')],
     ] as const;

@@ -290,6 +290,28 @@ describe('prompts', () => {
 });
 
 describe('themes and image inspection', () => {
+  test("a test chooses a flagged photo: a flag's name between double underscores in the URL or file name raises it", async () => {
+    const key = newKey();
+    const byUrl = (url: string) => call(mock.url, key, 'POST', '/images/inspect', { name: 'woman', file_url: url });
+    const two = await byUrl('https://images.test/party__includes_multiple_people____wearing_sunglasses__.jpg');
+    expect(two.body).toMatchObject({ includes_multiple_people: true, wearing_sunglasses: true });
+    // Deterministic: the same photo, the same answer.
+    expect(
+      (await byUrl('https://images.test/party__includes_multiple_people____wearing_sunglasses__.jpg')).body,
+    ).toEqual(two.body);
+    const uploaded = await call(
+      mock.url,
+      key,
+      'POST',
+      '/images/inspect',
+      multipart([
+        ['name', 'dog'],
+        ['file', new Blob([solidPng('dog', 600)], { type: 'image/png' }), 'dog__low_quality__.png'],
+      ]),
+    );
+    expect(uploaded.body).toMatchObject({ low_quality: true, low_resolution: false });
+  });
+
   test('a theme creates 10 prompts per tune, read back through the tune prompts', async () => {
     const key = newKey();
     const [t1, t2] = [await createTune(key), await createTune(key, { name: 'woman' })];
@@ -352,6 +374,11 @@ describe('themes and image inspection', () => {
     });
     expect(byUrl.status).toBe(200);
     expect(byUrl.body).toMatchObject({ name: 'dog', age: null, low_resolution: false });
+    const flagged = await call(mock.url, key, 'POST', '/images/inspect', {
+      name: 'dog',
+      file_url: 'https://images.test/dog__blurry__.jpg',
+    });
+    expect(flagged.body).toMatchObject({ name: 'dog', blurry: true });
     const neither = await call<ErrorJson>(mock.url, key, 'POST', '/images/inspect', { name: 'dog' });
     expect(neither.status).toBe(422);
     expect(neither.body.file).toEqual(['exactly one of file or file_url is required']);
