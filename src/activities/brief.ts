@@ -5,7 +5,8 @@
  * comes back with the fields tuneflow reads (those its answer schema checks, and `updated_at` and `pack_id`, which
  * the run's merge and a pack's claim read), a done one whole.
  */
-import { ModelType, Prompt, Tune, isPromptSettled, isTuneTrained } from '../api/schemas';
+import { ModelType, Prompt, Tune, isPromptSettled, isTuneTrained, type InspectionResult } from '../api/schemas';
+import { INSPECTION_FLAGS, type ImageInspection, type TrainingImage } from '../contract/inspection';
 
 const TUNE_FIELDS: readonly string[] = [...Object.keys(Tune.shape), 'updated_at'];
 const PROMPT_FIELDS: readonly string[] = [...Object.keys(Prompt.shape), 'updated_at', 'pack_id'];
@@ -38,6 +39,34 @@ export function briefPrompt(prompt: Prompt): Prompt {
  */
 export function briefPrompts(prompts: Prompt[]): Prompt[] {
   return prompts.map(briefPrompt);
+}
+
+/** Characteristics kept of an inspection: it enters the run's history and result, whatever the service answers. */
+const CHARACTERISTICS_MAX = 50;
+const CHARACTERISTIC_LENGTH_MAX = 256;
+
+/**
+ * An inspection as the run keeps it: the flags the service answered `true`, and its other scalar answers (the class
+ * name it echoes left out), at most 50 of them, keys and strings at most 256 characters.
+ *
+ * @example
+ * briefInspection({ field: 'tune.image_urls[0]', url }, { age: '25-34', blurry: true, selfie: false });
+ * // { field: 'tune.image_urls[0]', image: url, flags: ['blurry'], characteristics: { age: '25-34' } }
+ */
+export function briefInspection(image: TrainingImage, answer: InspectionResult): ImageInspection {
+  const flags = INSPECTION_FLAGS.filter((flag) => answer[flag] === true);
+  const characteristics: ImageInspection['characteristics'] = {};
+  let kept = 0;
+  for (const [key, value] of Object.entries(answer)) {
+    if ((INSPECTION_FLAGS as readonly string[]).includes(key) || key === 'name') continue;
+    if (key.length > CHARACTERISTIC_LENGTH_MAX) continue;
+    if (kept === CHARACTERISTICS_MAX) break;
+    if (typeof value === 'string') characteristics[key] = value.slice(0, CHARACTERISTIC_LENGTH_MAX);
+    else if (value === null || typeof value === 'number' || typeof value === 'boolean') characteristics[key] = value;
+    else continue;
+    kept++;
+  }
+  return { field: image.field, image: image.url ?? image.path ?? '', flags, characteristics };
 }
 
 function pick(object: Record<string, unknown>, fields: readonly string[]): Record<string, unknown> {

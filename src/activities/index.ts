@@ -12,7 +12,8 @@ import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from 
 import { callbackTraceParams } from '../callbacks/trace-context';
 import { CallbackKind } from '../contract/messages';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
-import { briefPrompt, briefPrompts, briefTune } from './brief';
+import type { ImageInspection, TrainingImage } from '../contract/inspection';
+import { briefInspection, briefPrompt, briefPrompts, briefTune } from './brief';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
 import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
@@ -64,6 +65,12 @@ export interface TuneflowActivities {
   packPrice(input: { packId: number; name: string }): Promise<number | null>;
   /** POST /p/:packId/tunes with the signed tune, prompt and prompts callbacks; looks up by title on a retry. */
   createPackTune(input: { packId: number; tune: PackTuneSpec & { title: string }; brief?: boolean }): Promise<Tune>;
+  /**
+   * POST /images/inspect for one training image of class `name`: a URL is sent as `file_url`, a file of the upload
+   * directory is uploaded. Returns the flags the service raised and what else it said (bounded). Changes nothing on
+   * the service: a retry simply asks again.
+   */
+  inspectImage(input: { name: string; image: TrainingImage }): Promise<ImageInspection>;
   /**
    * Checks a job's file paths against the upload directory before anything is created: InvalidInput
    * naming each field whose file is outside it, not a regular file, too large, or when the worker has no upload
@@ -229,6 +236,16 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
         // quickly when none was).
         return tune.tune_ids === undefined && created.callback == null && callback ? { ...created, callback } : created;
       }, brief && briefTune);
+    },
+
+    async inspectImage({ name, image }) {
+      return mapped(async () => {
+        const source =
+          image.url !== undefined
+            ? { file_url: image.url }
+            : { file: (await resolveUploads(uploadDir, [{ field: image.field, path: image.path ?? '' }]))[0] };
+        return briefInspection(image, await api.images.inspect({ name, ...source }, options()));
+      });
     },
 
     async checkUploads({ paths }) {

@@ -79,6 +79,8 @@ export function describeWait(view: RunView): string {
     return next ? `${head}, ${next}` : head;
   };
   switch (progress.phase) {
+    case 'inspecting':
+      return 'inspecting the training images';
     case 'creating-tune':
       return 'creating the tune';
     case 'training':

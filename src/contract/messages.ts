@@ -29,6 +29,8 @@ export const promptSettledSignal = defineSignal<[Prompt]>('promptSettled');
 export const packPromptsSettledSignal = defineSignal<[Prompt[]]>('packPromptsSettled');
 
 export const Phase = {
+  /** Inspecting the training images before the tune is created (`options.inspect`). */
+  inspecting: 'inspecting',
   creatingTune: 'creating-tune',
   training: 'training',
   creatingPrompts: 'creating-prompts',

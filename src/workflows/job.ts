@@ -28,6 +28,7 @@ import type { Prompt, Tune } from '../api/schemas';
 import { costMcOf, costOf, PromptBudget, type Cost } from '../contract/cost';
 import {
   FailureType,
+  inspectionRefused,
   invalidInput,
   jobEnded,
   jobOverBudget,
@@ -40,6 +41,7 @@ import {
   type WaitRecord,
 } from '../contract/failures';
 import { CallbackReads, idsOf, readWakeUp, type Waiting } from './callback-reads';
+import { refusedFlags, trainingImagesOf, type ImageInspection } from '../contract/inspection';
 import {
   callbackSignal,
   CallbackKind,
@@ -132,6 +134,13 @@ export const POLL_ONLY_SCHEDULE = 'poll-only-schedule';
  */
 export const CALLBACK_READS_BACK_OFF = 'callback-reads-back-off';
 
+/**
+ * Training images inspected at once: a few, as prompts are created, so a job of 100 images neither floods the service
+ * nor waits for each in turn. One activity per image: a retry asks again for that image alone, and what was found is
+ * in history as soon as it is.
+ */
+const INSPECTIONS_AT_ONCE = 4;
+
 /** The workflow's clock: the time of the activation being processed, the same on every replay. */
 const now = (): number => Date.now();
 
@@ -177,6 +186,8 @@ export class Job {
   private expectingPrompts = false;
   /** Whether the service was asked to call back, from the latest create's answer (its `callback`). */
   private callbacksAsked: boolean | undefined;
+  /** What inspection found in each training image (runs with `options.inspect` whose tune has images). */
+  inspection: ImageInspection[] | undefined;
 
   /**
    * Sets the signal and query handlers, before anything can wait, so no callback is missed.
@@ -322,6 +333,32 @@ export class Job {
       const { issues } = (cause.details?.[0] ?? {}) as { issues?: InputIssue[] };
       throw invalidInput(new InvalidInputError('input', issues ?? [{ field: 'input', rule: cause.message }]));
     }
+  }
+
+  /**
+   * With `options.inspect`, inspects each training image (`inspectImage`, a few at a time, retried as any call) before
+   * the tune is created, and fails InspectionRefused, having created nothing, when one raised a refused flag. Runs
+   * without the option make no command here: no run started before it existed has it (unknown options were refused).
+   *
+   * @example
+   * await job.inspectImages(input.tune);
+   */
+  async inspectImages(tune: { name?: unknown; images?: unknown; image_urls?: unknown }): Promise<void> {
+    const inspect = this.options.inspect;
+    const images = inspect ? trainingImagesOf(tune) : [];
+    if (!inspect || !images.length) return;
+    this.phase = Phase.inspecting;
+    const name = tune.name as string;
+    const found: ImageInspection[] = [];
+    await runBounded(images.length, INSPECTIONS_AT_ONCE, (i) =>
+      this.counted(
+        service.inspectImage.executeWithOptions({ summary: `inspect training image ${i + 1} of ${images.length}` }, [
+          { name, image: images[i] },
+        ]),
+      ).then((inspection) => (found[i] = inspection)),
+    );
+    this.inspection = found;
+    if (refusedFlags(found, inspect.refuse).length) throw inspectionRefused(inspect.refuse, found);
   }
 
   /**

@@ -17,7 +17,8 @@ import { untilEtaMs } from '../contract/poll-schedule';
  * notes the tune's newest prompt before the request, then waits for the pack's prompts added after it, and returns
  * that tune with them. For several tunes, start one `packTune` per tune. A reused tune is never deleted on
  * cancellation (only the prompts the request made). With `maxCostMc`, the pack's price for the class is read first;
- * a pack on an existing tune has no published price and is refused.
+ * a pack on an existing tune has no published price and is refused. With `inspect`, a new tune's training images are
+ * inspected before the request, and the job refused (InspectionRefused) when one raises a refused flag.
  *
  * @example
  * await client.workflow.execute(packTune, {
@@ -37,6 +38,8 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
       job.requireOneTune(reused);
       // A new tune costs the pack's price for its class: refused before anything is created when above maxCostMc.
       await job.checkPackPrice(input.packId, input.tune);
+      // With options.inspect: a new tune's images are inspected, and may be refused, before the pack is paid for.
+      await job.inspectImages(input.tune);
       const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
       const title = input.tune.title ?? workflowId;
       const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
@@ -46,7 +49,8 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
       await job.learnPrompts(created.id);
       const prompts = await job.waitUntilSettled(created.id);
       job.requireWithinBudget();
-      return { tune: job.tune.latest as Tune, prompts, cost: job.cost() };
+      const { inspection } = job;
+      return { tune: job.tune.latest as Tune, prompts, cost: job.cost(), ...(inspection && { inspection }) };
     },
   );
 }

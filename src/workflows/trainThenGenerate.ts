@@ -14,7 +14,8 @@ import { promptTarget } from './tune-kinds';
  * Trains a tune (spec 4.1) and generates the prompts (spec 4.5) with it; returns the final tune and prompts, in the
  * caller's order. The tune's title defaults to the workflow ID, so a retried create finds the tune it made. A Flux
  * LoRA's prompts run on its base tune with the LoRA in their text; a FaceID tune needs no wait. With `maxCostMc`, the
- * tune's price is `tuneCostMc` (nothing on `branch: fast`), checked before the create.
+ * tune's price is `tuneCostMc` (nothing on `branch: fast`), checked before the create. With `inspect`, each training
+ * image is inspected first, and the job refused (InspectionRefused) when one raises a refused flag.
  *
  * @example
  * await client.workflow.execute(trainThenGenerate, {
@@ -32,6 +33,8 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
     async () => {
       // maxCostMc: the tune is charged at its create, so its price must be known, and fit, before.
       job.checkTunePrice(input.tune, input.prompts.length);
+      // With options.inspect: the images are inspected, and may be refused, before anything is paid for.
+      await job.inspectImages(input.tune);
       const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowId });
       job.requireTuneWithinBudget(input.prompts.length);
       const tune = await job.waitUntilTrained(untilEtaMs(created));
@@ -39,7 +42,8 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
       const notCreated = await job.createPrompts(target, input.prompts);
       const prompts = await job.waitUntilSettled(target.tuneId);
       job.requireWithinBudget(notCreated);
-      return { tune: job.tune.latest as Tune, prompts, cost: job.cost() };
+      const { inspection } = job;
+      return { tune: job.tune.latest as Tune, prompts, cost: job.cost(), ...(inspection && { inspection }) };
     },
   );
 }

@@ -12,9 +12,11 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, toApplicationFailure, type TuneflowActivities } from '../../src/activities';
 import { backoffMs } from '../../src/activities/failures';
+import { briefInspection } from '../../src/activities/brief';
 import { sameCallback } from '../../src/activities/lookup';
 import { APIError, RateLimitError, TunesApi, type Duration } from '../../src/api';
 import { CallbackSigner } from '../../src/callbacks/signing';
+import { INSPECTION_FLAGS } from '../../src/contract/inspection';
 import { startMockService } from '../../src/mock-service';
 
 type Mock = Awaited<ReturnType<typeof startMockService>>;
@@ -271,6 +273,23 @@ describe('the upload directory', () => {
     });
     expect(relative.orig_images).toHaveLength(1);
     expect(absolute.orig_images).toHaveLength(1);
+  });
+
+  test('a training image inside it is inspected as an upload (its file name reaches the service)', async () => {
+    const { activities } = withUploads();
+    await writeFile(join(uploads, 'order-1', 'dog__low_quality__.png'), Buffer.from(PNG_1X1, 'base64'));
+    const image = { field: 'tune.images[0]', path: 'order-1/dog__low_quality__.png' };
+    const found = await run(activities, 'inspectImage', { name: 'dog', image });
+    // The 1x1 PNG is below the advised 512x512, by its bytes; low_quality by its name (the mock's hook).
+    expect(found).toMatchObject({ field: 'tune.images[0]', image: image.path });
+    expect(found.flags).toEqual(expect.arrayContaining(['low_resolution', 'low_quality']));
+    const before = requestsSoFar();
+    const outside = await failureOf(
+      run(activities, 'inspectImage', { name: 'dog', image: { field: 'tune.images[1]', path: '/etc/hostname' } }),
+    );
+    expect(outside.type).toBe('InvalidInput');
+    expect(outside.message).toContain('tune.images[1]: ');
+    expect(requestsSoFar()).toBe(before);
   });
 
   test.each([
@@ -578,6 +597,60 @@ describe('reads, lists and deletes', () => {
     expect(prompts.length).toBeGreaterThan(0);
     for (const p of prompts) expect(p.callback).toBe(signedUrl('prompt', 'job-pack', { key: 'pack' }));
     expect(JSON.stringify(created)).not.toMatch(/[0-9a-f]{64}/);
+  });
+});
+
+describe('inspectImage', () => {
+  test('a URL is inspected by file_url: the flags raised, and the rest as characteristics without the class name', async () => {
+    const { api, activities } = account();
+    const image = { field: 'tune.image_urls[1]', url: 'https://img.example.com/2__blurry____selfie__.png' };
+    const found = await run(activities, 'inspectImage', { name: 'woman', image });
+    const answer = await api.images.inspect({ name: 'woman', file_url: image.url });
+    expect(found).toEqual({
+      field: 'tune.image_urls[1]',
+      image: image.url,
+      flags: INSPECTION_FLAGS.filter((flag) => answer[flag] === true),
+      characteristics: {
+        age: answer.age,
+        ethnicity: answer.ethnicity,
+        eye_color: answer.eye_color,
+        hair_color: answer.hair_color,
+      },
+    });
+    expect(found.flags).toEqual(expect.arrayContaining(['blurry', 'selfie']));
+  });
+
+  test('a 500 is ServerError, retryable: a retry asks again, nothing else changes on the service', async () => {
+    const { activities } = account();
+    mock.setFaults({ status500Rate: 1, faultRoutes: ['POST /images/inspect'], maxFaults: 1 });
+    const image = { field: 'tune.image_urls[0]', url: 'https://img.example.com/1.png' };
+    const failure = await failureOf(run(activities, 'inspectImage', { name: 'dog', image }));
+    expect(failure.type).toBe('ServerError');
+    expect(failure.nonRetryable).toBe(false);
+    expect((await run(activities, 'inspectImage', { name: 'dog', image }, { attempt: 2 })).field).toBe(
+      'tune.image_urls[0]',
+    );
+  });
+
+  test('what the run keeps of an answer is bounded: scalars, at most 50, keys and strings of 256 characters', () => {
+    const answer = {
+      name: 'dog',
+      blurry: true,
+      selfie: false,
+      low_quality: null,
+      note: 'x'.repeat(1000),
+      [`k${'y'.repeat(300)}`]: 'long key',
+      nested: { a: 1 },
+      list: [1],
+      ...Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`c${i}`, i])),
+    };
+    const kept = briefInspection({ field: 'tune.images[0]', path: 'order-1/1.png' }, answer);
+    expect(kept.image).toBe('order-1/1.png');
+    expect(kept.flags).toEqual(['blurry']);
+    expect(Object.keys(kept.characteristics)).toHaveLength(50);
+    expect(kept.characteristics.note).toBe('x'.repeat(256));
+    for (const key of ['name', 'nested', 'list', 'blurry', 'selfie', 'low_quality'])
+      expect(kept.characteristics).not.toHaveProperty(key);
   });
 });
 

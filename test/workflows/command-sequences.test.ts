@@ -445,3 +445,66 @@ describe('maxCostMc on a pack that names no price for the class (runs with the m
     await expect(replay(history)).rejects.toThrow(/Fail workflow machine does not handle this event/);
   });
 });
+
+describe('options.inspect: the training images inspected before the create (no marker: no run before it had one)', () => {
+  const urls = Array.from({ length: 5 }, (_, i) => `https://example.com/${i + 1}.jpg`);
+  const input = { tune: { ...DOG, image_urls: urls }, prompts: [], options: { inspect: { refuse: ['blurry'] } } };
+  const found = (i: number, flags: string[] = []) => ({
+    field: `tune.image_urls[${i}]`,
+    image: urls[i],
+    flags,
+    characteristics: {},
+  });
+
+  test('five images, four at once, then the create: the job goes on as one without inspection', async () => {
+    const history = new HistoryBuilder('trainThenGenerate', input)
+      .workflowTask()
+      .scheduleActivity('1', 'inspectImage')
+      .scheduleActivity('2', 'inspectImage')
+      .scheduleActivity('3', 'inspectImage')
+      .scheduleActivity('4', 'inspectImage')
+      .completeActivity('1', found(0, ['selfie']))
+      .workflowTask()
+      .scheduleActivity('5', 'inspectImage')
+      .completeActivity('2', found(1))
+      .completeActivity('3', found(2))
+      .completeActivity('4', found(3))
+      .completeActivity('5', found(4))
+      .workflowTask()
+      .callActivity('6', 'createTune', training())
+      .waitStarts('1', 6 * HOUR, '2', FIRST_TUNE_POLL);
+    await replay(history);
+  });
+
+  test('an image with a refused flag fails the run once every inspection answered: no create', async () => {
+    const two = { ...input, tune: { ...DOG, image_urls: urls.slice(0, 2) } };
+    const history = new HistoryBuilder('trainThenGenerate', two)
+      .workflowTask()
+      .scheduleActivity('1', 'inspectImage')
+      .scheduleActivity('2', 'inspectImage')
+      .completeActivity('1', found(0))
+      .completeActivity('2', found(1, ['blurry']))
+      .workflowTask()
+      .failed();
+    await replay(history);
+    const created = new HistoryBuilder('trainThenGenerate', two)
+      .workflowTask()
+      .scheduleActivity('1', 'inspectImage')
+      .scheduleActivity('2', 'inspectImage')
+      .completeActivity('1', found(0))
+      .completeActivity('2', found(1, ['blurry']))
+      .workflowTask()
+      .scheduleActivity('3', 'createTune');
+    await expect(replay(created)).rejects.toThrow(/Fail workflow machine does not handle this event/);
+  });
+
+  test('a pack on a new tune: its image inspected, then the pack request', async () => {
+    const pack = { packId: 261, tune: { name: 'dog', image_urls: urls.slice(0, 1) }, options: input.options };
+    const history = new HistoryBuilder('packTune', pack)
+      .workflowTask()
+      .callActivity('1', 'inspectImage', found(0))
+      .callActivity('2', 'createPackTune', training())
+      .waitStarts('1', 6 * HOUR, '2', FIRST_TUNE_POLL);
+    await replay(history);
+  });
+});
