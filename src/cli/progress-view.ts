@@ -7,6 +7,7 @@
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TuneflowHandle } from '../client';
+import type { ImageInspection } from '../contract/inspection';
 import type { Progress } from '../contract/messages';
 import {
   asksForCallbacks,
@@ -25,6 +26,19 @@ import { retryingCall, type RetryingCall } from '../retrying-call';
  */
 export function describeCost(cost: { mc: number; usd: number }): string {
   return `${cost.mc} mc ($${cost.usd.toFixed(2)})`;
+}
+
+/**
+ * What inspection found, one line per image: where the input holds it, the image, its flags, what else was said.
+ * @example describeInspection(inspection) // ['tune.image_urls[1] https://example.com/2.jpg: blurry (age 25-34)']
+ */
+export function describeInspection(inspection: readonly ImageInspection[] | undefined): string[] {
+  return (inspection ?? []).map(({ field, image, flags, characteristics }) => {
+    const said = Object.entries(characteristics)
+      .filter(([, value]) => value !== null && value !== '')
+      .map(([key, value]) => `${key} ${String(value)}`);
+    return `${field} ${image}: ${flags.length ? flags.join(', ') : 'no flag'}${said.length ? ` (${said.join(', ')})` : ''}`;
+  });
 }
 
 /** What one redraw shows. */

@@ -9,6 +9,7 @@ import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
 import { DEFAULT_TASK_QUEUE } from '../config';
 import type { TrainThenGenerateInput } from '../contract/inputs';
+import { INSPECTION_FLAGS, type InspectionFlag, type InspectOption } from '../contract/inspection';
 import {
   connectTemporal,
   ExitCode,
@@ -18,7 +19,7 @@ import {
   UsageError,
   type CommandIO,
 } from './command-line';
-import { describeCost, follow, LiveLine } from './progress-view';
+import { describeCost, describeInspection, follow, LiveLine } from './progress-view';
 import { formatDuration, workersOn } from './run-watch';
 import { listenForStop } from './stop-signal';
 
@@ -39,6 +40,9 @@ Options:
   --branch B        flux1, sd15, sdxl1, or fast (free: mock images, nothing charged)
                     (default: the service's: the base tune's branch, else sd15, which is charged)
   --title T         the tune's title (default: the workflow ID)
+  --inspect FLAGS   inspect each training image before the tune is created, and refuse the job (InspectionRefused:
+                    nothing created, nothing paid for training) when an image raises one of FLAGS, comma-separated:
+                    ${INSPECTION_FLAGS.join(', ')}; --inspect '' inspects and refuses nothing
   --task-queue Q    (default: TUNEFLOW_TASK_QUEUE, else ${DEFAULT_TASK_QUEUE})
   --wait            follow the run until it ends: what it waits for, elapsed time, the workers on its task queue;
                     exit 0 completed, 1 failed, 5 cancelled; Ctrl-C stops following (exit 130), the run goes on
@@ -58,6 +62,7 @@ const FLAGS = {
   'num-images': { type: 'string' },
   branch: { type: 'string' },
   title: { type: 'string' },
+  inspect: { type: 'string' },
   'task-queue': { type: 'string' },
   wait: { type: 'boolean' },
   json: { type: 'boolean' },
@@ -112,7 +117,22 @@ export async function startInput(values: Flags): Promise<TrainThenGenerateInput>
     numImages === undefined ? p : { ...p, num_images: numImages },
   );
   if (prompts.length === 0) throw new UsageError('--prompt is required at least once (or prompts in --file)');
-  return { tune, prompts, options: input.options };
+  const options =
+    values.inspect === undefined ? input.options : { ...input.options, inspect: inspectFlag(values.inspect) };
+  return { tune, prompts, options };
+}
+
+/** `--inspect blurry,selfie`: the flags to refuse, each a flag of the service's inspection, once. */
+function inspectFlag(value: string): InspectOption {
+  const refuse = value
+    .split(',')
+    .map((flag) => flag.trim())
+    .filter(Boolean);
+  const unknown = refuse.find((flag) => !(INSPECTION_FLAGS as readonly string[]).includes(flag));
+  if (unknown !== undefined)
+    throw new UsageError(`--inspect: ${unknown} is not an inspection flag (known: ${INSPECTION_FLAGS.join(', ')})`);
+  if (new Set(refuse).size !== refuse.length) throw new UsageError('--inspect: names a flag twice');
+  return { refuse: refuse as InspectionFlag[] };
 }
 
 /** Paths made absolute, each a file this process can read (the worker reads it at the same path). */
@@ -180,6 +200,7 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
         for (const p of result.prompts)
           io.stdout.write(`prompt ${p.id}: ${p.user_error ? `failed: ${p.user_error}` : (p.images ?? []).join(' ')}\n`);
         if (result.cost) io.stdout.write(`cost: ${describeCost(result.cost)}\n`);
+        for (const line of describeInspection(result.inspection)) io.stdout.write(`inspected ${line}\n`);
       }
       return ExitCode.ok;
     } finally {

@@ -2,11 +2,13 @@
  * `tuneflow status <id>` and `tuneflow cancel <id>`: a run's state in a few readable lines (what it waits for, its
  * tune, prompts and cost, or why it failed), or its cancellation. Neither blocks on a run no worker serves.
  */
-import type { WorkflowExecutionDescription } from '@temporalio/client';
+import { ApplicationFailure, type WorkflowExecutionDescription } from '@temporalio/client';
 import type { Prompt, Tune } from '../api/schemas';
 import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
 import type { Cost } from '../contract/cost';
+import { FailureType, type InspectionRefusedDetails } from '../contract/failures';
+import type { ImageInspection } from '../contract/inspection';
 import type { Progress } from '../contract/messages';
 import {
   connectTemporal,
@@ -18,7 +20,7 @@ import {
   UsageError,
   type CommandIO,
 } from './command-line';
-import { describeCost, describeWait } from './progress-view';
+import { describeCost, describeInspection, describeWait } from './progress-view';
 import {
   asksForCallbacks,
   formatDuration,
@@ -37,7 +39,8 @@ Exit code: 0 running or completed, 1 failed, terminated or timed out, 5 cancelle
 
 Options:
   --json       the raw state on stdout: { workflowId, status, startTime, closeTime, taskQueue, workers, progress,
-               result, failure }
+               result, failure, inspection } (inspection: what inspecting the training images found, from the result
+               or from an InspectionRefused failure)
   -h, --help   show this help
 `;
 
@@ -63,8 +66,10 @@ interface RunState {
   /** A call that failed and will be tried again, and why (`status --json` shows it as Temporal does). */
   retrying?: RetryingCall;
   progress?: Progress;
-  result?: { tune?: Tune; prompts?: Prompt[]; cost?: Cost };
+  result?: { tune?: Tune; prompts?: Prompt[]; cost?: Cost; inspection?: ImageInspection[] };
   failure?: string;
+  /** What inspecting the training images found (options.inspect): the result's, or an InspectionRefused failure's. */
+  inspection?: ImageInspection[];
 }
 
 export async function statusCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
@@ -100,8 +105,12 @@ export async function statusCommand(argv: string[], io: CommandIO = processIO())
       else if (state.status !== 'RUNNING' && state.status !== 'CANCELLED')
         state.failure = await handle.result().then(
           () => undefined,
-          (err: unknown) => redactCallbackSignatures(describeFailure(err)),
+          (err: unknown) => {
+            state.inspection = inspectionRefusedOf(err)?.inspection;
+            return redactCallbackSignatures(describeFailure(err));
+          },
         );
+      state.inspection ??= state.result?.inspection;
       if (values.json) io.stdout.write(`${JSON.stringify(redactCallbackSignatures(state))}\n`);
       else {
         const history = state.status === 'RUNNING' ? await handle.handle.fetchHistory() : undefined;
@@ -177,6 +186,12 @@ function summarize(
       'prompts',
       `${progress.prompts.settled}/${progress.prompts.total} settled${progress.prompts.failed ? `, ${progress.prompts.failed} failed` : ''}`,
     ]);
+  if (state.inspection) {
+    const flagged = state.inspection.filter((i) => i.flags.length).length;
+    const images = `${state.inspection.length} image${state.inspection.length === 1 ? '' : 's'}`;
+    lines.push(['inspection', `${images} inspected, ${flagged} with flags`]);
+    for (const line of describeInspection(state.inspection)) lines.push(['', line]);
+  }
   const cost = result?.cost ?? progress?.cost;
   if (cost) lines.push(['cost', describeCost(cost)]);
   if (progress)
@@ -186,6 +201,14 @@ function summarize(
     ]);
   const width = Math.max(...lines.map(([label]) => label.length)) + 2;
   return lines.map(([label, value]) => `${(label ? `${label}:` : '').padEnd(width)}${value}\n`).join('');
+}
+
+/** The details of an InspectionRefused failure in the run's failure chain, if that is how it failed. */
+function inspectionRefusedOf(err: unknown): InspectionRefusedDetails | undefined {
+  for (let at = err; at instanceof Error; at = at.cause)
+    if (at instanceof ApplicationFailure && at.type === FailureType.inspectionRefused)
+      return at.details?.[0] as InspectionRefusedDetails | undefined;
+  return undefined;
 }
 
 export async function cancelCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {

@@ -127,6 +127,22 @@ describe('tuneflow', () => {
     expect(stderr).toContain('--bogus');
   });
 
+  test('start --inspect names the flags it takes; an unknown or repeated one is refused before anything is contacted, exit 2', async () => {
+    const { stdout } = await tuneflow(['start', '--help']);
+    expect(stdout).toContain(
+      'blurry, selfie, low_resolution, low_quality, includes_multiple_people, wearing_sunglasses',
+    );
+    const job = ['start', '--name', 'dog', '--images', 'https://example.com/1.jpg', '--prompt', 'sks dog'];
+    // TEMPORAL_ADDRESS names a closed port: a start that got that far would exit 3, not 2.
+    const env = baseEnv({ TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}` });
+    const unknown = await tuneflow([...job, '--inspect', 'blurry,sharp'], env);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('--inspect: sharp is not an inspection flag (known: blurry, selfie, ');
+    const twice = await tuneflow([...job, '--inspect', 'selfie, selfie'], env);
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toContain('--inspect: names a flag twice');
+  });
+
   test('worker takes no arguments: exit 2', async () => {
     const { code, stderr } = await tuneflow(['worker', '--port', '1']);
     expect(code).toBe(2);

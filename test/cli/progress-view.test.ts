@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { describeFailure } from '../../src/cli/command-line';
-import { describeWait, LiveLine, renderProgress, type RunView } from '../../src/cli/progress-view';
+import { describeInspection, describeWait, LiveLine, renderProgress, type RunView } from '../../src/cli/progress-view';
 import { msToTs } from '@temporalio/common/lib/time';
 import { retryingCall } from '../../src/retrying-call';
 import { formatDuration } from '../../src/cli/run-watch';
@@ -149,6 +149,28 @@ describe('what a wait says', () => {
     expect(describeWait(view({ callbacks: false, timer: summarized }))).toBe(
       'waiting for training (polling only), next poll in 3s',
     );
+  });
+
+  test('inspecting the training images, and what inspection found, one line an image', () => {
+    const inspecting = progress({ phase: 'inspecting', tuneId: null });
+    expect(renderProgress(view({ progress: inspecting }))).toMatch(
+      /^inspecting {2}elapsed 12s {2}inspecting the training images {2}0\/3 prompts {2}no tune yet /,
+    );
+    expect(
+      describeInspection([
+        {
+          field: 'tune.image_urls[0]',
+          image: 'https://example.com/1.jpg',
+          flags: [],
+          characteristics: { age: '25-34', ethnicity: null, eye_color: 'brown eyes' },
+        },
+        { field: 'tune.images[1]', image: 'order-1/2.jpg', flags: ['blurry', 'selfie'], characteristics: {} },
+      ]),
+    ).toEqual([
+      'tune.image_urls[0] https://example.com/1.jpg: no flag (age 25-34, eye_color brown eyes)',
+      'tune.images[1] order-1/2.jpg: blurry, selfie',
+    ]);
+    expect(describeInspection(undefined)).toEqual([]);
   });
 
   test('no worker on the task queue comes first; no answer yet says so', () => {
