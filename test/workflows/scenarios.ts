@@ -35,6 +35,17 @@ export const PET_PACK_ID = 261;
 /** The instant avatars pack of the mock: FaceID tunes, ready at creation, 40,000 mc a class. */
 export const FACEID_PACK_ID = 262;
 
+/**
+ * Training photos of a dog the mock's inspection (deterministic per URL) finds without a refused flag: the third is
+ * low_quality, which the scenarios do not refuse.
+ */
+export const INSPECTED_URLS = [1, 2, 3, 5, 6].map((n) => `https://example.com/training/${n}.jpg`);
+/** Photos the mock's inspection flags, by its test hook (a flag's name between double underscores). */
+export const BLURRY_URL = 'https://example.com/training/beach__blurry__.jpg';
+export const CROWD_URL = 'https://example.com/training/party__includes_multiple_people__.jpg';
+/** What the inspection scenarios refuse. */
+export const REFUSE: TuneflowOptions['inspect'] = { refuse: ['blurry', 'includes_multiple_people'] };
+
 /** Quick polls for scenarios that rely on them (the defaults are minutes), and deadlines to match. */
 export const QUICK_POLLS: TuneflowOptions = {
   pollInterval: '1 second',
@@ -682,6 +693,84 @@ export const scenarios = {
       const outcome = await startAndSettle('generate', input, 'real')(s, workflowId);
       return { ...outcome, context: { tuneId: tune.id } };
     },
+  },
+
+  /**
+   * Inspection before paying: a paid training whose photos include a blurry one and a crowd. Every photo is inspected,
+   * the run fails InspectionRefused naming both, and no tune is created: nothing is charged.
+   */
+  inspectionRefused: {
+    name: 'inspection-refused',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'sd15', image_urls: [INSPECTED_URLS[0], BLURRY_URL, CROWD_URL] },
+        prompts: twoPrompts,
+        options: { inspect: REFUSE },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
+  /** Five photos inspected, four at once, none with a refused flag: the tune is created and the job completes. */
+  inspectionClean: {
+    name: 'inspection-clean',
+    options: {},
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'fast', image_urls: INSPECTED_URLS },
+        prompts: [{ text: 'sks dog on a beach' }],
+        options: { inspect: REFUSE },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
+  /** The first inspection gets a 500: retried 30 seconds later, as any call, then the job goes on. */
+  inspectionServerError: {
+    name: 'inspection-server-error',
+    options: { mock: { faults: { status500Rate: 1, faultRoutes: ['POST /images/inspect'], maxFaults: 1 } } },
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'woman', model_type: 'faceid', image_urls: [INSPECTED_URLS[1]] },
+        prompts: [],
+        options: { inspect: REFUSE },
+      } satisfies TrainThenGenerateInput,
+      'skipping',
+    ),
+  },
+
+  /** A pack on a new tune whose photos pass inspection: inspected, then the pack request, then its prompts. */
+  packInspection: {
+    name: 'pack-inspection',
+    options: {},
+    run: startAndSettle(
+      'packTune',
+      {
+        packId: PET_PACK_ID,
+        tune: { name: 'dog', image_urls: INSPECTED_URLS.slice(0, 2) },
+        options: { inspect: REFUSE },
+      } satisfies PackTuneInput,
+      'real',
+    ),
+  },
+
+  /** A pack (80,000 mc for a dog) with a blurry photo: refused after inspection, before the pack is paid for. */
+  packInspectionRefused: {
+    name: 'pack-inspection-refused',
+    options: {},
+    run: startAndSettle(
+      'packTune',
+      {
+        packId: PET_PACK_ID,
+        tune: { name: 'dog', image_urls: [INSPECTED_URLS[0], BLURRY_URL] },
+        options: { inspect: REFUSE },
+      } satisfies PackTuneInput,
+      'real',
+    ),
   },
 } satisfies Record<string, ScenarioDefinition>;
 
