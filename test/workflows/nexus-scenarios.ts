@@ -14,7 +14,7 @@ import type { TrainThenGenerateOperationInput } from '../../src/nexus';
 import type { CallOutcome, TuneflowCall } from '../nexus/caller-workflows';
 import { waitFor } from './harness';
 import { CALLER_NAMESPACE, type NexusWorld } from './nexus-world';
-import { IMAGE_URLS, PET_PACK_ID } from './scenarios';
+import { BLURRY_URL, IMAGE_URLS, INSPECTED_URLS, PET_PACK_ID, REFUSE } from './scenarios';
 
 /** One caller's call: its workflow ID, the key it used, how it ended. */
 export interface NexusCall {
@@ -216,6 +216,31 @@ export const nexusScenarios = {
               },
             },
           ]),
+      ),
+  },
+
+  /**
+   * A caller asks for inspection before paying (`options.inspect` passes through the operation): a blurry photo fails
+   * the run InspectionRefused, which reaches the caller typed, and no tune is created.
+   */
+  inspection: {
+    name: 'inspection',
+    play: (world) =>
+      world.withTuneflow({}, async ({ mock }) =>
+        callAll(world, () => mock.stats(), [
+          {
+            callerId: 'shop-inspection-refused',
+            call: {
+              operation: 'trainThenGenerate',
+              input: {
+                key: 'nexus-inspection-refused',
+                tune: { name: 'dog', branch: 'sd15', image_urls: [INSPECTED_URLS[0], BLURRY_URL] },
+                prompts,
+                options: { inspect: REFUSE },
+              },
+            },
+          },
+        ]),
       ),
   },
 } satisfies Record<string, NexusScenario>;

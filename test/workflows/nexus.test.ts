@@ -214,6 +214,27 @@ devServerTest("a run's failure reaches the caller typed: TuneNeverTrained, OverB
 });
 
 devServerTest(
+  'options.inspect passes through the operation: a blurry photo fails the run InspectionRefused, typed at the caller, no tune',
+  async () => {
+    const outcome = await nexusScenarios.inspection.play(world!);
+    const [refused] = outcome.calls.map((c) => c.outcome);
+    expect(refused).toMatchObject({ outcome: 'failed', failure: { type: FailureType.inspectionRefused } });
+    if (refused.outcome === 'failed' && refused.failure?.type === FailureType.inspectionRefused) {
+      expect(refused.failure.details.images).toEqual([
+        { field: 'tune.image_urls[1]', image: expect.stringContaining('__blurry__'), flags: ['blurry'] },
+      ]);
+      expect(refused.failure.details.inspection).toHaveLength(2);
+    }
+    // tuneflow's run got the option: it inspected both photos and created nothing.
+    const run = outcome.handler['nexus-inspection-refused'];
+    expect(summarize(run).activities).toEqual(['inspectImage', 'inspectImage']);
+    expect(events(run).at(-1)).toBe('workflowExecutionFailed');
+    expect(outcome.stats.routes).toEqual({ 'POST /images/inspect': 2 });
+    expect(events(outcome.caller['shop-inspection-refused'])).toContain('nexusOperationFailed');
+  },
+);
+
+devServerTest(
   "keys of different teams never meet: another namespace's same key is its own job, its cancel reaches only its own " +
     'run, and other input under a key is refused naming the field',
   async () => {
