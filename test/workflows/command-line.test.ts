@@ -15,6 +15,7 @@ import { TuneflowClient } from '../../src/client';
 import { startMockService, type MockService } from '../../src/mock-service';
 import { startDevServerProcess, type DevServerChild } from '../../src/temporal-server/dev-server';
 import { devServerExecutable, devServerTest, currentVerdict } from './environment';
+import { BLURRY_URL, INSPECTED_URLS } from './scenarios';
 import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 jest.setTimeout(120_000);
@@ -384,6 +385,77 @@ devServerTest(
       await worker?.exited;
       await connection.close();
       await strict.close();
+    }
+  },
+);
+
+devServerTest(
+  'start --inspect: a blurry photo fails the run InspectionRefused before any tune (exit 1), status and status --json show what inspection found; clean photos complete and --wait prints it',
+  async () => {
+    const queue = `inspect-${Date.now()}`;
+    const quick = await startMockService({ port: 0, trainingTime: '1s', inferenceTime: '500ms' });
+    let worker: WorkerProcess | undefined;
+    try {
+      worker = await startWorkerProcess({
+        temporalAddress: server!.address,
+        apiKey: 'command-line-test-key',
+        apiUrl: quick.url,
+        taskQueue: queue,
+      });
+      const start = (id: string, branch: string, images: string[]) =>
+        tuneflow(
+          ...['start', '--id', id, '--task-queue', queue, '--name', 'dog', '--branch', branch],
+          ...images.flatMap((image) => ['--images', image]),
+          ...['--prompt', 'sks dog on a beach', '--inspect', 'blurry,includes_multiple_people', '--wait'],
+        );
+
+      const refusedId = `${queue}-refused`;
+      const refused = start(refusedId, 'sd15', [INSPECTED_URLS[0], BLURRY_URL]);
+      expect(await refused.exited).toBe(1);
+      expect(refused.stderr()).toMatch(
+        /^tuneflow start: the run failed: InspectionRefused: Inspection refused 1 of 2 training images \(options\.inspect\.refuse: blurry, includes_multiple_people\): tune\.image_urls\[1\] \(https:\/\/example\.com\/training\/beach__blurry__\.jpg\): blurry; no tune was created$/m,
+      );
+      expect(quick.stats().routes).toEqual({ 'POST /images/inspect': 2 });
+      expect(quick.ledger('command-line-test-key')).toEqual({ totalMc: 0, charges: [] });
+
+      const status = tuneflow('status', refusedId);
+      expect(await status.exited).toBe(1);
+      expect(status.stdout()).toMatch(/^failure: +InspectionRefused: Inspection refused 1 of 2 training images /m);
+      expect(status.stdout()).toMatch(/^inspection: +2 images inspected, 1 with flags$/m);
+      expect(status.stdout()).toMatch(
+        /^ +tune\.image_urls\[0\] https:\/\/example\.com\/training\/1\.jpg: no flag \(eye_color /m,
+      );
+      expect(status.stdout()).toMatch(/^ +tune\.image_urls\[1\] \S+beach__blurry__\.jpg: blurry \(eye_color /m);
+      const json = tuneflow('status', refusedId, '--json');
+      expect(await json.exited).toBe(1);
+      expect(JSON.parse(json.stdout())).toMatchObject({
+        status: 'FAILED',
+        failure: expect.stringContaining('InspectionRefused: '),
+        inspection: [
+          { field: 'tune.image_urls[0]', image: INSPECTED_URLS[0], flags: [] },
+          { field: 'tune.image_urls[1]', image: BLURRY_URL, flags: ['blurry'] },
+        ],
+      });
+
+      const cleanId = `${queue}-clean`;
+      const clean = start(cleanId, 'fast', INSPECTED_URLS.slice(0, 2));
+      expect(await clean.exited).toBe(0);
+      expect(clean.stdout()).toMatch(
+        /^inspected tune\.image_urls\[0\] https:\/\/example\.com\/training\/1\.jpg: no flag /m,
+      );
+      expect(clean.stdout()).toMatch(
+        /^inspected tune\.image_urls\[1\] https:\/\/example\.com\/training\/2\.jpg: no flag /m,
+      );
+      const cleanJson = tuneflow('status', cleanId, '--json');
+      expect(await cleanJson.exited).toBe(0);
+      const state = JSON.parse(cleanJson.stdout()) as { inspection: unknown[]; result: { inspection: unknown[] } };
+      expect(state.inspection).toHaveLength(2);
+      expect(state.result.inspection).toEqual(state.inspection);
+      expect(quick.stats().routes).toMatchObject({ 'POST /images/inspect': 4, 'POST /tunes': 1 });
+    } finally {
+      worker?.child.kill('SIGTERM');
+      await worker?.exited;
+      await quick.close();
     }
   },
 );
