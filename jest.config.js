@@ -1,6 +1,8 @@
 /** Two projects: everything else runs in parallel; workflow tests (a Temporal test server each) run serially. */
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
-const base = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
+// A test's console output (the SDK's logs among it) shows only if the test fails: see test/quiet-environment.ts.
+const testEnvironment = '<rootDir>/test/quiet-environment.ts';
+const base = { testEnvironment, transform, moduleFileExtensions: ['ts', 'js', 'json'] };
 
 /** @type {import('jest').Config} */
 module.exports = {

@@ -78,8 +78,24 @@ export default async function globalSetup(): Promise<void> {
  */
 const KNOWN_CORE_NOISE = 'did not advertise the activity_failure_include_heartbeat capability';
 
-/** The SDK's logger, minus the known core noise. */
+/** Where test/quiet-environment.ts finds, in the test's realm, what flushes the SDK's held logs. */
+const FLUSH_TEST_LOGS = Symbol.for('tuneflow.flush-test-logs');
+
+/**
+ * The SDK's logger, minus the known core noise, writing through console: the test environment
+ * (test/quiet-environment.ts) holds a test's lines and prints them if it fails; an ERROR goes to console.error, which
+ * prints even when the test passes.
+ */
 class QuietLogger extends DefaultLogger {
+  constructor() {
+    super('WARN', ({ level, message, meta, timestampNanos }) => {
+      const line = `${new Date(Number(timestampNanos / 1_000_000n)).toISOString()} [${level}] ${message}`;
+      const write = level === 'ERROR' ? console.error : console.warn;
+      if (meta === undefined) write(line);
+      else write(line, meta);
+    });
+  }
+
   override log(level: LogLevel, message: string, meta?: LogMetadata): void {
     if (message.includes(KNOWN_CORE_NOISE)) return;
     super.log(level, message, meta);
@@ -88,15 +104,20 @@ class QuietLogger extends DefaultLogger {
 
 /**
  * Worker and core logs at WARN, the core's forwarded to the SDK's logger so that only its known noise is dropped:
- * every other warning and error still shows. Once per process; later calls are no-ops.
+ * every other warning and error is kept with its test (see QuietLogger). Once per test file (each has its own module
+ * registry, so its own Runtime); later calls are no-ops.
  */
 export function installQuietRuntime(): void {
+  // The SDK holds logs 100 ms to order them: the test environment flushes them when a test ends, so that each line is
+  // held with the test that logged it. The Runtime of the moment: an idle one shuts down (flushed), and a new one is
+  // made when a worker needs it.
+  Object.assign(globalThis, { [FLUSH_TEST_LOGS]: () => Runtime._instance?.flushLogs() });
   try {
     Runtime.install({
-      logger: new QuietLogger('WARN'),
+      logger: new QuietLogger(),
       telemetryOptions: { logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} } },
     });
   } catch {
-    // Already installed (another test file in this process): keep it.
+    // Already installed (earlier in this test file): keep it.
   }
 }
