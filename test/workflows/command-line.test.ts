@@ -147,9 +147,9 @@ devServerTest(
     const again = tuneflow('cancel', `${queue}-b`);
     expect(await again.exited).toBe(0);
     expect(again.stdout()).toBe(`cancellation requested for ${queue}-b\n`);
-    process.stdout.write(
-      `command-line test: no worker noticed by start --wait in ${noticed} ms; status answered in ${statusTook} ms; ` +
-        `plain start in ${spawned - started} ms\n`,
+    console.info(
+      `no worker noticed by start --wait in ${noticed} ms; status answered in ${statusTook} ms; ` +
+        `plain start in ${spawned - started} ms`,
     );
   },
 );
