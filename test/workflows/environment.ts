@@ -8,9 +8,10 @@
  * its verdict in process.env, which the test files read here. With CI set a missing server fails the run in
  * global-setup.ts, so nothing is skipped there.
  */
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { WorkflowBundle } from '@temporalio/worker';
 import { openTemporal, type DevServerSettings, type TemporalServer } from '../../src/temporal-server';
+import { startDevServerProcess } from '../../src/temporal-server/dev-server';
 import { installQuietRuntime, isCI, VERDICT_VARIABLE, type Provisioned, type TemporalVerdict } from './global-setup';
 import { bundleWorkflows, WorkflowHarness } from './harness';
 
@@ -58,14 +59,28 @@ export function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
 }
 
 /**
- * A dev server of this test's own, started now: its state in `dbFilename` when given (so a restart finds it).
+ * A dev server of this test's own, started now: its state in `dbFilename` when given (so a restart finds it). A process
+ * of our own (src/temporal-server/dev-server.ts), which teardown stops: the SDK's writes its banner to our stdout.
  *
  * @example
  * const env = await startDevServer({ dbFilename: path.join(dir, 'temporal.db'), port });
  */
-export function startDevServer(settings: DevServerSettings = {}): Promise<TestWorkflowEnvironment> {
+export async function startDevServer(
+  settings: Pick<DevServerSettings, 'port' | 'dbFilename'> = {},
+): Promise<TestWorkflowEnvironment> {
   installQuietRuntime();
-  return openTemporal(server(currentVerdict().devServer), settings);
+  const dev = server(currentVerdict().devServer);
+  // The SDK's download runs only inside the SDK's server process.
+  if (dev.kind !== 'dev-server' || dev.executable.type !== 'existing-path') return openTemporal(dev, settings);
+  const child = await startDevServerProcess({ executable: dev.executable.path, ...settings });
+  try {
+    const env = await TestWorkflowEnvironment.createFromExistingServer({ address: child.address });
+    const teardown = env.teardown.bind(env);
+    return Object.assign(env, { teardown: () => teardown().finally(() => child.stop()) });
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
 }
 
 /** The dev server's executable (for tests that run it as a child process of their own). */
