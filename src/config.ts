@@ -35,6 +35,8 @@ export const ENVIRONMENT = {
     "the only directory a job's file paths may name (checked after symlinks); unset: jobs send image URLs only",
   TUNEFLOW_MAX_CACHED_WORKFLOWS:
     "runs kept in the worker's cache, ~1.5 MiB each (default: the SDK's, from the heap limit)",
+  TUNEFLOW_SERVICE_RATE:
+    'activities started per second on the task queue, all workers together: the service calls held under its rate limit (unset: no limit)',
 } as const;
 
 export class ConfigError extends Error {
@@ -82,6 +84,12 @@ export interface WorkerConfig {
   maxCachedWorkflows?: number;
   /** TUNEFLOW_UPLOAD_DIR: the only directory a job's file paths may name; undefined: URLs only. */
   uploadDir?: string;
+  /**
+   * TUNEFLOW_SERVICE_RATE: activities per second the task queue starts across every worker on it (the Temporal
+   * server's task-queue limit), which holds the service calls under the service's rate limit.
+   * @default no limit
+   */
+  serviceRate?: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -217,7 +225,33 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
       ? read(env, 'TUNEFLOW_MAX_CACHED_WORKFLOWS', z.coerce.number().int().min(0), 'must be a whole number, 0 or more')
       : undefined,
     uploadDir: loadUploadDir(env),
+    serviceRate: loadServiceRate(env),
   };
+}
+
+/**
+ * TUNEFLOW_SERVICE_RATE, when set: a positive number of requests per second (decimals allowed: 0.5 is one request
+ * every 2 s); undefined when unset.
+ *
+ * @example
+ * loadServiceRate({ TUNEFLOW_SERVICE_RATE: '18' }); // 18
+ * loadServiceRate({ TUNEFLOW_SERVICE_RATE: '0' }); // throws "TUNEFLOW_SERVICE_RATE: must be a positive number ..."
+ */
+export function loadServiceRate(env: Env = process.env): number | undefined {
+  const value = env.TUNEFLOW_SERVICE_RATE;
+  if (value === undefined || value.trim() === '') return undefined;
+  const rate = /^\s*\d+(\.\d+)?\s*$/.test(value) ? Number(value) : NaN;
+  if (!isServiceRate(rate))
+    throw new ConfigError(
+      'TUNEFLOW_SERVICE_RATE',
+      `must be a positive number of requests per second, such as 18 or 0.5 (got ${JSON.stringify(value)})`,
+    );
+  return rate;
+}
+
+/** Whether `rate` is a usable requests-per-second limit: a finite number above 0. */
+export function isServiceRate(rate: unknown): rate is number {
+  return typeof rate === 'number' && Number.isFinite(rate) && rate > 0;
 }
 
 /** TUNEFLOW_API_KEY, required: the one place it is read, handed to the service client only. */

@@ -18,7 +18,15 @@ import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
 import type { ReceiverLimits } from './callbacks/receiver-limits';
 import { CallbackSigner } from './callbacks/signing';
 import { rememberScheduledBy } from './callbacks/trace-context';
-import { DEFAULT_CALLBACK_PORT, loadApiKey, loadApiUrl, loadCallbackConfig, loadUploadDir } from './config';
+import {
+  DEFAULT_CALLBACK_PORT,
+  isServiceRate,
+  loadApiKey,
+  loadApiUrl,
+  loadCallbackConfig,
+  loadServiceRate,
+  loadUploadDir,
+} from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
 import { tuneflowServiceHandler, type NexusCaller } from './nexus/handler';
@@ -126,6 +134,16 @@ export interface TuneflowPluginOptions {
    *   having created nothing
    */
   uploadDir?: string;
+  /**
+   * Activities per second the worker's task queue starts, all its workers together: the Temporal server's task-queue
+   * limit (`maxTaskQueueActivitiesPerSecond`, which the plugin sets on the worker), so the service calls of every
+   * worker stay under the service's rate limit. Polls and creates share it, and so do the activities that do not call
+   * the service (checkUploads, priorJob). Every worker on the task queue must have the same value: the server keeps
+   * the one the latest poll carried, and a worker without it lifts the limit. A worker that sets
+   * `maxTaskQueueActivitiesPerSecond` itself keeps the lower of the two. `false`: no limit, whatever the variable says.
+   * @default TUNEFLOW_SERVICE_RATE; unset: no limit
+   */
+  serviceRate?: number | false;
 }
 
 /** How the Nexus service scopes its callers' keys. */
@@ -158,9 +176,20 @@ export class TuneflowPlugin extends SimplePlugin {
   readonly #signer: CallbackSigner | undefined;
   readonly #logger: Logger | undefined;
   readonly #otel: OpenTelemetryPlugin | undefined;
+  readonly #serviceRate: number | undefined;
 
   constructor(options: TuneflowPluginOptions = {}) {
     // Every setting is read before anything is opened, so a bad one leaves nothing behind.
+    const serviceRate =
+      options.serviceRate === undefined
+        ? loadServiceRate()
+        : options.serviceRate === false
+          ? undefined
+          : options.serviceRate;
+    if (serviceRate !== undefined && !isServiceRate(serviceRate))
+      throw new TypeError(
+        `TuneflowPlugin: serviceRate must be a positive number of requests per second or false, got ${String(serviceRate)}`,
+      );
     const given = options.api ?? apiFromEnvironment();
     const callbacks = options.callbacks === undefined ? loadCallbackConfig() : options.callbacks || undefined;
     const uploadDir = options.uploadDir ?? loadUploadDir();
@@ -184,6 +213,7 @@ export class TuneflowPlugin extends SimplePlugin {
     this.#signer = signer;
     this.#logger = options.logger;
     this.#otel = otel;
+    this.#serviceRate = serviceRate;
   }
 
   /**
@@ -192,7 +222,10 @@ export class TuneflowPlugin extends SimplePlugin {
    * at start-up, and leaves a prebuilt bundle (the traced one has them) alone.
    */
   override configureWorker(options: WorkerOptions): WorkerOptions {
-    const configured = withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined);
+    const configured = withServiceRate(
+      withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined),
+      this.#serviceRate,
+    );
     return this.#otel ? this.#otel.configureWorker(configured) : configured;
   }
 
@@ -249,6 +282,17 @@ export class TuneflowPlugin extends SimplePlugin {
 
 function apiFromEnvironment(): TunesApiOptions {
   return { apiKey: loadApiKey(), baseUrl: loadApiUrl() };
+}
+
+/**
+ * The task queue's activity limit for `serviceRate`: set on the worker (the server applies it to the whole task queue;
+ * the SDK then turns eager activity dispatch off, so every activity goes through the limit), the lower one when the
+ * worker sets its own.
+ */
+function withServiceRate(options: WorkerOptions, serviceRate: number | undefined): WorkerOptions {
+  if (serviceRate === undefined) return options;
+  const own = options.maxTaskQueueActivitiesPerSecond;
+  return { ...options, maxTaskQueueActivitiesPerSecond: own === undefined ? serviceRate : Math.min(own, serviceRate) };
 }
 
 function withTuneflowWorkflows<T extends WorkerOptions | ReplayWorkerOptions>(options: T, traced: boolean): T {

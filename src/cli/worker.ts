@@ -64,6 +64,8 @@ export async function createTuneflowWorker(
       logger,
       tracing,
       uploadDir: config.uploadDir,
+      // The config is the whole truth here: unset is no limit, not a second look at the environment.
+      serviceRate: config.serviceRate ?? false,
     });
     const worker = await Worker.create({
       connection,
@@ -179,6 +181,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
       apiUrl: config.api.baseUrl,
       callbacks: config.callbacks?.baseUrl ?? 'off (polling only)',
       metrics: config.metricsAddress ?? 'off',
+      serviceRate: config.serviceRate === undefined ? 'no limit' : `${config.serviceRate}/s for the task queue`,
       // The origin alone: a URL's user and password are not for the log.
       traces: tracingConfig ? new URL(tracingConfig.url).origin : 'off',
     });

@@ -11,6 +11,19 @@ describe('loadWorkerConfig', () => {
     expect(config.metricsAddress).toBe('0.0.0.0:9464');
     expect(config.logLevel).toBe('INFO');
     expect(config.maxCachedWorkflows).toBeUndefined();
+    expect(config.serviceRate).toBeUndefined();
+  });
+
+  test('the service rate: a positive number of requests per second, named when it is not', () => {
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: '18' }).serviceRate).toBe(18);
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: '0.5' }).serviceRate).toBe(0.5);
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: ' 20 ' }).serviceRate).toBe(20);
+    // Empty, as compose passes an unset one: no limit.
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: '' }).serviceRate).toBeUndefined();
+    for (const bad of ['0', '0.0', '-5', '1e3', '20/s', 'fast', 'Infinity', '.5'])
+      expect(() => loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: bad })).toThrow(
+        `TUNEFLOW_SERVICE_RATE: must be a positive number of requests per second, such as 18 or 0.5 (got ${JSON.stringify(bad)})`,
+      );
   });
 
   test("the worker's cache of runs: a whole number, named when it is not", () => {

@@ -12,7 +12,8 @@ import { TuneflowPlugin } from '../../src/plugin';
 import { startMockService, type MockService } from '../../src/mock-service';
 
 const VARIABLES = ['TUNEFLOW_API_KEY', 'TUNEFLOW_API_URL', 'TUNEFLOW_CALLBACK_BASE_URL', 'TUNEFLOW_CALLBACK_SECRET'];
-const saved = Object.fromEntries([...VARIABLES, 'TUNEFLOW_UPLOAD_DIR'].map((name) => [name, process.env[name]]));
+const OTHERS = ['TUNEFLOW_UPLOAD_DIR', 'TUNEFLOW_SERVICE_RATE'];
+const saved = Object.fromEntries([...VARIABLES, ...OTHERS].map((name) => [name, process.env[name]]));
 let mock: MockService;
 let uploads: string;
 
@@ -101,8 +102,48 @@ test.each([
     { TUNEFLOW_API_KEY: 'k', TUNEFLOW_UPLOAD_DIR: '/no/such/dir' },
     'TUNEFLOW_UPLOAD_DIR: must be a directory that exists',
   ],
+  [{ TUNEFLOW_API_KEY: 'k', TUNEFLOW_SERVICE_RATE: '0' }, 'TUNEFLOW_SERVICE_RATE: must be a positive number'],
 ])('a missing or bad variable is named at construction: %j', (variables, message) => {
-  for (const name of [...VARIABLES, 'TUNEFLOW_UPLOAD_DIR']) delete process.env[name];
+  for (const name of [...VARIABLES, ...OTHERS]) delete process.env[name];
   Object.assign(process.env, variables);
   expect(() => new TuneflowPlugin()).toThrow(message);
+});
+
+describe("the service rate: the task queue's activity limit on every worker the plugin is on", () => {
+  const api = { apiKey: 'k', baseUrl: 'http://127.0.0.1:1' };
+  const limitOf = (plugin: TuneflowPlugin, own: Partial<WorkerOptions> = {}) =>
+    plugin.configureWorker({ taskQueue: 'tuneflow', ...own } as WorkerOptions).maxTaskQueueActivitiesPerSecond;
+
+  test('from TUNEFLOW_SERVICE_RATE when the option is left out; none when it is unset', () => {
+    delete process.env.TUNEFLOW_SERVICE_RATE;
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false }))).toBeUndefined();
+    process.env.TUNEFLOW_SERVICE_RATE = '18';
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false }))).toBe(18);
+  });
+
+  test('the option wins over the variable, and false asks for no limit', () => {
+    process.env.TUNEFLOW_SERVICE_RATE = '18';
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: 4.5 }))).toBe(4.5);
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: false }))).toBeUndefined();
+  });
+
+  test("a worker that sets its own limit keeps the lower of the two; without the plugin's, its own", () => {
+    const plugin = new TuneflowPlugin({ api, callbacks: false, serviceRate: 20 });
+    expect(limitOf(plugin, { maxTaskQueueActivitiesPerSecond: 5 })).toBe(5);
+    expect(limitOf(plugin, { maxTaskQueueActivitiesPerSecond: 50 })).toBe(20);
+    const none = new TuneflowPlugin({ api, callbacks: false, serviceRate: false });
+    expect(limitOf(none, { maxTaskQueueActivitiesPerSecond: 50 })).toBe(50);
+  });
+
+  test('the per-worker limit is left alone: it would not hold across workers', () => {
+    const plugin = new TuneflowPlugin({ api, callbacks: false, serviceRate: 20 });
+    const options = plugin.configureWorker({ taskQueue: 'tuneflow' } as WorkerOptions);
+    expect(options.maxActivitiesPerSecond).toBeUndefined();
+  });
+
+  test.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY])('a bad option is refused at construction: %p', (rate) => {
+    expect(() => new TuneflowPlugin({ api, callbacks: false, serviceRate: rate })).toThrow(
+      'TuneflowPlugin: serviceRate must be a positive number of requests per second or false',
+    );
+  });
 });
