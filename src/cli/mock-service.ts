@@ -20,6 +20,9 @@ Flags:
   --inference-time D       how long a prompt takes once its tune is trained (default 1s)
   --idempotency on|off     the accounts' idempotency setting (default off)
   --api-key KEY            accept only this key (repeatable); by default every key is its own account
+  --rate-limit N           the service's rate limit: at most N requests a second per API key, 429 with
+                           Retry-After above it (default none; POST /__mock/faults {"rateLimitPerSecond": N}
+                           changes it)
   --help                   show this help
 `;
 
@@ -41,6 +44,7 @@ function readFlags(argv: string[]) {
       'inference-time': { type: 'string' },
       idempotency: { type: 'string' },
       'api-key': { type: 'string', multiple: true },
+      'rate-limit': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -59,6 +63,11 @@ function readFlags(argv: string[]) {
   if (idempotency !== 'on' && idempotency !== 'off')
     throw new UsageError(`--idempotency: must be on or off (got ${JSON.stringify(idempotency)})`);
   if (values.host !== undefined && values.host.trim() === '') throw new UsageError('--host: must not be empty');
+  const rateLimit = values['rate-limit'];
+  if (rateLimit !== undefined && !(/^\d+(\.\d+)?$/.test(rateLimit) && Number(rateLimit) > 0))
+    throw new UsageError(
+      `--rate-limit: must be a positive number of requests per second (got ${JSON.stringify(rateLimit)})`,
+    );
   return {
     help: values.help ?? false,
     port,
@@ -67,6 +76,7 @@ function readFlags(argv: string[]) {
     inferenceTime: duration('inference-time'),
     idempotency: idempotency === 'on',
     apiKeys: values['api-key'],
+    rateLimitPerSecond: rateLimit === undefined ? undefined : Number(rateLimit),
   };
 }
 
@@ -96,6 +106,7 @@ export async function mockServiceCommand(
         inferenceTime: flags.inferenceTime as Duration | undefined,
         idempotency: flags.idempotency,
         apiKeys: flags.apiKeys,
+        faults: flags.rateLimitPerSecond === undefined ? undefined : { rateLimitPerSecond: flags.rateLimitPerSecond },
         log: (line) => io.stdout.write(`${line}\n`),
       });
     } catch (error) {

@@ -1,7 +1,6 @@
 /**
- * Fault injection: status faults (500, 429, 504) and slow answers on API routes, lost and repeated callbacks, tunes
- * that never train.
- * Faults are validated with zod like every other input of the mock.
+ * Fault injection: status faults (500, 429, 504) and slow answers on API routes, the service's rate limit per API key,
+ * lost and repeated callbacks, tunes that never train. Faults are validated with zod like every other input of the mock.
  */
 import { z } from 'zod';
 import { parseInput } from '../api/parse-input';
@@ -88,6 +87,15 @@ export interface Faults {
    * @default no limit
    */
   maxFaults?: number;
+  /**
+   * The service's rate limit: at most this many API requests a second per API key, each key with a bucket of a
+   * second's worth (at least one request) refilled continuously, so a burst up to it passes. A request over it is
+   * answered 429 with Retry-After (the whole seconds until the key's next request would pass, at least 1) without
+   * being processed. Not a share, and not counted among the status faults or in `maxFaults`: the stats count these
+   * apart (`rateLimited`). Setting the same limit again keeps the keys' buckets as they are.
+   * @default no limit
+   */
+  rateLimitPerSecond?: number;
 }
 
 const rate = z
@@ -135,6 +143,11 @@ function faultsSchema(known: ReadonlySet<string>) {
         .int({ error: 'must be an integer of at least 0' })
         .min(0, { error: 'must be an integer of at least 0' })
         .optional(),
+      rateLimitPerSecond: z
+        .number({ error: 'must be a positive number of requests per second' })
+        .positive({ error: 'must be a positive number of requests per second' })
+        .refine(Number.isFinite, { error: 'must be a positive number of requests per second' })
+        .optional(),
     })
     .superRefine((f, ctx) => {
       // Refinements also run after field errors: judge the sum only of rates that are valid on their own.
@@ -164,6 +177,12 @@ export interface InjectedByKind {
 const KIND_OF = { 500: 'status500', 429: 'status429', 504: 'status504', garbled: 'garbled' } as const;
 const noneInjected = (): InjectedByKind => ({ status500: 0, status429: 0, status504: 0, garbled: 0 });
 
+/** One API key's requests under the rate limit: tokens left, and when they were counted (ms). */
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
 /** Decides, request by request and callback by callback, whether a fault happens. */
 export class FaultInjector {
   private faults: Faults = {};
@@ -171,12 +190,17 @@ export class FaultInjector {
   private injected = 0;
   private byKind = noneInjected();
   private readonly schema: ReturnType<typeof faultsSchema>;
+  /** Per API key, under `rateLimitPerSecond`; emptied when the limit changes. */
+  private readonly buckets = new Map<string, Bucket>();
+  private limited = 0;
 
   constructor(
     /** The API route keys (`'POST /tunes'`); read when faults are set, so it may be filled in later. */
     apiRoutes: ReadonlySet<string>,
     /** Injectable for deterministic tests of the injector itself; also draws the callbacks' jitter. */
     readonly random: () => number = Math.random,
+    /** The rate limit's clock, in milliseconds; injectable for deterministic tests of the limit. */
+    private readonly now: () => number = () => performance.now(),
   ) {
     this.schema = faultsSchema(apiRoutes);
   }
@@ -188,6 +212,7 @@ export class FaultInjector {
   set(faults: unknown): Faults {
     // A copy: the faults in force change only through set().
     const parsed = { ...parseInput(this.schema, 'faults', faults) };
+    if (parsed.rateLimitPerSecond !== this.faults.rateLimitPerSecond) this.buckets.clear();
     this.faults = parsed;
     this.routes = parsed.faultRoutes ? new Set(parsed.faultRoutes) : undefined;
     this.injected = 0;
@@ -232,6 +257,33 @@ export class FaultInjector {
       this.byKind[KIND_OF[fault]]++;
     }
     return fault;
+  }
+
+  /** API requests refused by the rate limit since the mock started (setting faults does not reset it). */
+  get rateLimitedCount(): number {
+    return this.limited;
+  }
+
+  /**
+   * Takes one request of `apiKey` under the rate limit: undefined when it may pass (or there is no limit), else the
+   * Retry-After in whole seconds, the request refused and counted.
+   * @example const retryAfter = injector.rateLimit('key'); if (retryAfter !== undefined) answer429(retryAfter);
+   */
+  rateLimit(apiKey: string): number | undefined {
+    const rate = this.faults.rateLimitPerSecond;
+    if (rate === undefined) return undefined;
+    const capacity = Math.max(1, rate);
+    const now = this.now();
+    const bucket = this.buckets.get(apiKey) ?? { tokens: capacity, at: now };
+    bucket.tokens = Math.min(capacity, bucket.tokens + ((now - bucket.at) / 1000) * rate);
+    bucket.at = now;
+    this.buckets.set(apiKey, bucket);
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return undefined;
+    }
+    this.limited++;
+    return Math.max(1, Math.ceil((1 - bucket.tokens) / rate));
   }
 
   /**

@@ -4,7 +4,7 @@
  * account's idempotency setting, and fault injection.
  *
  * Test hooks: a prompt whose text contains the word `__fail__` settles with `user_error`; `neverTrainRate` makes
- * tunes that never train; `POST /__mock/faults` and `GET /__mock/stats` control and observe the mock over HTTP.
+ * tunes that never train; `rateLimitPerSecond` holds each API key to the service's rate limit (429 above it); `POST /__mock/faults` and `GET /__mock/stats` control and observe the mock over HTTP.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -113,7 +113,7 @@ export interface MockService {
    */
   setFaults(faults: Faults): void;
   /**
-   * Requests per route, callbacks sent, duplicated, dropped and failed, faults injected.
+   * Requests per route, callbacks sent, duplicated, dropped and failed, faults injected, requests over the rate limit.
    * @example mock.stats().routes['POST /tunes']
    */
   stats(): MockStats;
@@ -172,6 +172,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
     routes: counter.toJSON(),
     callbacks: { ...callbacks.stats },
     faults: { injected: faults.injectedCount, byKind: faults.injectedByKind },
+    rateLimited: faults.rateLimitedCount,
   });
 
   const simulation = new Simulation(store, clock, callbacks, faults, { trainingMs, inferenceMs });

@@ -1,8 +1,8 @@
 /**
- * The HTTP side of the mock, on node:http: routing by pattern, authentication (one account per API key), status
- * faults and slow answers on API routes, request stats, generated images and uploaded files, and the `/__mock/*`
- * control routes. Kept light per request (no framework, no URL object, validation only where input arrives) so it
- * sustains thousands of requests a second.
+ * The HTTP side of the mock, on node:http: routing by pattern, authentication (one account per API key), the rate
+ * limit per API key, status faults and slow answers on API routes, request stats, generated images and uploaded files,
+ * and the `/__mock/*` control routes. Kept light per request (no framework, no URL object, validation only where input
+ * arrives) so it sustains thousands of requests a second.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -22,6 +22,8 @@ export interface MockStats {
   callbacks: CallbackStats;
   /** Status faults injected since faults were last set, in all and by kind. */
   faults: { injected: number; byKind: InjectedByKind };
+  /** API requests answered 429 by the rate limit (`rateLimitPerSecond`) since the mock started. */
+  rateLimited: number;
 }
 
 interface CompiledRoute extends RouteDefinition {
@@ -124,11 +126,11 @@ export function serveMock(server: Server, parts: ServerParts, counter: RouteCoun
   const { store, faults, router, apiKeys, log } = parts;
 
   function authenticate(req: IncomingMessage): Account {
-    const header = req.headers.authorization;
-    const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match) throw new ServiceError(401, { error: 'Unauthorized: send the header Authorization: Bearer <API key>' });
-    if (apiKeys && !apiKeys.has(match[1])) throw new ServiceError(401, { error: 'Unauthorized: unknown API key' });
-    return store.account(match[1]);
+    const key = bearerKey(req);
+    if (key === undefined)
+      throw new ServiceError(401, { error: 'Unauthorized: send the header Authorization: Bearer <API key>' });
+    if (apiKeys && !apiKeys.has(key)) throw new ServiceError(401, { error: 'Unauthorized: unknown API key' });
+    return store.account(key);
   }
 
   function send(req: IncomingMessage, res: ServerResponse, reply: Reply, started: number): void {
@@ -188,6 +190,22 @@ export function serveMock(server: Server, parts: ServerParts, counter: RouteCoun
     try {
       let account: Account | undefined;
       if (route.kind === 'api') {
+        // The rate limit first, per key (a request without one is not limited: it is a 401): refused unprocessed.
+        const key = bearerKey(req);
+        const retryAfter = key === undefined ? undefined : faults.rateLimit(key);
+        if (retryAfter !== undefined)
+          return send(
+            req,
+            res,
+            {
+              status: 429,
+              body: {
+                error: `Too many requests: over ${faults.current.rateLimitPerSecond} a second for this API key (rate limit)`,
+              },
+              headers: { 'retry-after': String(retryAfter) },
+            },
+            started,
+          );
         fault = faults.statusFault(route.key);
         if (fault === 500)
           return send(req, res, { status: 500, body: { error: 'Internal server error (injected fault)' } }, started);
@@ -238,6 +256,13 @@ export function serveMock(server: Server, parts: ServerParts, counter: RouteCoun
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((error: unknown) => send(req, res, failure(error, req), performance.now()));
   });
+}
+
+/** The API key of `Authorization: Bearer <key>`, or undefined when the header is missing or malformed. */
+function bearerKey(req: IncomingMessage): string | undefined {
+  const header = req.headers.authorization;
+  const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+  return match ? match[1] : undefined;
 }
 
 function pathOf(url: string | undefined): string {

@@ -57,6 +57,29 @@ describe('tuneflow mock-service', () => {
     }
   });
 
+  test('--rate-limit holds each API key to that many requests a second: 429 with Retry-After above it', async () => {
+    // One request every 10 s: the second, sent at once, is over the limit whatever the machine's load.
+    const child = cli(['mock-service', '--port', '0', '--rate-limit', '0.1']);
+    const exited = new Promise<number | null>((done) => child.on('exit', done));
+    try {
+      const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+      const url = ((await lines.next()).value as string).slice('listening on '.length);
+      expect((await call(url, 'limited', 'GET', '/tunes')).status).toBe(200);
+      const over = await call(url, 'limited', 'GET', '/tunes');
+      expect(over.status).toBe(429);
+      // The whole seconds until the key's next request passes: 10 less what passed since the first.
+      expect(Number(over.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(Number(over.headers['retry-after'])).toBeLessThanOrEqual(10);
+      // Per key: another account has its own.
+      expect((await call(url, 'another', 'GET', '/tunes')).status).toBe(200);
+      expect((await call(url, null, 'GET', '/__mock/faults')).body).toEqual({ rateLimitPerSecond: 0.1 });
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
   test('a taken port exits 2 naming --port, in one line', async () => {
     const taken: Server = createServer();
     await new Promise<void>((done) => taken.listen(0, '127.0.0.1', done));
@@ -77,7 +100,15 @@ describe('tuneflow mock-service', () => {
     const { code, stdout } = await run(['mock-service', '--help']);
     expect(code).toBe(0);
     expect(stdout).toContain('Usage: tuneflow mock-service');
-    for (const flag of ['--port', '--host', '--training-time', '--inference-time', '--idempotency', '--api-key'])
+    for (const flag of [
+      '--port',
+      '--host',
+      '--training-time',
+      '--inference-time',
+      '--idempotency',
+      '--api-key',
+      '--rate-limit',
+    ])
       expect(stdout).toContain(flag);
   });
 
@@ -94,6 +125,8 @@ describe('tuneflow mock-service', () => {
     [['--inference-time=-5s'], '--inference-time'],
     [['--port', 'eighty'], '--port'],
     [['--idempotency', 'maybe'], '--idempotency'],
+    [['--rate-limit', '0'], '--rate-limit'],
+    [['--rate-limit', 'fast'], '--rate-limit'],
   ])('a bad value %j exits 2 naming %s and its rule', async (args, flag) => {
     const { code, stderr } = await run(['mock-service', ...args]);
     expect(code).toBe(2);

@@ -251,6 +251,7 @@ describe('/__mock routes and stats', () => {
       [{ answerDelayMs: -1 }, 'faults.answerDelayMs', expect.stringContaining('milliseconds')],
       [{ status429RetryAfterSeconds: -1 }, 'faults.status429RetryAfterSeconds', expect.stringContaining('seconds')],
       [{ status500Rate: 0.6, status504Rate: 0.6 }, 'faults.status500Rate', expect.stringContaining('at most 1')],
+      [{ rateLimitPerSecond: 0 }, 'faults.rateLimitPerSecond', 'must be a positive number of requests per second'],
     ] as const;
     for (const [faults, field, rule] of bad) {
       const res = await call<ErrorJson>(mock.url, null, 'POST', '/__mock/faults', faults);
@@ -300,6 +301,7 @@ describe('/__mock routes and stats', () => {
         },
         callbacks: { sent: 0, duplicated: 0, dropped: 0, failed: 0 },
         faults: { injected: 0, byKind: { status500: 0, status429: 0, status504: 0, garbled: 0 } },
+        rateLimited: 0,
       });
       expect(fresh.stats()).toEqual(res.body);
     } finally {
