@@ -57,6 +57,8 @@ export interface FaultCounts {
   serverRestarts: number;
   /** Cuts during which at least one callback was refused. */
   receiverCuts: number;
+  /** Requests the mock answered 429 because they were over its rate limit (--service-limit), not a profile's. */
+  rateLimited: number;
 }
 
 /**
@@ -190,6 +192,8 @@ export class FaultInjection {
     private readonly neverTrainTitles: string[],
     private readonly log: (line: string) => void,
     timing: Partial<FaultTiming> = {},
+    /** Faults in force all along, whatever the profiles set meanwhile: the service's rate limit. */
+    private readonly standing: Faults = {},
   ) {
     this.timing = { ...TIMING, ...timing };
     this.signer = new CallbackSigner({ baseUrl: targets.receiverUrl, secret: targets.secret });
@@ -212,6 +216,7 @@ export class FaultInjection {
       status504: status.status504,
       neverTrain: this.targets.mock.journal().tunes.filter((t) => t.neverTrains).length,
       ...this.taken,
+      rateLimited: this.targets.mock.stats().rateLimited,
     };
   }
 
@@ -227,7 +232,7 @@ export class FaultInjection {
 
   private setMockFaults(faults = mockFaults(this.profiles, this.bursts, this.neverTrainTitles)): void {
     Object.assign(this.statusBefore, this.statusInjected());
-    this.targets.mock.setFaults(faults);
+    this.targets.mock.setFaults({ ...faults, ...this.standing });
   }
 
   /**
@@ -473,7 +478,8 @@ export class FaultInjection {
     this.stopped = true;
     for (const timer of this.timers) clearTimeout(timer);
     await Promise.all([...this.running]);
-    this.setMockFaults({});
+    Object.assign(this.statusBefore, this.statusInjected());
+    this.targets.mock.setFaults({});
     this.targets.restoreReceiver();
   }
 }

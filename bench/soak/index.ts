@@ -71,6 +71,16 @@ export interface SoakReport extends PhaseFigures {
   failedTyped: number;
   /** Failed with a type no injected fault explains, untyped, or closed otherwise. */
   failedOther: number;
+  /**
+   * The service's rate limit (--service-limit: the mock's requests a second for the run's key) and the workers'
+   * TUNEFLOW_SERVICE_RATE (--service-rate); null when not set.
+   */
+  serviceLimit: number | null;
+  serviceRate: number | null;
+  /** Requests the mock answered 429 for being over its rate limit. */
+  rateLimited: number;
+  /** Activity attempts after the first, over every job (each 429 is one, after its backoff). */
+  activityRetries: number;
   /** Jobs the harness could not start. */
   notStarted: number;
   duplicates: number;
@@ -230,6 +240,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
       TUNEFLOW_METRICS_ADDRESS: 'off',
       TUNEFLOW_LOG_LEVEL: 'INFO',
+      ...(options.serviceRate !== undefined && { TUNEFLOW_SERVICE_RATE: String(options.serviceRate) }),
       ...(options.maxCachedWorkflows !== undefined && {
         TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
       }),
@@ -319,6 +330,8 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       },
       neverTrainIds(jobs, options.profiles),
       stderr,
+      {},
+      options.serviceLimit === undefined ? {} : { rateLimitPerSecond: options.serviceLimit },
     );
 
     const t0 = Date.now();
@@ -361,7 +374,9 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
           `504 ${counts.status504}, never-train ${counts.neverTrain}, callbacks dropped ` +
           `${stats.callbacks.dropped} duplicated ${stats.callbacks.duplicated} failed ${stats.callbacks.failed}, ` +
           `kills ${counts.workerKills}, server restarts ${counts.serverRestarts}, receiver cuts ` +
-          `${counts.receiverCuts}, forged ${faults.forgeries.sent} | worker RSS ${Math.round(usage.peakRssBytes / 2 ** 20)} MiB`
+          `${counts.receiverCuts}, forged ${faults.forgeries.sent}` +
+          (options.serviceLimit === undefined ? '' : `, over the rate limit ${stats.rateLimited}`) +
+          ` | worker RSS ${Math.round(usage.peakRssBytes / 2 ** 20)} MiB`
         );
       },
       log: stderr,
@@ -438,6 +453,10 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       completed: verdict.completed,
       failedTyped: verdict.failedTyped,
       failedOther: verdict.failedOther,
+      serviceLimit: options.serviceLimit ?? null,
+      serviceRate: options.serviceRate ?? null,
+      rateLimited: stats.rateLimited,
+      activityRetries: outcomes.reduce((sum, o) => sum + o.activityRetries, 0),
       notStarted: notStarted.length,
       duplicates: verdict.duplicates,
       lost: verdict.lost,
@@ -550,6 +569,11 @@ function table(report: SoakReport): string {
     ['lost', report.lost],
     ['stuck', report.stuck],
     ['API calls (per job; needed)', `${report.apiCalls} (${report.apiCallsPerJob}; ${report.apiCallsMinimum})`],
+    [
+      "service's rate limit / TUNEFLOW_SERVICE_RATE",
+      `${report.serviceLimit === null ? 'none' : `${report.serviceLimit}/s`} / ${report.serviceRate === null ? 'unset' : `${report.serviceRate}/s`}`,
+    ],
+    ['429s over the rate limit / activity retries', `${report.rateLimited} / ${report.activityRetries}`],
     ['jobs/s (wall)', `${report.jobsPerSecond} (${report.wallSeconds} s)`],
     [
       'load average (1 min) at start / end',

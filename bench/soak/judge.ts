@@ -78,6 +78,8 @@ export interface JobOutcome {
   sequence: string[];
   /** Each completed activity's time from scheduled to completed (queueing, retries and the call itself). */
   activityMs: number[];
+  /** Attempts after the first, over the run's activities (a 429 answered is one, with its backoff before it). */
+  activityRetries: number;
 }
 
 function millis(time: HistoryEvent['eventTime']): number {
@@ -187,6 +189,7 @@ export function readHistory(
       return step ? [step] : [];
     }),
     activityMs: [],
+    activityRetries: 0,
   };
   const last = events[events.length - 1];
   if (last?.workflowExecutionCompletedEventAttributes) {
@@ -217,6 +220,9 @@ export function readHistory(
     const completed = event.activityTaskCompletedEventAttributes;
     const at = completed && scheduledAt.get(Number(completed.scheduledEventId));
     if (at !== undefined && at !== null) outcome.activityMs.push(millis(event.eventTime) - at);
+    // The started event is written once the activity closes, with the attempt that closed it.
+    const attempt = event.activityTaskStartedEventAttributes?.attempt;
+    if (attempt && attempt > 1) outcome.activityRetries += attempt - 1;
   }
 
   // Callback-to-reaction: signals taken by a workflow task that nothing else triggered, to that task's first command.

@@ -70,6 +70,10 @@ export interface SoakOptions {
   maxCachedWorkflows?: number;
   /** Keep the run's directory (logs, the dev server's state file) even when every invariant holds. */
   keep: boolean;
+  /** The mock's rate limit: at most this many requests a second for the run's API key, 429 above it. */
+  serviceLimit?: number;
+  /** TUNEFLOW_SERVICE_RATE of every worker: the task queue's activities per second, all workers together. */
+  serviceRate?: number;
   /** Write a CPU profile of each worker process into this directory (`node --cpu-prof`). */
   cpuProfDir?: string;
   /** Trace each worker's garbage collection (`node --trace-gc`) and report each V8 heap's peaks (bench/soak/gc-trace.ts). */
@@ -118,6 +122,10 @@ ${Object.entries(PROFILES)
                         peak in use, live after a full collection
   --worker-heap MIB     V8 heap limit of each worker (--max-old-space-size); the SDK sizes its workflow cache from it
   --max-cached N        runs each worker keeps cached (TUNEFLOW_MAX_CACHED_WORKFLOWS): bounds its memory
+  --service-limit N     the service's rate limit: the mock answers 429 (Retry-After) above N requests a second for
+                        the run's API key, whatever the profile; the report counts those 429s
+  --service-rate R      TUNEFLOW_SERVICE_RATE=R for every worker: the task queue starts at most R activities a
+                        second, all workers together (compare a run with it and one without, --service-limit alike)
   --keep                keep the run's directory (logs, the server's state file) even when it passed
   --json                last line: one JSON object with the figures
   --help                this text
@@ -182,6 +190,8 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         keep: { type: 'boolean' },
         'worker-heap': { type: 'string' },
         'max-cached': { type: 'string' },
+        'service-limit': { type: 'string' },
+        'service-rate': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -219,6 +229,18 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   const floorHttp = v['floor-http'] ?? false;
   if (floorHttp && !compareFloor) throw new FlagError('--floor-http: needs --compare-floor (it changes the floor)');
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
+  const perSecond = (name: string, value: string | undefined) => {
+    if (value === undefined) return undefined;
+    if (!/^\d+(\.\d+)?$/.test(value) || !(Number(value) > 0))
+      throw new FlagError(`${name}: must be a positive number of requests per second, got '${value}'`);
+    return Number(value);
+  };
+  const serviceLimit = perSecond('--service-limit', v['service-limit']);
+  const serviceRate = perSecond('--service-rate', v['service-rate']);
+  if ((serviceLimit !== undefined || serviceRate !== undefined) && compareFloor)
+    throw new FlagError(
+      '--service-limit, --service-rate: the floor has no service rate; run them without --compare-floor',
+    );
   if (v['cpu-prof'] !== undefined && !v['cpu-prof'].trim())
     throw new FlagError('--cpu-prof: must be a directory to write the profiles into');
   return {
@@ -246,5 +268,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
       v['worker-heap'] === undefined ? undefined : positiveInteger('--worker-heap', v['worker-heap'], 0, 65_536),
     maxCachedWorkflows:
       v['max-cached'] === undefined ? undefined : positiveInteger('--max-cached', v['max-cached'], 0, 1_000_000),
+    serviceLimit,
+    serviceRate,
   };
 }

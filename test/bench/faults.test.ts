@@ -274,3 +274,27 @@ test('in all, the rates are lighter once a 504 landed, and the status faults end
     neverTrainTitles: ['t'],
   });
 });
+
+test("the service's rate limit stands beside the profiles' faults, is counted apart, and is lifted at stop", async () => {
+  const standing = { rateLimitPerSecond: 0.1 };
+  const injection = new FaultInjection(['callbacks-lost'], targets(), [], () => undefined, {}, standing);
+  injection.start();
+  expect(await faultsInForce()).toEqual({ callbackDropRate: 1, rateLimitPerSecond: 0.1 });
+  // One request every 10 s for the key: the second, at once, is over the limit.
+  const statuses = [];
+  for (let i = 0; i < 2; i++) {
+    const res = await request(`${mock.url}/tunes`, { headers: { authorization: `Bearer ${API_KEY}` } });
+    await res.body.dump();
+    statuses.push(res.statusCode);
+  }
+  expect(statuses).toEqual([200, 429]);
+  expect(injection.counts).toMatchObject({ rateLimited: 1, status429: 0 });
+  await injection.stop();
+  expect(await faultsInForce()).toEqual({});
+  expect(injection.counts.rateLimited).toBe(1);
+});
+
+async function faultsInForce(): Promise<Record<string, unknown>> {
+  const res = await request(`${mock.url}/__mock/faults`);
+  return (await res.body.json()) as Record<string, unknown>;
+}

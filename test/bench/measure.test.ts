@@ -45,6 +45,7 @@ const outcome = (j: SoakJob, closedAt: number, reactions: Array<[number, number]
   commands: { activities: 4, timers: 6, signals: 2 },
   sequence: [],
   activityMs: [10, 30],
+  activityRetries: 0,
 });
 
 describe('startOnSchedule', () => {
@@ -257,6 +258,11 @@ describe('the flags of the floor, the burst and the report', () => {
     expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined, rounds: 1 });
     expect(parseSoakOptions(['--compare-floor', '--rounds', '3'])).toMatchObject({ compareFloor: true, rounds: 3 });
     expect(parseSoakOptions([])).toMatchObject({ floorHttp: false });
+    expect(parseSoakOptions([])).toMatchObject({ serviceLimit: undefined, serviceRate: undefined });
+    expect(parseSoakOptions(['--service-limit', '20', '--service-rate', '18.5'])).toMatchObject({
+      serviceLimit: 20,
+      serviceRate: 18.5,
+    });
     expect(parseSoakOptions(['--compare-floor', '--floor-http'])).toMatchObject({
       compareFloor: true,
       floorHttp: true,
@@ -282,6 +288,9 @@ describe('the flags of the floor, the burst and the report', () => {
     [['--rounds', '3'], '--rounds: needs --compare-floor'],
     [['--compare-floor', '--rounds', '10'], "--rounds: must be a whole number from 1 to 9, got '10'"],
     [['--floor-http'], '--floor-http: needs --compare-floor'],
+    [['--service-limit', '0'], "--service-limit: must be a positive number of requests per second, got '0'"],
+    [['--service-rate', 'fast'], "--service-rate: must be a positive number of requests per second, got 'fast'"],
+    [['--compare-floor', '--service-rate', '18'], '--service-limit, --service-rate: the floor has no service rate'],
   ])('%j is refused: %s', (argv, message) => {
     expect(() => parseSoakOptions(argv)).toThrow(FlagError);
     expect(() => parseSoakOptions(argv)).toThrow(message);
