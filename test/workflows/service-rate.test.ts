@@ -1,0 +1,112 @@
+/**
+ * TUNEFLOW_SERVICE_RATE on a real server (the Temporal CLI's dev server): the setting reaches the worker's options as
+ * Temporal's task-queue activity limit, and the server takes it from the worker's polls as the limit of the whole task
+ * queue (DescribeTaskQueue reports it, its source a worker). A user's own worker with the plugin gets it the same way.
+ * Nothing is timed: the server is asked until it reports what the polls told it.
+ */
+import { temporal } from '@temporalio/proto';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { createTuneflowWorker } from '../../src/cli/worker';
+import { loadWorkerConfig } from '../../src/config';
+import { TuneflowPlugin } from '../../src/plugin';
+import { devServerTest, startDevServer } from './environment';
+
+jest.setTimeout(180_000);
+
+const { RateLimitSource, TaskQueueType, TaskQueueKind } = temporal.api.enums.v1;
+
+let env: TestWorkflowEnvironment | undefined;
+const saved = process.env.TUNEFLOW_SERVICE_RATE;
+
+beforeAll(async () => {
+  env = await startDevServer();
+}, 120_000);
+
+afterAll(async () => {
+  if (saved === undefined) delete process.env.TUNEFLOW_SERVICE_RATE;
+  else process.env.TUNEFLOW_SERVICE_RATE = saved;
+  await env?.teardown();
+});
+
+/** The activity limit the server applies to `taskQueue`, and whose it is (a worker's, the API's, the system's). */
+async function effectiveLimit(taskQueue: string): Promise<{ perSecond: number; source: string }> {
+  const described = await env!.client.workflowService.describeTaskQueue({
+    namespace: env!.namespace ?? 'default',
+    taskQueue: { name: taskQueue, kind: TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+    taskQueueType: TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    reportConfig: true,
+  });
+  const limit = described.effectiveRateLimit;
+  return {
+    perSecond: limit?.requestsPerSecond ?? NaN,
+    source: RateLimitSource[limit?.rateLimitSource ?? RateLimitSource.RATE_LIMIT_SOURCE_UNSPECIFIED],
+  };
+}
+
+/** Asks the server until `done` holds (its polls reach it in their own time); fails naming the last answer. */
+async function until(taskQueue: string, done: (limit: { perSecond: number; source: string }) => boolean) {
+  let last: { perSecond: number; source: string } | undefined;
+  for (const giveUpAt = Date.now() + 60_000; Date.now() < giveUpAt; ) {
+    last = await effectiveLimit(taskQueue);
+    if (done(last)) return last;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`the server never reported the limit asked for; last: ${JSON.stringify(last)}`);
+}
+
+/** Runs `worker` while `body` runs, then stops it. */
+async function whileRunning<T>(worker: Worker, run: () => Promise<void>, body: () => Promise<T>): Promise<T> {
+  const running = run();
+  try {
+    return await body();
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+}
+
+devServerTest(
+  "TUNEFLOW_SERVICE_RATE: the worker's task-queue limit, which the server applies to the whole task queue",
+  async () => {
+    const taskQueue = `service-rate-${Date.now()}`;
+    const settings = { TUNEFLOW_API_KEY: 'k', TEMPORAL_ADDRESS: env!.address, TUNEFLOW_TASK_QUEUE: taskQueue };
+    const limited = await createTuneflowWorker(loadWorkerConfig({ ...settings, TUNEFLOW_SERVICE_RATE: '7' }));
+    expect(limited.worker.options.maxTaskQueueActivitiesPerSecond).toBe(7);
+    const seen = await whileRunning(limited.worker, limited.run, () =>
+      until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_WORKER'),
+    );
+    expect(seen.perSecond).toBeCloseTo(7);
+
+    // Unset, no limit reaches the worker; and its polls lift the one another worker set (the server keeps the latest
+    // poll's): every worker on a task queue needs the same setting.
+    const unlimited = await createTuneflowWorker(loadWorkerConfig(settings));
+    expect(unlimited.worker.options.maxTaskQueueActivitiesPerSecond).toBeUndefined();
+    const after = await whileRunning(unlimited.worker, unlimited.run, () =>
+      until(taskQueue, (limit) => limit.source !== 'RATE_LIMIT_SOURCE_WORKER'),
+    );
+    expect(after.source).toBe('RATE_LIMIT_SOURCE_SYSTEM');
+  },
+);
+
+devServerTest("a user's own worker with new TuneflowPlugin() takes the limit from TUNEFLOW_SERVICE_RATE", async () => {
+  const taskQueue = `service-rate-own-${Date.now()}`;
+  process.env.TUNEFLOW_SERVICE_RATE = '2.5';
+  const connection = await NativeConnection.connect({ address: env!.address });
+  try {
+    const worker = await Worker.create({
+      connection,
+      taskQueue,
+      plugins: [new TuneflowPlugin({ api: { apiKey: 'k', baseUrl: 'http://127.0.0.1:1' }, callbacks: false })],
+    });
+    expect(worker.options.maxTaskQueueActivitiesPerSecond).toBe(2.5);
+    const seen = await whileRunning(
+      worker,
+      () => worker.run(),
+      () => until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_WORKER'),
+    );
+    expect(seen.perSecond).toBeCloseTo(2.5);
+  } finally {
+    await connection.close();
+  }
+});
