@@ -57,8 +57,11 @@ export interface FaultCounts {
   serverRestarts: number;
   /** Cuts during which at least one callback was refused. */
   receiverCuts: number;
-  /** Requests the mock answered 429 because they were over its rate limit (--service-limit), not a profile's. */
-  rateLimited: number;
+  /**
+   * Requests the mock answered 429 because they were over its rate limit (--service-limit), not a profile's; only
+   * with a limit, so a run without one reports no fault that never had a chance to happen.
+   */
+  rateLimited?: number;
 }
 
 /**
@@ -216,7 +219,7 @@ export class FaultInjection {
       status504: status.status504,
       neverTrain: this.targets.mock.journal().tunes.filter((t) => t.neverTrains).length,
       ...this.taken,
-      rateLimited: this.targets.mock.stats().rateLimited,
+      ...(this.standing.rateLimitPerSecond !== undefined && { rateLimited: this.targets.mock.stats().rateLimited }),
     };
   }
 
