@@ -29,6 +29,8 @@ import {
 } from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
+import { registerCommands } from './contract/search-attributes';
+import { missingSearchAttributes } from './search-attributes';
 import { tuneflowServiceHandler, type NexusCaller } from './nexus/handler';
 
 /**
@@ -107,8 +109,8 @@ export interface TuneflowPluginOptions {
    */
   callbacks?: TuneflowCallbackOptions | false;
   /**
-   * Where the receiver's log lines go.
-   * @default the receiver's JSON logger on stderr
+   * Where the receiver's log lines go, and the worker's word at start on missing search attributes.
+   * @default the receiver's JSON logger on stderr; the worker's Runtime logger for the word at start
    */
   logger?: Logger;
   /**
@@ -255,6 +257,8 @@ export class TuneflowPlugin extends SimplePlugin {
    * before it takes a task), closed after it stopped, then the service client.
    */
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
+    // Beside the start, not before it: the receiver and the polls do not wait on the namespace's answer.
+    void this.#sayIfUnfindable(worker).catch(() => undefined);
     try {
       const callbacks = this.#callbacks;
       if (!callbacks || !this.#signer || callbacks.receive === false) return await super.runWorker(worker, next);
@@ -277,6 +281,26 @@ export class TuneflowPlugin extends SimplePlugin {
     } finally {
       if (this.#ownsApi) await this.#api.close();
     }
+  }
+
+  /**
+   * Says, once at start, when the worker's namespace lacks tuneflow's search attributes, naming the command that
+   * registers them. Runs go on without them (unlisted); a server that cannot tell, such as the time-skipping test
+   * server, gets no word.
+   */
+  async #sayIfUnfindable(worker: Worker): Promise<void> {
+    const connection = worker.client?.connection;
+    if (!connection) return;
+    const namespace = worker.options.namespace;
+    const missing = await missingSearchAttributes(connection.operatorService, namespace).catch(() => []);
+    if (!missing.length) return;
+    const logger = this.#logger ?? (await import('@temporalio/worker')).Runtime.instance().logger;
+    logger.warn(
+      `namespace ${namespace} lacks tuneflow's search attributes ${missing.join(', ')}: jobs run, but cannot be ` +
+        `found by phase, tune or cost. Register them with \`tuneflow search-attributes\` ` +
+        `(or: ${registerCommands(namespace).join(' && ')}); running workers take them within 10 s`,
+      { namespace, missing },
+    );
   }
 }
 

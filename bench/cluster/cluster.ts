@@ -12,6 +12,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
+import { registerSearchAttributes } from '../../src/search-attributes';
 import { parse, stringify } from 'yaml';
 import { describeServer, provisionTemporal } from '../../src/temporal-server';
 import { PINNED_SERVER, provisionClusterServer, SERVER_CONFIG } from '../../src/temporal-server/cluster-server';
@@ -232,6 +233,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Tempor
     if (!created.ok) throw new Error(`temporal operator namespace create: ${created.output.trim()}`);
     await untilNamespaceServes(frontend);
     log(`namespace ${NAMESPACE} created with the temporal CLI`);
+    const added = await withConnection(frontend, (c) => registerSearchAttributes(c.operatorService, NAMESPACE));
+    log(`search attributes registered: ${added.join(', ')}`);
 
     const server: ClusterServerProcess = {
       address: frontend,
@@ -270,8 +273,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Tempor
 
 /** A new namespace reaches the frontend's registry within its refresh interval (10 s): wait until a query works. */
 async function untilNamespaceServes(address: string): Promise<void> {
-  const connection = await Connection.connect({ address });
-  try {
+  await withConnection(address, async (connection) => {
     const deadline = Date.now() + 60_000;
     for (;;) {
       try {
@@ -282,6 +284,13 @@ async function untilNamespaceServes(address: string): Promise<void> {
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
     }
+  });
+}
+
+async function withConnection<T>(address: string, use: (connection: Connection) => Promise<T>): Promise<T> {
+  const connection = await Connection.connect({ address });
+  try {
+    return await use(connection);
   } finally {
     await connection.close();
   }

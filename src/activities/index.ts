@@ -19,6 +19,7 @@ import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
 import { resolveUploads, type UploadPath } from './uploads';
 import { priorJob, type PriorJob } from '../job-under-key';
+import { SearchAttributesCheck } from '../search-attributes';
 
 export { toApplicationFailure } from './failures';
 
@@ -82,6 +83,11 @@ export interface TuneflowActivities {
    * the same job, and how it ended. Reads Temporal, not the service.
    */
   priorJob(input: { workflowId: string; workflow: string; input: unknown }): Promise<PriorJob>;
+  /**
+   * Whether the run's namespace has tuneflow's search attributes: a local activity at a run's start, so the answer is
+   * in its history and a replay keeps it. Asked of the server at most once every 10 s per worker until they are there.
+   */
+  searchAttributesRegistered(): Promise<boolean>;
 }
 
 export interface ActivityDeps {
@@ -114,6 +120,7 @@ const PAGE = 120;
 export function createActivities(deps: ActivityDeps): TuneflowActivities {
   const { api, callbacks, uploadDir } = deps;
   const lookupPages = deps.lookupPages ?? 5;
+  const searchAttributes = new SearchAttributesCheck();
 
   /** The tune's file paths as real paths inside the upload directory, checked before any request. */
   const uploadsOfTune = async <T extends { images?: unknown }>(tune: T): Promise<T> => {
@@ -254,6 +261,10 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async priorJob(input) {
       return priorJob(getClient(), input);
+    },
+
+    async searchAttributesRegistered() {
+      return searchAttributes.registered(getClient().connection.operatorService, activityInfo().namespace);
     },
   };
 }

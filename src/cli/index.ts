@@ -44,6 +44,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "print the JSON Schema of a workflow's input, for callers in any language",
     run: async (argv) => (await import('./schema')).schemaCommand(argv),
   },
+  'search-attributes': {
+    summary: "register tuneflow's search attributes in the namespace, so runs can be found by phase, tune and cost",
+    run: async (argv) => (await import('./search-attributes')).searchAttributesCommand(argv),
+  },
   'dev-server': {
     summary: 'run a Temporal dev server with its Web UI (localhost:7233, UI on :8233), for a worker of your own',
     run: async (argv) => (await import('./dev-server')).devServerCommand(argv),

@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as net from 'node:net';
 import { Connection } from '@temporalio/client';
+import { SEARCH_ATTRIBUTES } from '../contract/search-attributes';
 
 export interface DevServerProcessOptions {
   /** The Temporal CLI. */
@@ -21,6 +22,11 @@ export interface DevServerProcessOptions {
   extraArgs?: string[];
   /** Serve the Web UI on this port. @default no UI */
   uiPort?: number;
+  /**
+   * Register tuneflow's search attributes in every namespace it creates, so runs can be found by phase, tune and cost.
+   * @default true
+   */
+  searchAttributes?: boolean;
 }
 
 export interface DevServerProcess {
@@ -62,6 +68,8 @@ export async function startDevServerProcess(options: DevServerProcessOptions): P
   args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
   args.push('--namespace', options.namespace ?? 'default', '--log-level', 'error');
   if (options.dbFilename) args.push('--db-filename', options.dbFilename);
+  if (options.searchAttributes !== false)
+    args.push(...SEARCH_ATTRIBUTES.flatMap(({ name, type }) => ['--search-attribute', `${name}=${type}`]));
   args.push(...(options.extraArgs ?? []));
   const child = spawn(options.executable, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

@@ -15,6 +15,7 @@
 import type { EphemeralServerExecutable } from '@temporalio/testing';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { ConfigError } from '../config';
+import { SearchAttribute } from '../contract/search-attributes';
 import {
   cacheDir,
   cachedExecutable,
@@ -230,6 +231,7 @@ export function openTemporal(
           executable: server.executable,
           ip: '127.0.0.1',
           ...settings,
+          searchAttributes: Object.values(SearchAttribute),
           log: { format: 'pretty', level: 'error' },
         },
       });

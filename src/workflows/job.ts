@@ -52,6 +52,7 @@ import {
   tuneTrainedSignal,
 } from '../contract/messages';
 import { runBounded } from './concurrency';
+import { Findable, failureTypeOf, type Findings } from './findable';
 import { invalidOption, type ResolvedOptions } from '../contract/options';
 import {
   isTransientFailure,
@@ -186,6 +187,8 @@ export class Job {
   private expectingPrompts = false;
   /** Whether the service was asked to call back, from the latest create's answer (its `callback`). */
   private callbacksAsked: boolean | undefined;
+  /** The run's search attributes, kept current where the namespace has them. */
+  private readonly findable = new Findable();
   /** What inspection found in each training image (runs with `options.inspect` whose tune has images). */
   inspection: ImageInspection[] | undefined;
 
@@ -221,6 +224,16 @@ export class Job {
       else if (Array.isArray(prompts)) this.prompts.offerPack(prompts);
     });
     setHandler(progressQuery, () => progressOf(this.phase, this.tune.id, this.prompts, this.counts, this.cost()));
+  }
+
+  /** The run's phase from now on, with its search attributes (when it keeps them). */
+  private enter(phase: Phase, failure?: string): void {
+    this.phase = phase;
+    this.findable.keep(this.findings(failure));
+  }
+
+  private findings(failure?: string): Findings {
+    return { phase: this.phase, tuneId: this.tune.id, costMc: this.cost().mc, failure };
   }
 
   /** A callback about objects of `kind`: kept for a read when the run may wait for them, dropped otherwise. */
@@ -264,16 +277,20 @@ export class Job {
   ): Promise<T> {
     try {
       this.settings = requireValidInput(() => optionsFirst(() => bounded(checkInput))).options;
-      const prior = await this.claimKey(input);
+      // Decided before the search attributes' local activity: the SDK loses a patch asked for in the activation
+      // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
+      const claimsKey = patched(KEY_CLAIMED);
+      await this.findable.start(this.findings());
+      const prior = claimsKey ? await this.claimKey(input) : undefined;
       const result = prior ? (prior.result as T) : await this.checkUploads(input).then(body);
-      this.phase = Phase.completed;
+      this.enter(Phase.completed);
       return result;
     } catch (err) {
       if (isCancellation(err)) {
         if (this.settings?.cleanupOnCancel) await CancellationScope.nonCancellable(() => this.cleanUp());
-        this.phase = Phase.cancelled;
+        this.enter(Phase.cancelled);
       } else {
-        this.phase = Phase.failed;
+        this.enter(Phase.failed, failureTypeOf(err));
       }
       throw err;
     }
@@ -286,7 +303,6 @@ export class Job {
    * had other input, and JobEnded when it closed without a result.
    */
   private async claimKey(input: unknown): Promise<{ result: unknown } | undefined> {
-    if (!patched(KEY_CLAIMED)) return undefined;
     const { workflowId, workflowType } = workflowInfo();
     try {
       await startChild('keyClaim', {
@@ -347,7 +363,7 @@ export class Job {
     const inspect = this.options.inspect;
     const images = inspect ? trainingImagesOf(tune) : [];
     if (!inspect || !images.length) return;
-    this.phase = Phase.inspecting;
+    this.enter(Phase.inspecting);
     const name = tune.name as string;
     const found: ImageInspection[] = [];
     await runBounded(images.length, INSPECTIONS_AT_ONCE, (i) =>
@@ -368,7 +384,7 @@ export class Job {
    * const tune = await job.createTune({ ...input.tune, title });
    */
   async createTune(tune: TuneSpec & { title: string }): Promise<Tune> {
-    this.phase = Phase.creatingTune;
+    this.enter(Phase.creatingTune);
     const created = await this.create(() =>
       service.createTune.executeWithOptions({ summary: 'create the tune' }, [{ tune, brief: true }]),
     );
@@ -387,7 +403,7 @@ export class Job {
    * const tune = await job.createPackTune(packId, { ...input.tune, title });
    */
   async createPackTune(packId: number, tune: PackTuneSpec & { title: string }, minId?: number): Promise<Tune> {
-    this.phase = Phase.creatingTune;
+    this.enter(Phase.creatingTune);
     const reused = tune.tune_ids !== undefined;
     const created = await this.create(() =>
       service.createPackTune.executeWithOptions({ summary: `create the tune from pack ${packId}` }, [
@@ -438,7 +454,7 @@ export class Job {
    * const trained = await job.waitUntilTrained(untilEtaMs(created));
    */
   async waitUntilTrained(untilExpectedMs = 0): Promise<Tune> {
-    this.phase = Phase.training;
+    this.enter(Phase.training);
     const tuneId = this.tune.id as number;
     const wait = await this.waitFor({
       subject: 'training',
@@ -466,7 +482,7 @@ export class Job {
    * const notCreated = await job.createPrompts(promptTarget(tune), input.prompts);
    */
   async createPrompts(target: PromptTarget, specs: readonly PromptSpec[]): Promise<number[]> {
-    this.phase = Phase.creatingPrompts;
+    this.enter(Phase.creatingPrompts);
     this.expectingPrompts = true;
     const maxCostMc = this.options.maxCostMc;
     const free = maxCostMc !== undefined && target.free && patched(FAST_PROMPTS_FREE);
@@ -680,7 +696,7 @@ export class Job {
    * await job.waitUntilSettled(target.tuneId);
    */
   async waitUntilSettled(tuneId: number): Promise<Prompt[]> {
-    this.phase = Phase.generating;
+    this.enter(Phase.generating);
     const wait = await this.waitFor({
       subject: 'prompts',
       done: () => this.prompts.allSettled(),
@@ -825,7 +841,7 @@ export class Job {
 
   /** Deletes the prompts the run created (those a tune deletion leaves behind), then the tune it created. */
   private async cleanUp(): Promise<void> {
-    this.phase = Phase.cleaningUp;
+    this.enter(Phase.cleaningUp);
     const prompts = promptsOutlivingTune(this.prompts.all(), this.createdTuneId, this.tune.latest);
     await runBounded(prompts.length, this.options.promptConcurrency, (i) =>
       this.deleteQuietly(`prompt ${prompts[i].id}`, () =>

@@ -8,7 +8,7 @@
  *   service that stays down ends the activity with the last typed failure instead of retrying forever.
  */
 import { ActivityFailure, ApplicationFailure, isCancellation } from '@temporalio/workflow';
-import type { ActivityOptions, RetryPolicy } from '@temporalio/workflow';
+import type { ActivityOptions, LocalActivityOptions, RetryPolicy } from '@temporalio/workflow';
 
 /**
  * Failure types (ErrorKind values of src/api/errors.ts) that retrying cannot fix. Declared here, not imported: workflow
@@ -102,6 +102,15 @@ export function isTransientFailure(err: unknown): boolean {
 export const temporalReadOptions: ActivityOptions = {
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+};
+
+/**
+ * The namespace's search attributes, asked once at a run's start (a local activity: answered from the worker's memory
+ * after the first ask). A server that does not answer counts as without them, so a few quick attempts are enough.
+ */
+export const searchAttributesCheckOptions: LocalActivityOptions = {
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', maximumAttempts: 3 },
 };
 
 /** The upload directory's check: it reads the file system only, on whichever worker takes it. */

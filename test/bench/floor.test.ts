@@ -39,19 +39,32 @@ const SAME_SHAPE = [
 type EventJson = Record<string, unknown>;
 
 /**
- * A history without its patch markers (and the search attribute each `patched` upserts), events renumbered: the
- * commands tuneflow issued for the job itself. The floor is a bare workflow; tuneflow's versioning is its own cost.
+ * A history without its patch markers, its search attributes (the check's local activity marker, its upserts and the
+ * one each `patched` makes), events renumbered: the commands tuneflow issued for the job itself. The floor is a bare
+ * workflow; tuneflow's versioning and its findable runs are its own cost (the soak counts them).
  */
 function withoutPatchMarkers(history: { events: EventJson[] }): { events: EventJson[] } {
+  const marker = (e: EventJson) => (e.markerRecordedEventAttributes as EventJson | undefined)?.markerName;
   const isPatch = (e: EventJson) =>
-    (e.markerRecordedEventAttributes as EventJson | undefined)?.markerName === 'core_patch' ||
+    marker(e) === 'core_patch' ||
+    marker(e) === 'core_local_activity' ||
     e.upsertWorkflowSearchAttributesEventAttributes !== undefined;
   const kept = history.events.filter((e) => !isPatch(e));
   const ids = new Map(kept.map((e, i) => [String(e.eventId), String(i + 1)]));
+  // Activities and local activities share one sequence: the ids after a local activity move down by one.
+  const localSeqs = history.events
+    .filter((e) => marker(e) === 'core_local_activity')
+    .map((e) => {
+      const details = (e.markerRecordedEventAttributes as { details: { data: { payloads: Array<{ data: string }> } } })
+        .details;
+      return (JSON.parse(Buffer.from(details.data.payloads[0].data, 'base64').toString()) as { seq: number }).seq;
+    });
+  const activityId = (id: number) => String(id - localSeqs.filter((seq) => seq < id).length);
   const renumber = (value: unknown, key = ''): unknown => {
     if (Array.isArray(value)) return value.map((item) => renumber(item));
     if (value && typeof value === 'object')
       return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renumber(v, k)]));
+    if (key === 'activityId') return activityId(Number(value));
     return /(^e|E)ventId$/.test(key) && ids.has(String(value)) ? ids.get(String(value)) : value;
   };
   return { ...history, events: kept.map((e) => renumber(e) as EventJson) };

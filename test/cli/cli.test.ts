@@ -65,6 +65,7 @@ describe('tuneflow', () => {
       'cancel',
       'packs',
       'schema',
+      'search-attributes',
     ])
       expect(stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
   });
@@ -87,6 +88,7 @@ describe('tuneflow', () => {
     'packs',
     'schema',
     'mock-service',
+    'search-attributes',
   ])('%s --help and -h print its usage, exit 0', async (name) => {
     for (const flag of ['--help', '-h']) {
       const { code, stdout } = await tuneflow([name, flag]);
@@ -225,6 +227,7 @@ describe('missing or bad settings', () => {
     ['start', '--name', 'man', '--images', 'https://a.example.com/1.png', '--prompt', 'x'],
     ['status', 'job-1'],
     ['cancel', 'job-1'],
+    ['search-attributes'],
   ])('%s with Temporal unreachable: one line naming the address and TEMPORAL_ADDRESS, exit 3', async (...args) => {
     const address = `127.0.0.1:${await closedPort()}`;
     const { code, stderr } = await tuneflow(args, baseEnv({ TEMPORAL_ADDRESS: address }));

@@ -17,6 +17,7 @@ import { parse } from 'yaml';
 import { startCallbackReceiver, type Signaler } from '../../src/callbacks/receiver';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { ENVIRONMENT, loadReceiverConfig, loadWorkerConfig } from '../../src/config';
+import { registerCommands, SEARCH_ATTRIBUTES } from '../../src/contract/search-attributes';
 import { loadTracingConfig } from '../../src/tracing-environment';
 
 jest.setTimeout(30_000);
@@ -83,6 +84,13 @@ describe('docker-compose.yml', () => {
     expect(temporal.command).toEqual(expect.arrayContaining(['server', 'start-dev']));
     expect(temporal.ports).toEqual(expect.arrayContaining(['7233:7233', '8233:8233']));
     expect(temporal.healthcheck?.test).toBeDefined();
+  });
+
+  test("registers tuneflow's search attributes: the dev server at start, the PostgreSQL profile with the CLI", () => {
+    const flags = SEARCH_ATTRIBUTES.map(({ name, type }) => `--search-attribute ${name}=${type}`).join(' ');
+    expect((services.temporal.command as string[]).join(' ')).toContain(flags);
+    const setup = (services['temporal-namespace'].command as string[]).join(' ');
+    for (const command of registerCommands('default')) expect(setup).toContain(command);
   });
 
   test('validates against the Compose Specification', () => {

@@ -45,6 +45,10 @@ export interface HistorySummary {
   signals: string[];
   /** The ids of the patch markers (`patched()`), in the order they were recorded. */
   patches: string[];
+  /** Local activities (their markers), in order. */
+  localActivities: string[];
+  /** Each upsert of tuneflow's search attributes, in order: the attributes it set, by name. */
+  upserts: Array<Record<string, unknown>>;
   events: number;
   /** The history's size in Temporal's JSON form. */
   bytes: number;
@@ -63,6 +67,8 @@ export function summarize(history: History): HistorySummary {
   const timers = new Map<string, Timer>();
   const signals: string[] = [];
   const patches: string[] = [];
+  const localActivities: string[] = [];
+  const upserts: Array<Record<string, unknown>> = [];
   const scheduledAt = new Map<number, { activity: string; at: number }>();
   for (const event of events) {
     const eventId = Number(event.eventId);
@@ -101,6 +107,12 @@ export function summarize(history: History): HistorySummary {
     const marker = event.markerRecordedEventAttributes;
     if (marker?.markerName === 'core_patch')
       patches.push((decode(marker.details?.['patch-data']?.payloads?.[0]) as { id: string }).id);
+    if (marker?.markerName === 'core_local_activity')
+      localActivities.push(localActivityType(decode(marker.details?.data?.payloads?.[0])));
+    const upsert = event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields;
+    // tuneflow's own: the SDK upserts TemporalChangeVersion for each new patch too.
+    const own = Object.entries(upsert ?? {}).filter(([name]) => name.startsWith('Tuneflow'));
+    if (own.length) upserts.push(Object.fromEntries(own.map(([name, value]) => [name, decode(value)])));
   }
   return {
     activities,
@@ -109,9 +121,17 @@ export function summarize(history: History): HistorySummary {
     timers: [...timers.values()],
     signals,
     patches,
+    localActivities,
+    upserts,
     events: events.length,
     bytes: Buffer.byteLength(historyToJson(history)),
   };
+}
+
+/** The activity type a local activity's marker records (core writes its data in snake case). */
+function localActivityType(data: unknown): string {
+  const { activity_type, activityType } = (data ?? {}) as { activity_type?: string; activityType?: string };
+  return activity_type ?? activityType ?? JSON.stringify(data);
 }
 
 /**

@@ -48,6 +48,8 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   '### From another namespace #2': { by: 'test/workflows/nexus-readme.test.ts' },
   '### From another namespace #3': { here: "KeyInUseError's message, as Nexus's BAD_REQUEST prints it" },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
+  '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
+  '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },
   '### The worker #1': {
     notRun:
       'a production worker: a cluster at temporal:7233, a real API key and a public callback URL; the same command on local values is "Run it locally"\'s terminal 3',
