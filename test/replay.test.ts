@@ -17,7 +17,7 @@ import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
 import { installQuietRuntime } from './workflows/global-setup';
-import { summarize } from './workflows/history-summary';
+import { replayedWorkflowId, summarize } from './workflows/history-summary';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
@@ -100,7 +100,8 @@ test('runs in flight at the brief-answers upgrade are kept: whole answers in bef
 
 for (const file of files) {
   test(`${label(file)} replays with the current workflow code: same commands, activity types and timer durations`, async () => {
-    await replayStrictly(bundle, readHistory(file), path.basename(file, '.json'));
+    const history = readHistory(file);
+    await replayStrictly(bundle, history, replayedWorkflowId(history, path.basename(file, '.json')));
   });
 }
 

@@ -29,6 +29,7 @@ import { ConfigError } from '../src/config';
 import { startMockService, type MockService } from '../src/mock-service';
 import { loadTracingConfig, TRACING_ENVIRONMENT } from '../src/tracing-environment';
 import { historyFromJson } from './workflows/history-json';
+import { replayedWorkflowId } from './workflows/history-summary';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
 import { installQuietRuntime } from './workflows/global-setup';
 import { installTestTracing, spansWithSecrets, type TestTracing } from './tracing-sdk';
@@ -354,7 +355,8 @@ describe('recorded histories, replayed with tracing', () => {
   test.each(files)(
     "%s replays with OpenTelemetry's workflow interceptors: same commands, activity types and timer durations",
     async (file) => {
-      await replayStrictly(bundle, readHistory(file), path.basename(file, '.json'), [otel]);
+      const history = readHistory(file);
+      await replayStrictly(bundle, history, replayedWorkflowId(history, path.basename(file, '.json')), [otel]);
     },
   );
 

@@ -14,6 +14,7 @@ import { DefaultLogger, Worker, bundleWorkflowCode, type WorkflowBundle } from '
 import { installQuietRuntime } from '../workflows/global-setup';
 import { API_KEY, CALLBACK_SECRET } from '../workflows/harness';
 import { historyFromJson } from '../workflows/history-json';
+import { replayedWorkflowId } from '../workflows/history-summary';
 
 const CALLER_HISTORIES = path.join(__dirname, 'histories');
 const HANDLER_HISTORIES = path.join(__dirname, '..', 'histories', 'nexus');
@@ -65,7 +66,14 @@ async function replayStrictly(workflowBundle: WorkflowBundle, history: History, 
 
 test('every scenario left both sides: each call that started a run links to its recorded run, and back', () => {
   expect(callers.length).toBeGreaterThanOrEqual(10);
-  const handlers = new Set(jsonFiles(HANDLER_HISTORIES).map((name) => path.basename(name, '.json')));
+  // Each recorded run by its workflow ID (a caller's key, scoped to the caller's namespace), and its file.
+  const handlerFiles = new Map(
+    jsonFiles(HANDLER_HISTORIES).map((name) => {
+      const history = read(path.join(HANDLER_HISTORIES, name));
+      return [replayedWorkflowId(history, path.basename(name, '.json')), name];
+    }),
+  );
+  const handlers = new Set(handlerFiles.keys());
   let linked = 0;
   for (const name of callers) {
     const history = read(path.join(CALLER_HISTORIES, name));
@@ -79,7 +87,8 @@ test('every scenario left both sides: each call that started a run links to its 
   }
   // Every recorded run was started by a recorded caller, whose operation its start links to.
   for (const id of handlers) {
-    const started = read(path.join(HANDLER_HISTORIES, `${id}.json`)).events![0].workflowExecutionStartedEventAttributes;
+    const started = read(path.join(HANDLER_HISTORIES, handlerFiles.get(id)!)).events![0]
+      .workflowExecutionStartedEventAttributes;
     const caller = started?.completionCallbacks?.[0]?.links?.[0]?.workflowEvent?.workflowId;
     expect(callers).toContain(`${caller}.json`);
   }

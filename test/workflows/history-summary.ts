@@ -6,6 +6,7 @@
  */
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils';
+import { claimWorkflowId } from '../../src/contract/keys';
 import { historyToJson } from './history-json';
 
 export interface Timer {
@@ -148,4 +149,22 @@ function tsToMs(value: { seconds?: unknown; nanos?: number | null } | null | und
 /** A payload's value, as the SDK's default converter reads it (JSON, or binary/null for undefined). */
 function decode(payload: Payload | null | undefined): unknown {
   return payload ? defaultPayloadConverter.fromPayload(payload) : undefined;
+}
+
+/**
+ * The workflow ID a history is replayed under: the run's own, read from its key-claim child
+ * (`claimWorkflowId(workflowId)`) where it has one, since the claim's command carries it; else `fallback` (the file
+ * name). A Nexus run's ID is its caller's scoped key, not its file name.
+ *
+ * @example
+ * await replayStrictly(bundle, history, replayedWorkflowId(history, path.basename(file, '.json')));
+ */
+export function replayedWorkflowId(history: History, fallback: string): string {
+  const prefix = claimWorkflowId('');
+  for (const event of history.events ?? []) {
+    const child = event.startChildWorkflowExecutionInitiatedEventAttributes;
+    if (child?.workflowType?.name === 'keyClaim' && child.workflowId?.startsWith(prefix))
+      return child.workflowId.slice(prefix.length);
+  }
+  return fallback;
 }
