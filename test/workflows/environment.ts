@@ -66,7 +66,7 @@ export function createTestEnvironment(): Promise<TestWorkflowEnvironment> {
  * const env = await startDevServer({ dbFilename: path.join(dir, 'temporal.db'), port });
  */
 export async function startDevServer(
-  settings: Pick<DevServerSettings, 'port' | 'dbFilename'> = {},
+  settings: Pick<DevServerSettings, 'port' | 'dbFilename' | 'uiPort'> = {},
 ): Promise<TestWorkflowEnvironment> {
   installQuietRuntime();
   const dev = server(currentVerdict().devServer);

@@ -2,8 +2,8 @@
  * Jobs an operator can find (README "Finding jobs"), on the Temporal CLI's dev server:
  *
  * - runs in each phase at once (training, generating, completed, failed over budget) are listed by the README's own
- *   `temporal workflow list --query` commands, run as printed, and by phase; their histories hold the check (a local
- *   activity) and one upsert per change of phase;
+ *   `temporal workflow list --query` commands, run as printed, by the README's Web UI link (its query, asked of the UI
+ *   server's API) and by phase; their histories hold the check (a local activity) and one upsert per change of phase;
  * - on a namespace without the attributes, the worker (`tuneflow worker`) says so at start, naming the command; its
  *   runs complete, unlisted; `tuneflow search-attributes` (the README's command) registers them, and the same
  *   running worker lists the runs it starts from then on.
@@ -16,9 +16,9 @@ import { promisify } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { startMockService } from '../../src/mock-service';
 import { SEARCH_ATTRIBUTES, SearchAttribute } from '../../src/contract/search-attributes';
-import { startDevServerProcess } from '../../src/temporal-server/dev-server';
+import { freePort, startDevServerProcess } from '../../src/temporal-server/dev-server';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../../src/workflows';
-import { blocksUnder, commandsOf } from '../readme-blocks';
+import { blocksUnder, commandsOf, README } from '../readme-blocks';
 import { devServerExecutable, devServerTest, startDevServer, useWorkflowHarness } from './environment';
 import { API_KEY, resultOf, waitFor } from './harness';
 import { summarize } from './history-summary';
@@ -34,7 +34,9 @@ const [REGISTER, QUESTIONS] = blocksUnder(HEADING, 'sh');
 /** The tune the README's third question names; the test asks it of the tune its own run made. */
 const PRINTED_TUNE_ID = '1504963';
 
-const harness = useWorkflowHarness(() => startDevServer());
+/** The Web UI's port on the first test's server: the README's saved view is asked of the UI server's own API. */
+let uiPort = 0;
+const harness = useWorkflowHarness(async () => startDevServer({ uiPort: (uiPort = await freePort()) }));
 
 /** `temporal` on PATH, as the README's commands expect it: a link to the CLI the dev server is. */
 function temporalOnPath(): string {
@@ -116,6 +118,15 @@ devServerTest(
             expect(ofTune).toContain(PRINTED_TUNE_ID);
             const ask = (command: string) => async () => idsIn(await sh(command, address), ours);
             await listedAs(ask(trainingNow), [training.workflowId], 'the training query');
+            // The README's Web UI link: its query, asked of the UI server's API as the page asks it, lists the same.
+            const link = new URL(/`(http:\/\/localhost:8233\/[^`]+)`/.exec(fs.readFileSync(README, 'utf8'))![1]);
+            expect(link.pathname).toBe('/namespaces/default/workflows');
+            const page = `http://127.0.0.1:${uiPort}/api/v1/namespaces/default/workflows?query=`;
+            const viaUi = async () => {
+              const answer = await fetch(page + encodeURIComponent(link.searchParams.get('query')!));
+              return answer.ok ? idsIn(await answer.text(), ours) : [];
+            };
+            await listedAs(viaUi, [training.workflowId], "the README's Web UI link");
             await listedAs(ask(overBudgetToday), [overBudget.workflowId], 'the over-budget query');
             const tuneQuery = ofTune.replace(PRINTED_TUNE_ID, String(done.tune.id));
             // Each mock counts ids from the same start: the training run's tune, on the other mock, may share it.
