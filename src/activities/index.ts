@@ -84,8 +84,9 @@ export interface TuneflowActivities {
    */
   priorJob(input: { workflowId: string; workflow: string; input: unknown }): Promise<PriorJob>;
   /**
-   * Whether the run's namespace has tuneflow's search attributes: a local activity at a run's start, so the answer is
-   * in its history and a replay keeps it. Asked of the server at most once every 10 s per worker until they are there.
+   * Whether the run's namespace has tuneflow's search attributes: a local activity once the run's input is checked, so
+   * the answer is in its history and a replay keeps it. Asked of the server at most once every 10 s per worker until
+   * they are there.
    */
   searchAttributesRegistered(): Promise<boolean>;
 }
