@@ -1,17 +1,17 @@
 /**
  * The floor's half of `npm run soak -- --compare-floor`: the same job plan (kinds, prompts, inputs, start schedule)
  * through the floor's workflows (./workflows.ts) on a fresh server with the same flags, with as many worker processes
- * as tuneflow had, the same worker options (SDK defaults, the same cache size, the same node flags) and the mock's
- * delays (./service.ts). Measured as tuneflow's run is (bench/soak/measure.ts), so the ratios compare like with like.
+ * as tuneflow had, the same worker options (SDK defaults, the same cache size, the same node flags), a mock service
+ * of its own with the same delays, and a receiver process of its own (./receiver.ts) where tuneflow's is. Measured
+ * as tuneflow's run is (bench/soak/measure.ts), so the ratios compare like with like.
  */
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import * as ts from 'typescript';
-import { durationToMs } from '../../src/duration';
-import { callbackSignal } from '../../src/contract/messages';
 import type { TuneflowOptions } from '../../src/contract/inputs';
 import { heapPeaks } from '../soak/gc-trace';
 import { jobInput, planJobs, type SoakJob } from '../soak/jobs';
@@ -26,11 +26,18 @@ import {
   type Sample,
 } from '../soak/measure';
 import type { SoakOptions } from '../soak/options';
-import { startNode, stopGracefully, usageOf, workerNodeFlags, type TuneflowProcess } from '../soak/processes';
+import {
+  startNode,
+  stopGracefully,
+  stopProcess,
+  usageOf,
+  workerNodeFlags,
+  type TuneflowProcess,
+} from '../soak/processes';
 import { startSoakServer } from '../soak/server';
 import { machineCpu, machineCpuMsSince } from '../machine';
-import { FLUX_BASE_TUNE, startMockService } from '../../src/mock-service';
-import { FloorService, type FloorRequest } from './service';
+import { startMockService } from '../../src/mock-service';
+import { freePort } from '../../src/temporal-server/dev-server';
 
 export interface FloorRun {
   figures: PhaseFigures;
@@ -40,26 +47,31 @@ export interface FloorRun {
   sequences: string[][];
   /** What keeps the floor's figures from standing: runs that did not complete, starts that failed. */
   violations: string[];
+  /** The floor's requests to its mock, by route (images aside): tuneflow's, when it makes the same. */
+  apiCallsByRoute: Record<string, number>;
 }
 
 /**
  * Bundles the floor's workflows into `dir` (as `npm run build` bundles tuneflow's: the worker loads it, it does not
- * bundle) and compiles its worker script to JavaScript (no TypeScript loader in the measured process).
+ * bundle) and compiles its worker and receiver scripts to JavaScript (no TypeScript loader in the measured processes).
  */
-async function buildFloor(dir: string): Promise<{ bundle: string; worker: string }> {
+async function buildFloor(dir: string): Promise<{ bundle: string; worker: string; receiver: string }> {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('./workflows'),
     logger: new DefaultLogger('WARN'),
   });
   const bundle = path.join(dir, 'floor-bundle.js');
   fs.writeFileSync(bundle, code);
-  const source = fs.readFileSync(path.join(__dirname, 'worker.ts'), 'utf8');
-  const { outputText } = ts.transpileModule(source, {
-    compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
-  });
-  const worker = path.join(dir, 'floor-worker.js');
-  fs.writeFileSync(worker, outputText);
-  return { bundle, worker };
+  const compile = (name: string) => {
+    const source = fs.readFileSync(path.join(__dirname, `${name}.ts`), 'utf8');
+    const { outputText } = ts.transpileModule(source, {
+      compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
+    });
+    const file = path.join(dir, `floor-${name}.js`);
+    fs.writeFileSync(file, outputText);
+    return file;
+  };
+  return { bundle, worker: compile('worker'), receiver: compile('receiver') };
 }
 
 /**
@@ -88,32 +100,39 @@ export async function runFloor(
     cleanups.push(() => connection.close());
     const client = new Client({ connection });
 
-    let signalsFailed = 0;
-    const service = new FloorService(
-      {
-        trainingMs: durationToMs(options.trainingTime, 'training'),
-        inferenceMs: durationToMs(options.inferenceTime, 'inference'),
-      },
-      (workflowId, wakeUp) =>
-        void client.workflow
-          .getHandle(workflowId)
-          .signal(callbackSignal, wakeUp)
-          .catch(() => signalsFailed++),
-    );
-    cleanups.push(() => service.close());
+    // The service: a mock of the floor's own, as tuneflow's run has (in this process, as tuneflow's is).
+    const apiKey = `floor-key-${runId}-0123456789`;
+    const mock = await startMockService({
+      port: 0,
+      trainingTime: options.trainingTime as `${number}s`,
+      inferenceTime: options.inferenceTime as `${number}s`,
+      apiKeys: [apiKey],
+    });
+    cleanups.push(() => mock.close());
 
-    // --floor-http: a mock of the floor's own (in this process, as tuneflow's is in the harness) to read from.
-    const httpKey = 'floor-http-key-0123456789';
-    const mock = options.floorHttp ? await startMockService({ apiKeys: [httpKey] }) : undefined;
-    if (mock) cleanups.push(() => mock.close());
+    // The receiver: a process of its own, as tuneflow's is; the workers sign the URLs it checks.
+    const secret = randomBytes(24).toString('hex');
+    const receiverPort = await freePort();
+    const receiver = await startNode(
+      'floor-receiver',
+      [built.receiver],
+      {
+        TEMPORAL_ADDRESS: server.address,
+        FLOOR_CALLBACK_SECRET: secret,
+        FLOOR_RECEIVER_PORT: String(receiverPort),
+        NODE_PATH: path.resolve(__dirname, '../../node_modules'),
+      },
+      'floor receiver listening on',
+      path.join(dir, 'floor-receiver.log'),
+    );
+    cleanups.push(() => stopProcess(receiver));
 
     const env = {
       TEMPORAL_ADDRESS: server.address,
-      ...(mock && {
-        FLOOR_HTTP_URL: mock.url,
-        FLOOR_HTTP_KEY: httpKey,
-        FLOOR_HTTP_PATH: `/tunes/${FLUX_BASE_TUNE.id}`,
-      }),
+      FLOOR_SERVICE_URL: mock.url,
+      FLOOR_API_KEY: apiKey,
+      FLOOR_RECEIVER_URL: `http://127.0.0.1:${receiverPort}`,
+      FLOOR_CALLBACK_SECRET: secret,
       FLOOR_TASK_QUEUE: taskQueue,
       FLOOR_BUNDLE: built.bundle,
       // The compiled worker lives in the run's folder: its packages are the repository's.
@@ -131,9 +150,7 @@ export async function runFloor(
           env,
           'floor worker started',
           path.join(dir, `floor-worker-${i + 1}.log`),
-          { ipc: true },
         );
-        worker.child.on('message', (request: FloorRequest) => worker.child.send(service.answer(request)));
         usage.started(worker.child.pid);
         return worker;
       }),
@@ -188,8 +205,9 @@ export async function runFloor(
     const machineCpuMs = machineCpuMsSince(machineAtStart);
     const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
     const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
+    const receiverCpuMs = usageOf(receiver.child.pid)?.cpuMs;
 
-    const sent = callbackTimes({ callbacks: service.callbacks });
+    const sent = callbackTimes(mock.journal());
     const outcomes = await readOutcomes(client, started, deadline, (job, history) =>
       readHistory(job, history, 'the floor holds no API key', sent),
     );
@@ -198,7 +216,8 @@ export async function runFloor(
       violations.push(`floor: ${o.job.workflowId} ${o.status}${o.failureMessage ? `: ${o.failureMessage}` : ''}`);
     if (incomplete.length > 20) violations.push(`floor: ${incomplete.length - 20} more runs did not complete`);
     for (const line of notStarted) violations.push(`floor: never started: ${line}`);
-    if (signalsFailed) violations.push(`floor: ${signalsFailed} callback signals failed`);
+    const failedCallbacks = mock.stats().callbacks.failed;
+    if (failedCallbacks) violations.push(`floor: ${failedCallbacks} callbacks were not answered 200`);
 
     const figures = phaseFigures({
       jobs,
@@ -207,7 +226,9 @@ export async function runFloor(
       workerCpuMs,
       workerMainThreadCpuMs,
       peakRssBytes: usage.peakRssBytes,
+      baseRssBytes: usage.baseRssBytes,
       serverCpuMs,
+      receiverCpuMs,
       machineCpuMs,
       times,
       samples,
@@ -217,7 +238,10 @@ export async function runFloor(
     if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(dir, 'floor-worker-1.log'), 'utf8'));
     const reactionMs = outcomes.flatMap((o) => o.reactions.map((r) => r.ms));
     const sequences = jobs.map((job) => outcomes.find((o) => o.job === job)?.sequence ?? []);
-    return { figures, samples, reactionMs, sequences, violations };
+    const apiCallsByRoute = Object.fromEntries(
+      Object.entries(mock.stats().routes).filter(([route]) => !/ \/(images|files)\//.test(route)),
+    );
+    return { figures, samples, reactionMs, sequences, violations, apiCallsByRoute };
   } finally {
     for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
     if (violations.length === 0 && !options.keep) fs.rmSync(dir, { recursive: true, force: true });

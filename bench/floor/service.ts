@@ -1,6 +1,7 @@
 /**
- * The floor's service: the mock's timing without its HTTP, in the harness process. The floor's activities reach it
- * over their worker's IPC channel (one message each way) and get their answer at once: a tune trains for
+ * The floor's service for bench/run-memory.ts: the mock's timing without its HTTP, in the measuring process, so that
+ * one heap holds the floor's runs and nothing else (the soak's floor talks to a real mock: ./worker.ts). The floor's
+ * activities call it in process and get their answer at once: a tune trains for
  * `trainingMs`, a prompt settles `inferenceMs` after it was made (or after its tune trained), a pack tune makes its
  * class's prompts. Each event sends the `callback` signal tuneflow's receiver would, in the mock's order: the tune's,
  * then each prompt's, then a pack's `pack-prompts` once all of them settled.

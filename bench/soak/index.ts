@@ -18,12 +18,13 @@ import { solidPng } from '../../src/mock-service/png';
 import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/contract/inputs';
 import { runFloor, type FloorRun } from '../floor/phase';
+import { sizingLines, sizingOf, type Sizing } from './sizing';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { heapPeaks, type HeapPeak } from './gc-trace';
 import { HostileStarters, prepareUploads, type HostileCounts } from './hostile';
 import { planJobs, startJob, type SoakJob } from './jobs';
-import { callbackTimes, judgeRun, readHistory, SIGNATURE } from './judge';
+import { callbackTimes, HISTORY_PARTS, judgeRun, readHistory, SIGNATURE } from './judge';
 import {
   COMPARED,
   COMPARED_NAMES,
@@ -95,8 +96,7 @@ export interface SoakReport extends PhaseFigures {
    */
   apiCallsMinimum: number;
   serverRssMiB: number | null;
-  /** CPU of the receiver and the harness (mock, client, judge) per job. */
-  receiverCpuMsPerJob: number | null;
+  /** CPU of the harness (mock, client, judge) per job. */
   harnessCpuMsPerJob: number;
   /** Histories and log lines that hold the API key. */
   apiKeyLeaks: number;
@@ -136,8 +136,8 @@ export interface SoakReport extends PhaseFigures {
   /** Every broken invariant, in words; empty when the run passed. */
   violations: string[];
   floor?: PhaseFigures;
-  /** The floor's activities also made an HTTP request each (--floor-http). */
-  floorHttp?: boolean;
+  /** The floor's requests to its mock by route, beside apiCallsByRoute. */
+  floorApiCallsByRoute?: Record<string, number>;
   /** tuneflow / floor of the figures above (the first round's, with --rounds). */
   ratios?: Ratios;
   /** With --rounds: each round's order and tuneflow / floor, and their median. */
@@ -145,6 +145,8 @@ export interface SoakReport extends PhaseFigures {
   medianRatios?: Ratios;
   /** Jobs that issued the floor's commands for the same job, and the first few that did not. */
   floorShape?: FloorShape;
+  /** What the run says of sizing workers: memory a run in flight, jobs a second a core, the cache, the warning sign. */
+  sizing: Sizing;
 }
 
 function stderr(line: string): void {
@@ -427,7 +429,9 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       workerCpuMs,
       workerMainThreadCpuMs,
       peakRssBytes: usage.peakRssBytes,
+      baseRssBytes: usage.baseRssBytes,
       serverCpuMs,
+      receiverCpuMs,
       machineCpuMs,
       times,
       samples,
@@ -466,8 +470,8 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       apiCallsByRoute: routes,
       apiCallsMinimum: jobs.reduce((sum, job) => sum + (job.kind === 'packTune' ? 2 : 1 + job.prompts), 0),
       ...figures,
+      sizing: sizingOf(figures, { workers: options.workers, maxCached: options.maxCachedWorkflows }),
       serverRssMiB: round(serverUsage && serverUsage.rssBytes / 2 ** 20, 1),
-      receiverCpuMsPerJob: round(receiverCpuMs && receiverCpuMs / jobs.length, 1),
       harnessCpuMsPerJob: round(harnessCpuMs / jobs.length, 1)!,
       apiKeyLeaks: verdict.keyLeaks + logLeaks,
       forgedSent: faults.forgeries.sent,
@@ -534,8 +538,10 @@ export function comparisonRows(report: SoakReport): string[][] {
       : [name, show(report[key])];
   };
   return [
+    row('workerAndReceiverCpuMsPerJob', ' ms'),
     row('workerCpuMsPerJob', ' ms'),
     row('workerMainThreadCpuMsPerJob', ' ms'),
+    row('receiverCpuMsPerJob', ' ms'),
     row('workerRssMiB', ' MiB'),
     row('jobsPerSecond'),
     row('serverCpuMsPerJob', ' ms'),
@@ -547,6 +553,10 @@ export function comparisonRows(report: SoakReport): string[][] {
     row('signalsPerJob'),
     ...(
       [
+        ...HISTORY_PARTS.map((part): [string, (r: PhaseFigures) => string] => [
+          `  history bytes per job: ${part}`,
+          (r) => String(r.historyBytesByPartPerJob[part]),
+        ]),
         ['reaction p50 / p99, steady rate', (r) => reactionText(r.reaction.steady)],
         ['reaction p50 / p99, burst', (r) => reactionText(r.reaction.burst)],
         ['activity scheduled to completed p50 / p99', (r) => `${r.activityP50Ms} / ${r.activityP99Ms} ms`],
@@ -597,6 +607,7 @@ function table(report: SoakReport): string {
       'history per job',
       `${report.historyEventsPerJob} events, ${report.historyBytesPerJob} bytes, ${report.workflowTasksPerJob} workflow tasks`,
     ],
+    ['  by part', HISTORY_PARTS.map((part) => `${part} ${report.historyBytesByPartPerJob[part]}`).join(', ')],
     ['API key leaks', report.apiKeyLeaks],
     [
       'forged callbacks sent / answered / accepted',
@@ -615,10 +626,10 @@ function table(report: SoakReport): string {
     ...(report.hostile ? [['hostile starters', JSON.stringify(report.hostile)] as [string, string]] : []),
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
-  const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);
+  const lines = [...rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`), '', ...sizingLines(report.sizing)];
   const floor = report.floor;
   if (floor) {
-    const floorName = report.floorHttp ? 'floor + HTTP' : 'floor';
+    const floorName = 'floor';
     const compared = [['', 'tuneflow', floorName, `tuneflow / ${floorName}`], ...comparisonRows(report)];
     const widths = [0, 1, 2].map((i) => Math.max(...compared.map((row) => row[i].length)));
     lines.push('', 'the floor: the same plan through bare workflows of the same Temporal shape (bench/floor)');
@@ -689,7 +700,7 @@ async function main(argv: string[]): Promise<number> {
     report.ratios = ratiosOf(report, floor.figures);
     report.violations.push(...floor.violations);
     report.floorShape = sameShape(detail.sequences, floor.sequences);
-    if (options.floorHttp) report.floorHttp = true;
+    report.floorApiCallsByRoute = floor.apiCallsByRoute;
     charted.push({ name: 'floor', color: FLOOR_COLOR, samples: floor.samples, reactionMs: floor.reactionMs });
   }
   if (rounds.length > 1) {

@@ -41,6 +41,42 @@ export const FORGED_DATA_MARK = 'forged.invalid';
 /** A callback URL's signature, not redacted: the capability itself, never to be kept in a history (or a result). */
 export const SIGNATURE = /sig(=|%3D)[0-9a-f]{64}/;
 
+/** What a history's bytes carry, by event: see historyPart. */
+export const HISTORY_PARTS = [
+  'result',
+  'activity answers',
+  'activity requests',
+  'workflow tasks',
+  'search attributes',
+  'markers',
+  'start',
+  'other',
+] as const;
+export type HistoryPart = (typeof HISTORY_PARTS)[number];
+
+/**
+ * What an event carries: the run's result (or failure), an activity's answer or its request (input, options,
+ * summary), the workflow tasks' bookkeeping, search attributes (tuneflow's and the SDK's TemporalChangeVersion),
+ * markers (patches, local activities), the start (input), or other (timers, signals, children, activity starts).
+ */
+export function historyPart(event: proto.temporal.api.history.v1.IHistoryEvent): HistoryPart {
+  if (event.workflowExecutionCompletedEventAttributes || event.workflowExecutionFailedEventAttributes) return 'result';
+  if (event.activityTaskCompletedEventAttributes || event.activityTaskFailedEventAttributes) return 'activity answers';
+  if (event.activityTaskScheduledEventAttributes) return 'activity requests';
+  if (
+    event.workflowTaskScheduledEventAttributes ||
+    event.workflowTaskStartedEventAttributes ||
+    event.workflowTaskCompletedEventAttributes ||
+    event.workflowTaskFailedEventAttributes ||
+    event.workflowTaskTimedOutEventAttributes
+  )
+    return 'workflow tasks';
+  if (event.upsertWorkflowSearchAttributesEventAttributes) return 'search attributes';
+  if (event.markerRecordedEventAttributes) return 'markers';
+  if (event.workflowExecutionStartedEventAttributes) return 'start';
+  return 'other';
+}
+
 /** What one job's history says. */
 export interface JobOutcome {
   job: SoakJob;
@@ -52,6 +88,8 @@ export interface JobOutcome {
   /** Workflow tasks completed (a worker's unit of workflow work). */
   workflowTasks: number;
   bytes: number;
+  /** The history's bytes by what they carry (HISTORY_PARTS). */
+  bytesByPart: Record<HistoryPart, number>;
   /** Prompts in a completed run's result. */
   resultPrompts?: number;
   /** The objects the run reports: a completed run's result, a failed run's failure details. */
@@ -143,6 +181,13 @@ function idsIn(value: unknown): { tuneIds: number[]; promptIds: number[] } {
   };
 }
 
+function bytesByPart(events: proto.temporal.api.history.v1.IHistoryEvent[]): Record<HistoryPart, number> {
+  const parts = Object.fromEntries(HISTORY_PARTS.map((part) => [part, 0])) as Record<HistoryPart, number>;
+  for (const event of events)
+    parts[historyPart(event)] += proto.temporal.api.history.v1.HistoryEvent.encode(event).finish().length;
+  return parts;
+}
+
 /**
  * Reads one job's history: how it closed, what it reports, its size, whether it holds the API key, which callback
  * signals match the mock's callbacks (`callbacks`, from callbackTimes) and how fast the run reacted to them.
@@ -166,6 +211,7 @@ export function readHistory(
     events: events.length,
     workflowTasks: events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED).length,
     bytes: raw.length,
+    bytesByPart: bytesByPart(events),
     reported: { tuneIds: [], promptIds: [] },
     keyInHistory: raw.includes(apiKey) || raw.includes(Buffer.from(apiKey).toString('base64')),
     signedUrlInHistory: SIGNATURE.test(raw.toString('latin1')),

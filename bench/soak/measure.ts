@@ -6,7 +6,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type { HeapPeak } from './gc-trace';
-import { percentile, type History, type JobOutcome, type Reaction } from './judge';
+import { HISTORY_PARTS, percentile, type History, type HistoryPart, type JobOutcome, type Reaction } from './judge';
 import type { SoakJob } from './jobs';
 import { usageOf } from './processes';
 
@@ -26,10 +26,15 @@ export class WorkerUsage {
   private deadCpuMs = 0;
   private deadMainThreadCpuMs = 0;
   peakRssBytes = 0;
+  /** The resident memory of the largest worker when it was ready: what it holds before any run. */
+  baseRssBytes = 0;
 
   /** A worker is ready: the CPU it spent starting (loading, bundling) is not the jobs'. */
   started(pid: number | undefined): void {
-    if (pid !== undefined) this.startCpu.set(pid, usageOf(pid) ?? { cpuMs: 0, mainThreadCpuMs: 0 });
+    if (pid === undefined) return;
+    const usage = usageOf(pid);
+    this.startCpu.set(pid, usage ?? { cpuMs: 0, mainThreadCpuMs: 0 });
+    this.baseRssBytes = Math.max(this.baseRssBytes, usage?.rssBytes ?? 0);
   }
 
   /** A worker is about to be killed: its CPU so far counts. */
@@ -296,9 +301,16 @@ export interface PhaseFigures {
   /** Runs that closed as the job allows (tuneflow: completed or failed as the faults allow; the floor: completed). */
   finished: number;
   workerRssMiB: number;
+  /** The largest worker's resident memory when it was ready, before any run. */
+  workerBaseRssMiB: number;
+  /** The most runs open at once (the samples' peak). */
+  peakInFlight: number;
   workerCpuMsPerJob: number;
   /** The part of workerCpuMsPerJob the workers' main threads took: activities, and the SDK's side of the core. */
   workerMainThreadCpuMsPerJob: number;
+  /** The callback receiver's CPU per job (its own process), and the workers' and its together: the app's side. */
+  receiverCpuMsPerJob: number | null;
+  workerAndReceiverCpuMsPerJob: number;
   serverCpuMsPerJob: number | null;
   /**
    * CPU of every process on the machine per job, from the first start to the last close (Linux: /proc/stat): server,
@@ -320,6 +332,8 @@ export interface PhaseFigures {
   reaction: { steady: ReactionFigures | null; burst: ReactionFigures | null };
   historyEventsPerJob: number;
   historyBytesPerJob: number;
+  /** historyBytesPerJob by what the bytes carry (each event's own encoding, without the list's framing). */
+  historyBytesByPartPerJob: Record<HistoryPart, number>;
   workflowTasksPerJob: number;
   /** The run's Temporal shape: activities scheduled, timers started and signals taken, per job. */
   activitiesPerJob: number;
@@ -347,7 +361,9 @@ export function phaseFigures(run: {
   workerCpuMs: number;
   workerMainThreadCpuMs: number;
   peakRssBytes: number;
+  baseRssBytes: number;
   serverCpuMs: number | undefined;
+  receiverCpuMs: number | undefined;
   machineCpuMs: number | undefined;
   times: StartTimes;
   samples: readonly Sample[];
@@ -369,8 +385,12 @@ export function phaseFigures(run: {
     jobs: count,
     finished: run.finished,
     workerRssMiB: round(run.peakRssBytes / 2 ** 20, 1),
+    workerBaseRssMiB: round(run.baseRssBytes / 2 ** 20, 1),
+    peakInFlight: Math.max(0, ...run.samples.map((s) => s.inFlight)),
     workerCpuMsPerJob: round(run.workerCpuMs / count, 1),
     workerMainThreadCpuMsPerJob: round(run.workerMainThreadCpuMs / count, 1),
+    receiverCpuMsPerJob: orNull(run.receiverCpuMs && run.receiverCpuMs / count, 1),
+    workerAndReceiverCpuMsPerJob: round((run.workerCpuMs + (run.receiverCpuMs ?? 0)) / count, 1),
     serverCpuMsPerJob: orNull(run.serverCpuMs && run.serverCpuMs / count, 1),
     machineCpuMsPerJob: orNull(run.machineCpuMs && run.machineCpuMs / count, 1),
     jobsPerSecond: round(run.finished / wall, 2),
@@ -385,6 +405,9 @@ export function phaseFigures(run: {
     reaction: reactionsApart(reactions, run.times, outcomes, run.samples, t0),
     historyEventsPerJob: round(sum((o) => o.events) / count, 1),
     historyBytesPerJob: round(sum((o) => o.bytes) / count),
+    historyBytesByPartPerJob: Object.fromEntries(
+      HISTORY_PARTS.map((part) => [part, round(sum((o) => o.bytesByPart[part]) / count)]),
+    ) as Record<HistoryPart, number>,
     workflowTasksPerJob: round(sum((o) => o.workflowTasks) / count, 1),
     activitiesPerJob: round(sum((o) => o.commands.activities) / count, 2),
     timersPerJob: round(sum((o) => o.commands.timers) / count, 2),
@@ -427,8 +450,10 @@ export function sameShape(tuneflow: string[][], floor: string[][]): FloorShape {
 
 /** The figures tuneflow is held to against the floor: tuneflow's divided by the floor's. */
 export const COMPARED = [
+  'workerAndReceiverCpuMsPerJob',
   'workerCpuMsPerJob',
   'workerMainThreadCpuMsPerJob',
+  'receiverCpuMsPerJob',
   'workerRssMiB',
   'serverCpuMsPerJob',
   'machineCpuMsPerJob',
@@ -444,8 +469,10 @@ export type Ratios = Record<(typeof COMPARED)[number], number | null>;
 
 /** The compared figures' names in the report. */
 export const COMPARED_NAMES: Record<(typeof COMPARED)[number], string> = {
-  workerCpuMsPerJob: 'worker CPU per job',
-  workerMainThreadCpuMsPerJob: '  its main thread (activities)',
+  workerAndReceiverCpuMsPerJob: 'worker and receiver CPU per job',
+  workerCpuMsPerJob: '  the worker',
+  workerMainThreadCpuMsPerJob: '    its main thread (activities)',
+  receiverCpuMsPerJob: '  the receiver',
   workerRssMiB: 'worker RSS peak',
   jobsPerSecond: 'jobs/s',
   serverCpuMsPerJob: 'server CPU per job',

@@ -45,12 +45,6 @@ export interface SoakOptions {
    * first), reporting each round's ratios and their median.
    */
   rounds: number;
-  /**
-   * With compareFloor: each of the floor's activities also reads a tune from a mock of its own over bare undici, so
-   * the floor pays an HTTP request and a JSON parse per activity as tuneflow does; what is left of the ratios is
-   * tuneflow's own.
-   */
-  floorHttp: boolean;
   /** Write a page with charts (and the full report) into this directory. */
   reportDir?: string;
   trainingTime: string;
@@ -102,12 +96,11 @@ ${Object.entries(PROFILES)
   --burst B             with --rate: the last B of the jobs start all at once after the steady ones, reported
                         apart (with about R x the job's length in flight already)
   --compare-floor       then the same plan through the floor (bench/floor: bare workflows of tuneflow's Temporal
-                        shape) on a fresh server with the same flags, workers and delays; the report adds the
-                        floor's figures and tuneflow / floor (needs npm run build and --profile none)
+                        shape, tuneflow's requests over bare undici, callbacks through a bare receiver) on a fresh
+                        server with the same flags, workers and delays; the report adds the floor's figures and
+                        tuneflow / floor (needs npm run build and --profile none)
   --rounds N            with --compare-floor: N pairs, tuneflow first then the floor first in turn; the report adds
                         each round's tuneflow / floor and their median (default 1)
-  --floor-http          with --compare-floor: each floor activity also reads a tune from a mock over bare undici
-                        (GET /tunes/:id, the body parsed as JSON), so both sides pay HTTP per activity
   --report DIR          write DIR/index.html (charts: worker memory and runs in flight over time, reaction
                         latencies; tuneflow beside the floor when compared) and DIR/report.json
   --training-time D     how long the mock trains a tune (default 10s)
@@ -226,8 +219,8 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
   if (rounds > 1 && !compareFloor)
     throw new FlagError('--rounds: needs --compare-floor (rounds of tuneflow and the floor)');
-  const floorHttp = v['floor-http'] ?? false;
-  if (floorHttp && !compareFloor) throw new FlagError('--floor-http: needs --compare-floor (it changes the floor)');
+  if (v['floor-http'])
+    throw new FlagError("--floor-http: gone; the floor always makes tuneflow's requests now (bench/floor/worker.ts)");
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
   const perSecond = (name: string, value: string | undefined) => {
     if (value === undefined) return undefined;
@@ -254,7 +247,6 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     burst,
     compareFloor,
     rounds,
-    floorHttp,
     reportDir: v.report,
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),

@@ -2,9 +2,13 @@
  * The soak's judge (bench/soak/judge.ts) under test: a good run passes, and each defect seeded into its journal or
  * its histories is reported (a judge that always answered "fine" would fail here).
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as proto from '@temporalio/proto';
 import {
   callbackTimes,
   FORGED_DATA_MARK,
+  HISTORY_PARTS,
   judgeRun,
   readHistory,
   signalIds,
@@ -13,6 +17,7 @@ import {
 } from '../../bench/soak/judge';
 import type { SoakJob } from '../../bench/soak/jobs';
 import type { MockJournal } from '../../src/mock-service';
+import { historyFromJson } from '../workflows/history-json';
 import {
   generateJob,
   goodHistories,
@@ -302,4 +307,25 @@ test('a run Temporal terminated (its history grown too large) is reported, with 
   expect(verdict.violations).toContainEqual(
     expect.stringMatching(/^soak-t-0: terminated \(history size exceeds limit\)/),
   );
+});
+
+test("a history's bytes by part, on a recorded run: every event counted once, each where its bytes belong", () => {
+  const file = path.join(__dirname, '..', 'histories', 'callbacks-happy-path.json');
+  const history = historyFromJson(JSON.parse(fs.readFileSync(file, 'utf8')));
+  const outcome = readHistory(ttgJob, history, API_KEY, new Map());
+  const events = history.events!;
+  const size = (e: (typeof events)[number]) => proto.temporal.api.history.v1.HistoryEvent.encode(e).finish().length;
+  const total = HISTORY_PARTS.reduce((sum, part) => sum + outcome.bytesByPart[part], 0);
+  // The parts are the events' own encodings; the history adds a tag and a length to each.
+  expect(total).toBe(events.reduce((sum, e) => sum + size(e), 0));
+  expect(outcome.bytes - total).toBeGreaterThanOrEqual(2 * events.length);
+  expect(outcome.bytes - total).toBeLessThanOrEqual(3 * events.length);
+  // The result is the last event alone; the answers are the completed activities, with their payloads.
+  expect(outcome.bytesByPart.result).toBe(size(events[events.length - 1]));
+  const answers = events.filter((e) => e.activityTaskCompletedEventAttributes);
+  expect(outcome.bytesByPart['activity answers']).toBe(answers.reduce((sum, e) => sum + size(e), 0));
+  const upserts = events.filter((e) => e.upsertWorkflowSearchAttributesEventAttributes);
+  expect(upserts.length).toBeGreaterThan(0);
+  expect(outcome.bytesByPart['search attributes']).toBe(upserts.reduce((sum, e) => sum + size(e), 0));
+  for (const part of HISTORY_PARTS) expect(outcome.bytesByPart[part]).toBeGreaterThan(0);
 });

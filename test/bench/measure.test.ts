@@ -35,6 +35,16 @@ const outcome = (j: SoakJob, closedAt: number, reactions: Array<[number, number]
   events: 40,
   workflowTasks: 6,
   bytes: 10_000,
+  bytesByPart: {
+    result: 2_000,
+    'activity answers': 4_000,
+    'activity requests': 1_000,
+    'workflow tasks': 2_000,
+    'search attributes': 500,
+    markers: 300,
+    start: 100,
+    other: 100,
+  },
   reported: { tuneIds: [], promptIds: [] },
   keyInHistory: false,
   signedUrlInHistory: false,
@@ -141,10 +151,15 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
     workerCpuMs: 300,
     workerMainThreadCpuMs: 120,
     peakRssBytes: 200 * 2 ** 20,
+    baseRssBytes: 120 * 2 ** 20,
     serverCpuMs: undefined,
+    receiverCpuMs: 100,
     machineCpuMs: 900,
     times: { burstAt: T0, burstIds: new Set(['job-0', 'job-1']) },
-    samples: [],
+    samples: [
+      { t: 1, rssMiB: 150, inFlight: 2 },
+      { t: 9, rssMiB: 190, inFlight: 1 },
+    ],
     t0: T0,
     loadAverage: { start: 1.23, end: 2 },
   });
@@ -152,7 +167,11 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
     jobs: 2,
     workerCpuMsPerJob: 150,
     workerMainThreadCpuMsPerJob: 60,
+    receiverCpuMsPerJob: 50,
+    workerAndReceiverCpuMsPerJob: 200,
     workerRssMiB: 200,
+    workerBaseRssMiB: 120,
+    peakInFlight: 2,
     serverCpuMsPerJob: null,
     machineCpuMsPerJob: 450,
     jobsPerSecond: 0.2,
@@ -161,6 +180,7 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
     reactionP99Ms: 50,
     activityP99Ms: 30,
     historyEventsPerJob: 40,
+    historyBytesByPartPerJob: { result: 2_000, 'activity answers': 4_000, markers: 300 },
     activitiesPerJob: 4,
     timersPerJob: 6,
     signalsPerJob: 2,
@@ -171,6 +191,7 @@ test('phaseFigures: per job, jobs/s over the wall time to the last close', () =>
 test('ratiosOf: tuneflow divided by the floor, null where either is unknown', () => {
   const figures = (over: Partial<PhaseFigures>) =>
     ({
+      workerAndReceiverCpuMsPerJob: 36,
       workerCpuMsPerJob: 30,
       workerMainThreadCpuMsPerJob: 12,
       workerRssMiB: 500,
@@ -188,6 +209,7 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
   const ratios = ratiosOf(
     figures({}),
     figures({
+      workerAndReceiverCpuMsPerJob: 24,
       workerCpuMsPerJob: 20,
       workerMainThreadCpuMsPerJob: 8,
       jobsPerSecond: 30,
@@ -196,6 +218,7 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
     }),
   );
   expect(ratios).toMatchObject({
+    workerAndReceiverCpuMsPerJob: 1.5,
     workerCpuMsPerJob: 1.5,
     workerMainThreadCpuMsPerJob: 1.5,
     jobsPerSecond: 0.5,
@@ -219,7 +242,7 @@ test('medianRatios: the middle round of each ratio (the mean of the middle two),
     medianRatios(three),
   );
   expect(lines[1]).toMatch(/^tuneflow \/ floor\s+1: tuneflow first\s+2: floor first\s+3: tuneflow first\s+median$/);
-  expect(lines.find((line) => line.startsWith('worker CPU per job'))).toMatch(/1\.29x\s+1\.13x\s+1\.21x\s+1\.21x$/);
+  expect(lines.find((line) => line.startsWith('  the worker'))).toMatch(/1\.29x\s+1\.13x\s+1\.21x\s+1\.21x$/);
   expect(lines.find((line) => line.startsWith('jobs/s'))).toMatch(/0\.78x\s+n\/a\s+0\.9x\s+0\.84x$/);
 });
 
@@ -257,15 +280,10 @@ describe('the flags of the floor, the burst and the report', () => {
     expect(options).toMatchObject({ jobs: 50, rate: 5, burst: 10, compareFloor: true, reportDir: 'out' });
     expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined, rounds: 1 });
     expect(parseSoakOptions(['--compare-floor', '--rounds', '3'])).toMatchObject({ compareFloor: true, rounds: 3 });
-    expect(parseSoakOptions([])).toMatchObject({ floorHttp: false });
     expect(parseSoakOptions([])).toMatchObject({ serviceLimit: undefined, serviceRate: undefined });
     expect(parseSoakOptions(['--service-limit', '20', '--service-rate', '18.5'])).toMatchObject({
       serviceLimit: 20,
       serviceRate: 18.5,
-    });
-    expect(parseSoakOptions(['--compare-floor', '--floor-http'])).toMatchObject({
-      compareFloor: true,
-      floorHttp: true,
     });
   });
 
@@ -287,7 +305,7 @@ describe('the flags of the floor, the burst and the report', () => {
     [['--report', ' '], '--report: must be a directory'],
     [['--rounds', '3'], '--rounds: needs --compare-floor'],
     [['--compare-floor', '--rounds', '10'], "--rounds: must be a whole number from 1 to 9, got '10'"],
-    [['--floor-http'], '--floor-http: needs --compare-floor'],
+    [['--compare-floor', '--floor-http'], "--floor-http: gone; the floor always makes tuneflow's requests now"],
     [['--service-limit', '0'], "--service-limit: must be a positive number of requests per second, got '0'"],
     [['--service-rate', 'fast'], "--service-rate: must be a positive number of requests per second, got 'fast'"],
     [['--compare-floor', '--service-rate', '18'], '--service-limit, --service-rate: the floor has no service rate'],

@@ -94,6 +94,47 @@ devServerTest(
   },
 );
 
+devServerTest(
+  "npm run soak -- --compare-floor: the floor makes tuneflow's requests and takes its callbacks through its own receiver",
+  async () => {
+    const run = await soak([
+      ...['--jobs', '20', '--profile', 'none', '--compare-floor'],
+      ...['--training-time', '3s', '--inference-time', '1s', '--json'],
+    ]);
+    interface Side {
+      finished: number;
+      receiverCpuMsPerJob: number | null;
+      reactionP99Ms: number | null;
+      historyBytesByPartPerJob: Record<string, number>;
+    }
+    const report = JSON.parse(run.stdout.trimEnd().split('\n').pop()!) as Side & {
+      violations: string[];
+      floor: Side;
+      floorShape: { sameActivities: number };
+      apiCallsByRoute: Record<string, number>;
+      floorApiCallsByRoute: Record<string, number>;
+      ratios: Record<string, number | null>;
+    };
+    expect({ violations: report.violations, code: run.code }).toEqual({ violations: [], code: 0 });
+    expect(report.floor.finished).toBe(20);
+    // The floor's runs scheduled tuneflow's activities, in its order, for every job.
+    expect(report.floorShape.sameActivities).toBe(20);
+    // The same creates, exactly (the plan decides them); the same reads, by route.
+    const creates = (routes: Record<string, number>) =>
+      Object.fromEntries(Object.entries(routes).filter(([route]) => route.startsWith('POST ')));
+    expect(creates(report.floorApiCallsByRoute)).toEqual(creates(report.apiCallsByRoute));
+    expect(Object.keys(report.floorApiCallsByRoute).sort()).toEqual(Object.keys(report.apiCallsByRoute).sort());
+    // Each side's callbacks went through a receiver process of its own, which spent CPU on them.
+    expect(report.receiverCpuMsPerJob).toBeGreaterThan(0);
+    expect(report.floor.receiverCpuMsPerJob).toBeGreaterThan(0);
+    expect(report.floor.reactionP99Ms).toEqual(expect.any(Number));
+    expect(report.ratios.workerAndReceiverCpuMsPerJob).toEqual(expect.any(Number));
+    // The sizing table and where the bytes go, for both sides.
+    expect(run.stdout).toContain('sizing, from this run on this machine');
+    expect(report.historyBytesByPartPerJob.result).toBeGreaterThan(report.floor.historyBytesByPartPerJob.result);
+  },
+);
+
 devServerTest('npm run soak with a bad flag names it and exits 2 before starting anything', async () => {
   const run = await soak(['--jobs', 'many']);
   expect(run.code).toBe(2);
