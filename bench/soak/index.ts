@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import * as v8 from 'node:v8';
 import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient } from '../../src/client';
 import { durationToMs } from '../../src/duration';
@@ -18,7 +19,7 @@ import { solidPng } from '../../src/mock-service/png';
 import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/contract/inputs';
 import { runFloor, type FloorRun } from '../floor/phase';
-import { sizingLines, sizingOf, type Sizing } from './sizing';
+import { sdkDefaultCache, sizingLines, sizingOf, type Sizing } from './sizing';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { heapPeaks, type HeapPeak } from './gc-trace';
@@ -470,7 +471,14 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       apiCallsByRoute: routes,
       apiCallsMinimum: jobs.reduce((sum, job) => sum + (job.kind === 'packTune' ? 2 : 1 + job.prompts), 0),
       ...figures,
-      sizing: sizingOf(figures, { workers: options.workers, maxCached: options.maxCachedWorkflows }),
+      sizing: sizingOf(figures, {
+        workers: options.workers,
+        maxCached: options.maxCachedWorkflows,
+        // The workers run this node with its default heap limit unless --worker-heap sets one.
+        ...(options.workerHeapMiB === undefined && {
+          defaultCache: sdkDefaultCache(v8.getHeapStatistics().heap_size_limit / 2 ** 20),
+        }),
+      }),
       serverRssMiB: round(serverUsage && serverUsage.rssBytes / 2 ** 20, 1),
       harnessCpuMsPerJob: round(harnessCpuMs / jobs.length, 1)!,
       apiKeyLeaks: verdict.keyLeaks + logLeaks,

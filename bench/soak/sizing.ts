@@ -21,6 +21,8 @@ export interface Sizing {
   jobsPerServerCore: number | null;
   /** TUNEFLOW_MAX_CACHED_WORKFLOWS of the run; undefined for the SDK's default (sized from the heap limit). */
   maxCached?: number;
+  /** The SDK's default cache on this machine, when the run used it with Node's default heap limit. */
+  defaultCache?: number;
   /** Callback-to-reaction p99, and its part spent waiting for a worker to take the task. */
   reactionP99Ms: number | null;
   waitP99Ms: number | null;
@@ -37,7 +39,10 @@ const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** di
  * @example
  * sizingOf(figures, { workers: 1, maxCached: undefined });
  */
-export function sizingOf(figures: PhaseFigures, run: { workers: number; maxCached?: number }): Sizing {
+export function sizingOf(
+  figures: PhaseFigures,
+  run: { workers: number; maxCached?: number; defaultCache?: number },
+): Sizing {
   const runsPerWorker = figures.peakInFlight / run.workers;
   const grown = figures.workerRssMiB - figures.workerBaseRssMiB;
   const mibPerRun = runsPerWorker >= RUNS_TO_TELL && grown > 0 ? grown / runsPerWorker : null;
@@ -52,6 +57,7 @@ export function sizingOf(figures: PhaseFigures, run: { workers: number; maxCache
     jobsPerWorkerCore: figures.workerCpuMsPerJob > 0 ? round(1000 / figures.workerCpuMsPerJob, 1) : null,
     jobsPerServerCore: figures.serverCpuMsPerJob ? round(1000 / figures.serverCpuMsPerJob, 1) : null,
     ...(run.maxCached !== undefined && { maxCached: run.maxCached }),
+    ...(run.maxCached === undefined && run.defaultCache !== undefined && { defaultCache: run.defaultCache }),
     reactionP99Ms: figures.reactionP99Ms,
     waitP99Ms: parts ? parts.wait : null,
   };
@@ -65,10 +71,12 @@ export function sizingOf(figures: PhaseFigures, run: { workers: number; maxCache
  */
 export function sizingLines(sizing: Sizing): string[] {
   const n = (x: number) => x.toLocaleString('en-US');
+  const size = sizing.maxCached ?? sizing.defaultCache;
   const cache =
-    sizing.maxCached === undefined
-      ? "the SDK's default (sized from the heap limit)"
-      : `TUNEFLOW_MAX_CACHED_WORKFLOWS=${n(sizing.maxCached)}`;
+    (sizing.maxCached === undefined
+      ? `the SDK's default (${sizing.defaultCache === undefined ? 'sized from the heap limit' : `${n(sizing.defaultCache)} here, from the heap limit`})`
+      : `TUNEFLOW_MAX_CACHED_WORKFLOWS=${n(sizing.maxCached)}`) +
+    (size !== undefined && size < sizing.runsPerWorker ? ': smaller, so runs were evicted and replayed' : '');
   const rows: Array<[string, string]> = [
     ['runs in flight, at the peak', `${n(sizing.peakInFlight)}; ${n(sizing.runsPerWorker)} a worker; cache ${cache}`],
     [
@@ -101,4 +109,15 @@ export function sizingLines(sizing: Sizing): string[] {
     'sizing, from this run on this machine (docs/scale.md, "Sizing workers"):',
     ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`),
   ];
+}
+
+/**
+ * The SDK's default cache size for a worker whose V8 heap limit is `heapLimitMiB` (@temporalio/worker 1.24's
+ * worker-options: 600 runs a GiB above 200 MiB, reusing one V8 context, as tuneflow's worker does).
+ *
+ * @example
+ * sdkDefaultCache(4144); // 2310
+ */
+export function sdkDefaultCache(heapLimitMiB: number): number {
+  return Math.max(Math.floor((Math.max(heapLimitMiB - 200, 0) * 600) / 1024), 10);
 }

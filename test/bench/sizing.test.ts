@@ -3,7 +3,7 @@
  * core from CPU a job, and the figures that tell a worker too small.
  */
 import type { PhaseFigures } from '../../bench/soak/measure';
-import { sizingLines, sizingOf } from '../../bench/soak/sizing';
+import { sdkDefaultCache, sizingLines, sizingOf } from '../../bench/soak/sizing';
 
 const figures = (over: Partial<PhaseFigures>): PhaseFigures =>
   ({
@@ -63,4 +63,17 @@ test('too few runs in flight to tell a run from the base: said so, no figure mad
   expect(sizing.mibPerRun).toBeNull();
   expect(sizing.runsPerGiB).toBeNull();
   expect(sizingLines(sizing).join('\n')).toContain("too few runs in flight to tell a run's part");
+});
+
+test("the SDK's default cache, from the heap limit: named, and said to evict when smaller than the runs a worker held", () => {
+  // Node 20's default heap limit on this 24 GiB machine, and the SDK's formula (600 runs a GiB above 200 MiB).
+  expect(sdkDefaultCache(4144)).toBe(2310);
+  expect(sdkDefaultCache(100)).toBe(10);
+  const evicting = sizingLines(sizingOf(figures({}), { workers: 1, defaultCache: 2310 })).join('\n');
+  expect(evicting).toContain(
+    "cache the SDK's default (2,310 here, from the heap limit): smaller, so runs were evicted",
+  );
+  const holding = sizingLines(sizingOf(figures({}), { workers: 1, maxCached: 10_000, defaultCache: 2310 })).join('\n');
+  expect(holding).toContain('cache TUNEFLOW_MAX_CACHED_WORKFLOWS=10,000');
+  expect(holding).not.toContain('smaller, so runs were evicted');
 });
