@@ -34,6 +34,7 @@ import {
   phaseFigures,
   ratiosOf,
   readOutcomes,
+  roundFigures,
   roundsTable,
   sameShape,
   startOnSchedule,
@@ -680,14 +681,25 @@ async function main(argv: string[]): Promise<number> {
   let imageHost: string | undefined;
   for (let r = 1; r <= options.rounds; r++) {
     const id = options.rounds > 1 ? `${runId}-${r}` : runId;
-    const floorFirst = r % 2 === 0; // round 1 ran tuneflow, so its mock's URL is known
-    if (options.rounds > 1) stderr(`round ${r} of ${options.rounds}: ${floorFirst ? 'the floor' : 'tuneflow'} first`);
-    let floor = floorFirst ? await runFloor(options, id, imageHost!, jobOptions(options), stderr) : undefined;
-    const tuneflow = await run(options, id);
-    imageHost = tuneflow.detail.mockUrl;
-    if (options.compareFloor && !floorFirst) {
-      stderr('tuneflow done; now the floor, the same plan');
-      floor = await runFloor(options, id, imageHost, jobOptions(options), stderr);
+    const floorFirst = !options.together && r % 2 === 0; // round 1 ran tuneflow, so its mock's URL is known
+    const order = options.together ? 'together' : floorFirst ? 'floor first' : 'tuneflow first';
+    if (options.rounds > 1) stderr(`round ${r} of ${options.rounds}: ${order}`);
+    let floor: FloorRun | undefined;
+    let tuneflow: { report: SoakReport; detail: PhaseDetail };
+    if (options.together)
+      // The image URLs in the inputs only weigh: a loopback URL as long as a mock's does for the floor.
+      [tuneflow, floor] = await Promise.all([
+        run(options, id),
+        runFloor(options, id, 'http://127.0.0.1:40000', jobOptions(options), stderr),
+      ]);
+    else {
+      floor = floorFirst ? await runFloor(options, id, imageHost!, jobOptions(options), stderr) : undefined;
+      tuneflow = await run(options, id);
+      imageHost = tuneflow.detail.mockUrl;
+      if (options.compareFloor && !floorFirst) {
+        stderr('tuneflow done; now the floor, the same plan');
+        floor = await runFloor(options, id, imageHost, jobOptions(options), stderr);
+      }
     }
     if (first === undefined) first = { tuneflow, floor };
     else
@@ -696,7 +708,7 @@ async function main(argv: string[]): Promise<number> {
       );
     if (floor) {
       const ratios = ratiosOf(tuneflow.report, floor.figures);
-      rounds.push({ order: floorFirst ? 'floor first' : 'tuneflow first', ratios });
+      rounds.push({ order, ratios, tuneflow: roundFigures(tuneflow.report), floor: roundFigures(floor.figures) });
       if (options.rounds > 1) stderr(`round ${r}: tuneflow / floor ${JSON.stringify(ratios)}`);
     }
   }

@@ -487,8 +487,24 @@ export const COMPARED_NAMES: Record<(typeof COMPARED)[number], string> = {
 
 /** One round of `--rounds`: which side ran first, and tuneflow / floor. */
 export interface Round {
-  order: 'tuneflow first' | 'floor first';
+  order: 'tuneflow first' | 'floor first' | 'together';
   ratios: Ratios;
+  /** Each side's own figures in the round (the JSON report's; what a ratio moved with). */
+  tuneflow?: RoundFigures;
+  floor?: RoundFigures;
+}
+
+export type RoundFigures = Pick<PhaseFigures, (typeof COMPARED)[number] | 'loadAverage' | 'wallSeconds'>;
+
+/**
+ * The figures a round keeps of one side: the compared ones, its wall time and the load average around it.
+ *
+ * @example
+ * roundFigures(floor.figures).serverCpuMsPerJob;
+ */
+export function roundFigures(figures: PhaseFigures): RoundFigures {
+  const kept = Object.fromEntries(COMPARED.map((key) => [key, figures[key]]));
+  return { ...kept, loadAverage: figures.loadAverage, wallSeconds: figures.wallSeconds } as RoundFigures;
 }
 
 /**
@@ -541,7 +557,9 @@ export function roundsTable(rounds: readonly Round[], median: Ratios): string[] 
   ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
   return [
-    `by round (the order turned each round; the figures above are round 1's)`,
+    rounds[0]?.order === 'together'
+      ? "by round (both sides at once each round; the figures above are round 1's)"
+      : "by round (the order turned each round; the figures above are round 1's)",
     ...rows.map((row) =>
       row
         .map((cell, i) => cell.padEnd(widths[i]))

@@ -45,6 +45,11 @@ export interface SoakOptions {
    * first), reporting each round's ratios and their median.
    */
   rounds: number;
+  /**
+   * With compareFloor: run the two sides of each round at once, on the same machine at the same moment, so that what
+   * else the machine does weighs on both alike (each gets about half of it); else one after the other.
+   */
+  together: boolean;
   /** Write a page with charts (and the full report) into this directory. */
   reportDir?: string;
   trainingTime: string;
@@ -101,6 +106,8 @@ ${Object.entries(PROFILES)
                         tuneflow / floor (needs npm run build and --profile none)
   --rounds N            with --compare-floor: N pairs, tuneflow first then the floor first in turn; the report adds
                         each round's tuneflow / floor and their median (default 1)
+  --together            with --compare-floor: each round runs both sides at once (the machine's other work, and
+                        each side's, weighs on both alike) instead of one after the other
   --report DIR          write DIR/index.html (charts: worker memory and runs in flight over time, reaction
                         latencies; tuneflow beside the floor when compared) and DIR/report.json
   --training-time D     how long the mock trains a tune (default 10s)
@@ -172,6 +179,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
         'compare-floor': { type: 'boolean' },
         rounds: { type: 'string' },
         'floor-http': { type: 'boolean' },
+        together: { type: 'boolean' },
         report: { type: 'string' },
         'training-time': { type: 'string' },
         'inference-time': { type: 'string' },
@@ -219,6 +227,8 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
   if (rounds > 1 && !compareFloor)
     throw new FlagError('--rounds: needs --compare-floor (rounds of tuneflow and the floor)');
+  const together = v.together ?? false;
+  if (together && !compareFloor) throw new FlagError('--together: needs --compare-floor (it runs both sides at once)');
   if (v['floor-http'])
     throw new FlagError("--floor-http: gone; the floor always makes tuneflow's requests now (bench/floor/worker.ts)");
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
@@ -247,6 +257,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     burst,
     compareFloor,
     rounds,
+    together,
     reportDir: v.report,
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),

@@ -9,6 +9,7 @@ import {
   medianRatios,
   phaseFigures,
   ratiosOf,
+  roundFigures,
   roundsTable,
   reactionsApart,
   sameShape,
@@ -228,6 +229,13 @@ test('ratiosOf: tuneflow divided by the floor, null where either is unknown', ()
   });
 });
 
+test("roundFigures: a round keeps each side's compared figures, its wall time and load, nothing else", () => {
+  const figures = { workerCpuMsPerJob: 30, wallSeconds: 12, loadAverage: { start: 1, end: 2 }, heaps: [] };
+  const kept = roundFigures(figures as unknown as PhaseFigures);
+  expect(kept).toMatchObject({ workerCpuMsPerJob: 30, wallSeconds: 12, loadAverage: { start: 1, end: 2 } });
+  expect(Object.keys(kept).sort()).toEqual([...COMPARED, 'loadAverage', 'wallSeconds'].sort());
+});
+
 test('medianRatios: the middle round of each ratio (the mean of the middle two), nulls left out; roundsTable shows them', () => {
   const ratios = (workerCpuMsPerJob: number | null, jobsPerSecond: number | null) =>
     ({ ...Object.fromEntries(COMPARED.map((key) => [key, null])), workerCpuMsPerJob, jobsPerSecond }) as Ratios;
@@ -244,6 +252,9 @@ test('medianRatios: the middle round of each ratio (the mean of the middle two),
   expect(lines[1]).toMatch(/^tuneflow \/ floor\s+1: tuneflow first\s+2: floor first\s+3: tuneflow first\s+median$/);
   expect(lines.find((line) => line.startsWith('  the worker'))).toMatch(/1\.29x\s+1\.13x\s+1\.21x\s+1\.21x$/);
   expect(lines.find((line) => line.startsWith('jobs/s'))).toMatch(/0\.78x\s+n\/a\s+0\.9x\s+0\.84x$/);
+  const together = roundsTable([{ order: 'together', ratios: three[0] }], three[0]);
+  expect(together[0]).toBe("by round (both sides at once each round; the figures above are round 1's)");
+  expect(together[1]).toMatch(/^tuneflow \/ floor\s+1: together\s+median$/);
 });
 
 test('sameShape: activities in order decide; a gathering timer more or less only parts the whole sequence', () => {
@@ -280,6 +291,8 @@ describe('the flags of the floor, the burst and the report', () => {
     expect(options).toMatchObject({ jobs: 50, rate: 5, burst: 10, compareFloor: true, reportDir: 'out' });
     expect(parseSoakOptions([])).toMatchObject({ burst: 0, compareFloor: false, reportDir: undefined, rounds: 1 });
     expect(parseSoakOptions(['--compare-floor', '--rounds', '3'])).toMatchObject({ compareFloor: true, rounds: 3 });
+    expect(parseSoakOptions(['--compare-floor', '--together'])).toMatchObject({ together: true });
+    expect(parseSoakOptions([])).toMatchObject({ together: false });
     expect(parseSoakOptions([])).toMatchObject({ serviceLimit: undefined, serviceRate: undefined });
     expect(parseSoakOptions(['--service-limit', '20', '--service-rate', '18.5'])).toMatchObject({
       serviceLimit: 20,
@@ -304,6 +317,7 @@ describe('the flags of the floor, the burst and the report', () => {
     [['--compare-floor', '--cluster'], '--compare-floor: runs on the dev server'],
     [['--report', ' '], '--report: must be a directory'],
     [['--rounds', '3'], '--rounds: needs --compare-floor'],
+    [['--together'], '--together: needs --compare-floor'],
     [['--compare-floor', '--rounds', '10'], "--rounds: must be a whole number from 1 to 9, got '10'"],
     [['--compare-floor', '--floor-http'], "--floor-http: gone; the floor always makes tuneflow's requests now"],
     [['--service-limit', '0'], "--service-limit: must be a positive number of requests per second, got '0'"],

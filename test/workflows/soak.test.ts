@@ -110,15 +110,17 @@ devServerTest(
     const report = JSON.parse(run.stdout.trimEnd().split('\n').pop()!) as Side & {
       violations: string[];
       floor: Side;
-      floorShape: { sameActivities: number };
+      floorShape: { sameActivities: number; differing: Array<{ job: number }> };
       apiCallsByRoute: Record<string, number>;
       floorApiCallsByRoute: Record<string, number>;
       ratios: Record<string, number | null>;
     };
     expect({ violations: report.violations, code: run.code }).toEqual({ violations: [], code: 0 });
     expect(report.floor.finished).toBe(20);
-    // The floor's runs scheduled tuneflow's activities, in its order, for every job.
-    expect(report.floorShape.sameActivities).toBe(20);
+    // The floor's runs scheduled tuneflow's activities, in its order, for every job but packs whose prompts may settle
+    // before or after their first listing (one read more or fewer; jobs 8 and 9 of every ten are packs, jobs.ts).
+    expect(report.floorShape.sameActivities).toBeGreaterThanOrEqual(16);
+    expect(report.floorShape.differing.filter(({ job }) => job % 10 < 8)).toEqual([]);
     // The same creates, exactly (the plan decides them); the same reads, by route.
     const creates = (routes: Record<string, number>) =>
       Object.fromEntries(Object.entries(routes).filter(([route]) => route.startsWith('POST ')));
