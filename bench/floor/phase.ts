@@ -17,6 +17,7 @@ import { heapPeaks } from '../soak/gc-trace';
 import { jobInput, planJobs, type SoakJob } from '../soak/jobs';
 import { callbackTimes, readHistory } from '../soak/judge';
 import {
+  apiCallsOf,
   followRuns,
   phaseFigures,
   readOutcomes,
@@ -238,10 +239,7 @@ export async function runFloor(
     if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(dir, 'floor-worker-1.log'), 'utf8'));
     const reactionMs = outcomes.flatMap((o) => o.reactions.map((r) => r.ms));
     const sequences = jobs.map((job) => outcomes.find((o) => o.job === job)?.sequence ?? []);
-    const apiCallsByRoute = Object.fromEntries(
-      Object.entries(mock.stats().routes).filter(([route]) => !/ \/(images|files)\//.test(route)),
-    );
-    return { figures, samples, reactionMs, sequences, violations, apiCallsByRoute };
+    return { figures, samples, reactionMs, sequences, violations, apiCallsByRoute: apiCallsOf(mock.stats()).routes };
   } finally {
     for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
     if (violations.length === 0 && !options.keep) fs.rmSync(dir, { recursive: true, force: true });

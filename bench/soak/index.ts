@@ -14,7 +14,7 @@ import * as v8 from 'node:v8';
 import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient } from '../../src/client';
 import { durationToMs } from '../../src/duration';
-import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
+import { startMockService, type MockService } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
 import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/contract/inputs';
@@ -34,6 +34,7 @@ import {
   phaseFigures,
   ratiosOf,
   readOutcomes,
+  apiCallsOf,
   roundFigures,
   roundsTable,
   sameShape,
@@ -153,13 +154,6 @@ export interface SoakReport extends PhaseFigures {
 
 function stderr(line: string): void {
   process.stderr.write(`soak: ${line}\n`);
-}
-
-function apiCallsOf(stats: MockStats): { total: number; routes: Record<string, number> } {
-  const routes = Object.fromEntries(
-    Object.entries(stats.routes).filter(([route]) => !/ \/(images|files)\//.test(route)),
-  );
-  return { total: Object.values(routes).reduce((a, b) => a + b, 0), routes };
 }
 
 /** What a phase leaves for the charts beside its figures: the samples and every reaction. */

@@ -5,6 +5,7 @@
  * histories, the callback-to-reaction latency apart for the steady part and for a burst.
  */
 import type { Client } from '@temporalio/client';
+import type { MockStats } from '../../src/mock-service';
 import type { HeapPeak } from './gc-trace';
 import { HISTORY_PARTS, percentile, type History, type HistoryPart, type JobOutcome, type Reaction } from './judge';
 import type { SoakJob } from './jobs';
@@ -567,4 +568,17 @@ export function roundsTable(rounds: readonly Round[], median: Ratios): string[] 
         .trimEnd(),
     ),
   ];
+}
+
+/**
+ * The requests a run made to its mock by route, and their total: the service's API, its image and file downloads aside.
+ *
+ * @example
+ * apiCallsOf(mock.stats()).routes['POST /tunes'];
+ */
+export function apiCallsOf(stats: MockStats): { total: number; routes: Record<string, number> } {
+  const routes = Object.fromEntries(
+    Object.entries(stats.routes).filter(([route]) => !/ \/(images|files)\//.test(route)),
+  );
+  return { total: Object.values(routes).reduce((a, b) => a + b, 0), routes };
 }

@@ -8,6 +8,7 @@ import {
   COMPARED,
   medianRatios,
   phaseFigures,
+  apiCallsOf,
   ratiosOf,
   roundFigures,
   roundsTable,
@@ -344,4 +345,9 @@ linux("usageOf: the main thread's CPU apart from the whole process's (/proc/<pid
   // The process's file and the thread's are read a moment apart: a 10 ms tick may land between the two reads.
   expect(after.cpuMs - before.cpuMs).toBeGreaterThanOrEqual(after.mainThreadCpuMs - before.mainThreadCpuMs - 10);
   expect(usageOf(2 ** 22 + 12_345)).toBeUndefined();
+});
+
+test("apiCallsOf: the service's API by route and in all, image and file downloads left out", () => {
+  const routes = { 'POST /tunes': 3, 'GET /tunes/:id': 2, 'GET /images/:name': 9, 'GET /files/:name': 4 };
+  expect(apiCallsOf({ routes } as never)).toEqual({ total: 5, routes: { 'POST /tunes': 3, 'GET /tunes/:id': 2 } });
 });
