@@ -31,8 +31,8 @@ export async function generate(input: GenerateInput): Promise<GenerateResult> {
       const target = promptTarget(tune);
       const notCreated = await job.createPrompts(target, input.prompts);
       const prompts = await job.waitUntilSettled(target.tuneId);
-      job.requireWithinBudget(notCreated);
-      return { prompts, cost: job.cost() };
+      job.budget.requireWithinBudget(notCreated);
+      return { prompts, cost: job.budget.cost() };
     },
   );
 }

@@ -35,9 +35,9 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
     (options) => checkPackTune(workflowId, input, options),
     async () => {
       const reused = input.tune.tune_ids;
-      job.requireOneTune(reused);
+      job.budget.requireOneTune(reused);
       // A new tune costs the pack's price for its class: refused before anything is created when above maxCostMc.
-      await job.checkPackPrice(input.packId, input.tune);
+      await job.budget.checkPackPrice(input.packId, input.tune);
       // With options.inspect: a new tune's images are inspected, and may be refused, before the pack is paid for.
       await job.inspectImages(input.tune);
       const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
@@ -45,12 +45,12 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
       const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
       // A reused tune's eta is from its own training, long ago.
       await job.waitUntilTrained(reused ? 0 : untilEtaMs(created));
-      await job.readTunePrice();
+      await job.budget.readTunePrice();
       await job.learnPrompts(created.id);
       const prompts = await job.waitUntilSettled(created.id);
-      job.requireWithinBudget();
+      job.budget.requireWithinBudget();
       const { inspection } = job;
-      return { tune: job.tune.latest as Tune, prompts, cost: job.cost(), ...(inspection && { inspection }) };
+      return { tune: job.tune.latest as Tune, prompts, cost: job.budget.cost(), ...(inspection && { inspection }) };
     },
   );
 }

@@ -9,29 +9,7 @@
  */
 import { ActivityFailure, ApplicationFailure, isCancellation } from '@temporalio/workflow';
 import type { ActivityOptions, LocalActivityOptions, RetryPolicy } from '@temporalio/workflow';
-
-/**
- * Failure types (ErrorKind values of src/api/errors.ts) that retrying cannot fix. Declared here, not imported: workflow
- * code takes only types from src/api. A unit test keeps the two lists in step with ErrorKind.
- */
-export const NON_RETRYABLE_ERROR_TYPES = [
-  'InvalidInput',
-  'OffsetTooDeep',
-  'BadRequest',
-  'Unauthorized',
-  'NotFound',
-  'Validation',
-] as const;
-
-/** Failure types that retry under the policy; 504 and 429 with their own delay set by the activity. */
-export const RETRYABLE_ERROR_TYPES = [
-  'RateLimited',
-  'ServerError',
-  'GatewayTimeout',
-  'ConnectionFailure',
-  'ClientTimeout',
-  'UnexpectedResponse',
-] as const;
+import { isNonRetryableKind, NON_RETRYABLE_KINDS } from '../api/errors';
 
 /**
  * The service's retry policy: 30 s, 1, 2, 4, 8 minutes, then every 10 minutes; eight attempts span about 35 minutes
@@ -42,7 +20,7 @@ export const serviceRetryPolicy: RetryPolicy = {
   backoffCoefficient: 2,
   maximumInterval: '10 minutes',
   maximumAttempts: 8,
-  nonRetryableErrorTypes: [...NON_RETRYABLE_ERROR_TYPES],
+  nonRetryableErrorTypes: [...NON_RETRYABLE_KINDS],
 };
 
 /**
@@ -76,11 +54,6 @@ export const pollActivityOptions: ActivityOptions = {
   retry: { ...serviceRetryPolicy, maximumAttempts: 3 },
 };
 
-/** True when `type` names a failure that retrying cannot fix. */
-export function isNonRetryableType(type: string | null | undefined): boolean {
-  return (NON_RETRYABLE_ERROR_TYPES as readonly (string | null | undefined)[]).includes(type);
-}
-
 /**
  * True when an activity failed for a reason that may heal (its retries ran out on a 500, a timeout, a lost
  * connection): a poll that failed so is worth trying again later. Cancellation and non-retryable failures are not.
@@ -91,7 +64,7 @@ export function isNonRetryableType(type: string | null | undefined): boolean {
 export function isTransientFailure(err: unknown): boolean {
   if (!(err instanceof ActivityFailure) || isCancellation(err)) return false;
   const cause = err.cause;
-  if (cause instanceof ApplicationFailure) return !cause.nonRetryable && !isNonRetryableType(cause.type);
+  if (cause instanceof ApplicationFailure) return !cause.nonRetryable && !isNonRetryableKind(cause.type);
   return true;
 }
 
@@ -116,5 +89,5 @@ export const searchAttributesCheckOptions: LocalActivityOptions = {
 /** The upload directory's check: it reads the file system only, on whichever worker takes it. */
 export const uploadCheckOptions: ActivityOptions = {
   startToCloseTimeout: '30 seconds',
-  retry: { maximumAttempts: 3, nonRetryableErrorTypes: [...NON_RETRYABLE_ERROR_TYPES] },
+  retry: { maximumAttempts: 3, nonRetryableErrorTypes: [...NON_RETRYABLE_KINDS] },
 };

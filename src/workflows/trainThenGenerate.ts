@@ -32,18 +32,18 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
     (options) => checkTrainThenGenerate(workflowId, input, options),
     async () => {
       // maxCostMc: the tune is charged at its create, so its price must be known, and fit, before.
-      job.checkTunePrice(input.tune, input.prompts.length);
+      job.budget.checkTunePrice(input.tune, input.prompts.length);
       // With options.inspect: the images are inspected, and may be refused, before anything is paid for.
       await job.inspectImages(input.tune);
       const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowId });
-      job.requireTuneWithinBudget(input.prompts.length);
+      job.budget.requireTuneWithinBudget(input.prompts.length);
       const tune = await job.waitUntilTrained(untilEtaMs(created));
       const target = promptTarget(tune);
       const notCreated = await job.createPrompts(target, input.prompts);
       const prompts = await job.waitUntilSettled(target.tuneId);
-      job.requireWithinBudget(notCreated);
+      job.budget.requireWithinBudget(notCreated);
       const { inspection } = job;
-      return { tune: job.tune.latest as Tune, prompts, cost: job.cost(), ...(inspection && { inspection }) };
+      return { tune: job.tune.latest as Tune, prompts, cost: job.budget.cost(), ...(inspection && { inspection }) };
     },
   );
 }

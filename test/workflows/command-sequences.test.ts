@@ -12,7 +12,8 @@ import type { Prompt, Tune } from '../../src/api/schemas';
 import { bundleForStrictReplay, replayStrictly } from './strict-replay';
 import { installQuietRuntime } from './global-setup';
 import { HistoryBuilder } from './history-builder';
-import { CALLBACKS_ARE_WAKE_UPS, MAX_COST_HOLDS } from '../../src/workflows/job';
+import { MAX_COST_HOLDS } from '../../src/workflows/budget';
+import { CALLBACKS_ARE_WAKE_UPS } from '../../src/workflows/job';
 
 const HOUR = 3600_000;
 /** A tune input the job's contract accepts (the workflow checks its whole input before its first activity). */

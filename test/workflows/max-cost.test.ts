@@ -9,7 +9,7 @@ import type { Prompt } from '../../src/api/schemas';
 import { IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
 import type { OverBudgetDetails } from '../../src/contract/failures';
 import type { PackTuneInput, PackTuneResult, TrainThenGenerateResult } from '../../src/contract/inputs';
-import { FAST_PROMPTS_FREE, MAX_COST_HOLDS } from '../../src/workflows/job';
+import { FAST_PROMPTS_FREE, MAX_COST_HOLDS } from '../../src/workflows/budget';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf, trainedPaidTune, type Outcome } from './harness';
 import { summarize } from './history-summary';
