@@ -1,26 +1,25 @@
 /**
  * The client's errors as ApplicationFailures. The `type` is the error's kind (src/api/errors.ts ErrorKind), which
- * the retry policies of src/workflows/policies.ts list as retryable or not; the service's own rules decide the
+ * is retryable or not by NON_RETRYABLE_KINDS (the workflows' retry policies name the same list); the service's own rules decide the
  * delays: 504 waits 60 s (the request most likely went through), 429 waits for Retry-After (60 s when absent).
  */
 import { ApplicationFailure, type Duration, type RetryPolicy } from '@temporalio/common';
 import { redactCallbackSignatures } from '../callbacks/signing';
 import { durationToMs } from '../duration';
-import { APIError, ErrorKind, InvalidInputError, RateLimitError, TunesError, ValidationError } from '../api/errors';
+import {
+  APIError,
+  ErrorKind,
+  InvalidInputError,
+  isNonRetryableKind,
+  RateLimitError,
+  TunesError,
+  ValidationError,
+} from '../api/errors';
 
 /** After a 504 the service advises waiting a minute before asking again (spec 4.11, 7). */
 export const GATEWAY_TIMEOUT_RETRY_DELAY: Duration = '60 seconds';
 /** After a 429 without Retry-After. */
 export const RATE_LIMIT_RETRY_DELAY: Duration = '60 seconds';
-
-const NON_RETRYABLE: ReadonlySet<string> = new Set([
-  ErrorKind.invalidInput,
-  ErrorKind.offsetTooDeep,
-  ErrorKind.badRequest,
-  ErrorKind.unauthorized,
-  ErrorKind.notFound,
-  ErrorKind.validation,
-]);
 
 /** Where an activity stands in its retries: a 429's Retry-After never shortens the policy's own backoff. */
 export interface AttemptInfo {
@@ -32,7 +31,7 @@ export interface AttemptInfo {
 export function toApplicationFailure(err: unknown, attempt?: AttemptInfo): unknown {
   if (err instanceof ApplicationFailure) return err;
   if (err instanceof TunesError) {
-    const nonRetryable = NON_RETRYABLE.has(err.kind);
+    const nonRetryable = isNonRetryableKind(err.kind);
     // The error itself goes into history as the cause, its message and stack with it.
     err.message = redactCallbackSignatures(err.message);
     if (err.stack) err.stack = redactCallbackSignatures(err.stack);

@@ -21,6 +21,30 @@ export const ErrorKind = {
 } as const;
 export type ErrorKind = (typeof ErrorKind)[keyof typeof ErrorKind];
 
+/**
+ * The kinds retrying cannot fix, as the same request would fail the same way: input refused before it was sent, a
+ * too-deep offset, a 400, 401/403, 404 and 422. The activities fail these non-retryable, and the workflows' retry
+ * policies name them (`nonRetryableErrorTypes`); every other kind retries.
+ */
+export const NON_RETRYABLE_KINDS: readonly ErrorKind[] = [
+  ErrorKind.invalidInput,
+  ErrorKind.offsetTooDeep,
+  ErrorKind.badRequest,
+  ErrorKind.unauthorized,
+  ErrorKind.notFound,
+  ErrorKind.validation,
+];
+
+/**
+ * True when `type` (an error's kind, or a failure's type) is one retrying cannot fix.
+ *
+ * @example
+ * isNonRetryableKind('Validation'); // true
+ */
+export function isNonRetryableKind(type: string | null | undefined): boolean {
+  return (NON_RETRYABLE_KINDS as readonly (string | null | undefined)[]).includes(type);
+}
+
 /** Base of every error the client throws. */
 export abstract class TunesError extends Error {
   abstract readonly kind: ErrorKind;
