@@ -37,6 +37,20 @@ export default tseslint.config(
     },
   },
   {
+    // Settings are read in one place (src/config.ts): each checked there, named in its errors, and in the README's table.
+    files: ['src/**/*.ts'],
+    ignores: ['src/config.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'MemberExpression[computed=false][property.name=/^(TUNEFLOW|TEMPORAL)_/]',
+          message: 'Read settings through src/config.ts (a load* function), which checks them and names the variable.',
+        },
+      ],
+    },
+  },
+  {
     // The library never reaches into the command line: the commands use it, not the other way round.
     files: ['src/**/*.ts'],
     ignores: ['src/cli/**'],

@@ -16,7 +16,10 @@ export const DEFAULT_TASK_QUEUE = 'tuneflow';
 export const DEFAULT_CALLBACK_PORT = 3001;
 export const DEFAULT_METRICS_ADDRESS = '0.0.0.0:9464';
 
-/** Every variable tuneflow reads, with its default and meaning: the README's configuration table follows this. */
+/** The branches `tuneflow demo` may train on. */
+const DEMO_BRANCHES = ['fast', 'sd15', 'sdxl1', 'flux1'] as const;
+
+/** Every variable the worker reads, with its default and meaning: the README's configuration table follows this. */
 export const ENVIRONMENT = {
   TUNEFLOW_API_URL: `the service's base URL (default ${DEFAULT_API_URL})`,
   TUNEFLOW_API_KEY: 'the service API key (required); never leaves the worker',
@@ -37,6 +40,12 @@ export const ENVIRONMENT = {
     "runs kept in the worker's cache, ~1.5 MiB each (default: the SDK's, from the heap limit)",
   TUNEFLOW_SERVICE_RATE:
     'activities started per second on the task queue, all workers together: the service calls held under its rate limit (unset: no limit)',
+} as const;
+
+/** What `tuneflow demo` reads besides: on the real service (TUNEFLOW_API_KEY set), its images and branch. */
+export const DEMO_ENVIRONMENT = {
+  TUNEFLOW_DEMO_IMAGES: 'training image URLs, comma-separated (or --images)',
+  TUNEFLOW_DEMO_BRANCH: `the branch it trains on: ${DEMO_BRANCHES.join(', ')} (default fast, the free one)`,
 } as const;
 
 export class ConfigError extends Error {
@@ -207,9 +216,7 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
   return {
     api: { baseUrl: loadApiUrl(env), apiKey },
     callbacks: loadCallbackConfig(env),
-    taskQueue: env.TUNEFLOW_TASK_QUEUE
-      ? read(env, 'TUNEFLOW_TASK_QUEUE', z.string().regex(/^\S+$/), 'must be a name without spaces')
-      : DEFAULT_TASK_QUEUE,
+    taskQueue: loadTaskQueue(env),
     temporal: loadTemporalConfig(env),
     metricsAddress:
       metrics === 'off'
@@ -252,6 +259,56 @@ export function loadServiceRate(env: Env = process.env): number | undefined {
 /** Whether `rate` is a usable requests-per-second limit: a finite number above 0. */
 export function isServiceRate(rate: unknown): rate is number {
   return typeof rate === 'number' && Number.isFinite(rate) && rate > 0;
+}
+
+/** TUNEFLOW_TASK_QUEUE, or tuneflow's own queue. */
+export function loadTaskQueue(env: Env = process.env): string {
+  return env.TUNEFLOW_TASK_QUEUE
+    ? read(env, 'TUNEFLOW_TASK_QUEUE', z.string().regex(/^\S+$/), 'must be a name without spaces')
+    : DEFAULT_TASK_QUEUE;
+}
+
+/**
+ * Where the Temporal variables say a server is: TEMPORAL_ADDRESS (undefined when unset) and TEMPORAL_NAMESPACE (or
+ * `default`). The connection itself is loadTemporalConfig's; this is for saying where it was looked for.
+ */
+export function temporalAddressOf(env: Env = process.env): { address: string | undefined; namespace: string } {
+  return { address: env.TEMPORAL_ADDRESS || undefined, namespace: env.TEMPORAL_NAMESPACE || 'default' };
+}
+
+/** `tuneflow demo` on the real service: with TUNEFLOW_API_KEY set, its key, URL, callbacks, images and branch. */
+export interface DemoServiceConfig {
+  apiKey: string;
+  apiUrl: string;
+  callbacks: CallbackConfig | undefined;
+  /** Training image URLs: `--images`, else TUNEFLOW_DEMO_IMAGES. */
+  images: string[];
+  branch: (typeof DEMO_BRANCHES)[number];
+}
+
+/**
+ * The real service for `tuneflow demo`, or undefined without TUNEFLOW_API_KEY (the demo then runs its own mock).
+ *
+ * @example
+ * loadDemoService({ TUNEFLOW_API_KEY: 'k', TUNEFLOW_DEMO_IMAGES: 'https://a/1.jpg' }); // { images: ['https://a/1.jpg'], branch: 'fast', ... }
+ */
+export function loadDemoService(env: Env, images?: string[]): DemoServiceConfig | undefined {
+  if (!env.TUNEFLOW_API_KEY) return undefined;
+  const urls = images ?? env.TUNEFLOW_DEMO_IMAGES?.split(',').filter(Boolean) ?? [];
+  if (urls.length === 0)
+    throw new ConfigError(
+      'TUNEFLOW_DEMO_IMAGES',
+      'is needed with TUNEFLOW_API_KEY (or --images URL): training image URLs',
+    );
+  return {
+    apiKey: loadApiKey(env),
+    apiUrl: loadApiUrl(env),
+    callbacks: loadCallbackConfig(env),
+    images: urls,
+    branch: env.TUNEFLOW_DEMO_BRANCH
+      ? read(env, 'TUNEFLOW_DEMO_BRANCH', z.enum(DEMO_BRANCHES), `must be one of ${DEMO_BRANCHES.join(', ')}`)
+      : 'fast',
+  };
 }
 
 /** TUNEFLOW_API_KEY, required: the one place it is read, handed to the service client only. */

@@ -5,7 +5,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CancelledFailure, Client, Connection, TerminatedFailure, WorkflowFailedError } from '@temporalio/client';
 import { ErrorKind, InvalidInputError, TunesError } from '../api/errors';
-import { ConfigError, loadTemporalConfig } from '../config';
+import { ConfigError, loadTemporalConfig, temporalAddressOf } from '../config';
 
 /** Exit codes of every command (documented in the README). */
 export const ExitCode = {
@@ -153,9 +153,8 @@ export function isUnavailable(err: unknown): boolean {
  * @example unreachableTemporal({}, err) // "cannot reach Temporal at localhost:7233 (TEMPORAL_ADDRESS unset): ..."
  */
 export function unreachableTemporal(env: NodeJS.ProcessEnv, err: unknown): string {
-  const address = env.TEMPORAL_ADDRESS
-    ? `${env.TEMPORAL_ADDRESS} (TEMPORAL_ADDRESS)`
-    : 'localhost:7233 (TEMPORAL_ADDRESS unset)';
+  const named = temporalAddressOf(env).address;
+  const address = named ? `${named} (TEMPORAL_ADDRESS)` : 'localhost:7233 (TEMPORAL_ADDRESS unset)';
   const message = (err as Error)?.message ?? String(err);
   // The core's transport errors wrap the reason in Rust debug output: `... message: "Connection refused" }`.
   const why = (/(?:message|error): "([^"]+)"/.exec(message)?.[1] ?? message.split('\n')[0]).replace(/\.$/, '');

@@ -17,12 +17,11 @@ import {
   parseFlags,
   processIO,
   runCommand,
-  UsageError,
   type CommandIO,
 } from './command-line';
 import { describeCost, follow, LiveLine, type LineOutput } from './progress-view';
 import { listenForStop } from './stop-signal';
-import { DEFAULT_API_URL, loadApiUrl, loadCallbackConfig } from '../config';
+import { DEFAULT_API_URL, loadDemoService } from '../config';
 import { saveImages, writeGallery } from './demo-gallery';
 import { createLogger } from '../logging';
 import { startMockService } from '../mock-service';
@@ -138,14 +137,8 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       io.stdout.write(DEMO_USAGE);
       return ExitCode.ok;
     }
-    const real = !!io.env.TUNEFLOW_API_KEY;
-    const realImages = values.images ?? io.env.TUNEFLOW_DEMO_IMAGES?.split(',').filter(Boolean) ?? [];
-    if (real && realImages.length === 0)
-      throw new UsageError(
-        'with TUNEFLOW_API_KEY the demo needs training image URLs: --images URL or TUNEFLOW_DEMO_IMAGES',
-      );
-    const callbackConfig = real ? loadCallbackConfig(io.env) : undefined;
-    const apiUrl = real ? loadApiUrl(io.env) : undefined;
+    // Every setting is checked before anything starts.
+    const real = loadDemoService(io.env, values.images);
 
     // One live progress line on stdout; the demo's lines and every log line (human on a terminal) go above it.
     const line = new LiveLine(io.stdout as LineOutput);
@@ -186,11 +179,11 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       let api: TunesApi;
       let trainingImages: string[];
       let branch: TrainThenGenerateInput['tune']['branch'];
-      if (apiUrl) {
-        api = new TunesApi({ apiKey: io.env.TUNEFLOW_API_KEY!, baseUrl: apiUrl });
-        trainingImages = realImages;
-        branch = (io.env.TUNEFLOW_DEMO_BRANCH as typeof branch) || 'fast';
-        say(`service:   ${apiUrl} (branch ${branch})`);
+      if (real) {
+        api = new TunesApi({ apiKey: real.apiKey, baseUrl: real.apiUrl });
+        trainingImages = real.images;
+        branch = real.branch;
+        say(`service:   ${real.apiUrl} (branch ${branch})`);
       } else {
         const mock = await startMockService({ port: 0, trainingTime: '3s', inferenceTime: '2s' });
         cleanups.push(() => mock.close());
@@ -202,6 +195,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       cleanups.push(() => api.close());
 
       let callbacks: TuneflowCallbackOptions | undefined;
+      const callbackConfig = real?.callbacks;
       if (!real || callbackConfig) {
         // Without settings, a free port of this machine: the mock calls back on loopback.
         const port = callbackConfig?.port ?? (await freePort());

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
-import { DEFAULT_TASK_QUEUE } from '../config';
+import { DEFAULT_TASK_QUEUE, loadTaskQueue } from '../config';
 import type { TrainThenGenerateInput } from '../contract/inputs';
 import { INSPECTION_FLAGS, type InspectionFlag, type InspectOption } from '../contract/inspection';
 import {
@@ -158,7 +158,7 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
     }
     const input = await startInput(values);
     const workflowId = values.id ?? `tuneflow-${randomUUID()}`;
-    const taskQueue = values['task-queue'] ?? io.env.TUNEFLOW_TASK_QUEUE ?? DEFAULT_TASK_QUEUE;
+    const taskQueue = values['task-queue'] ?? loadTaskQueue(io.env);
     // Bad input is refused before anything is contacted: the client's check, made once, before the connection.
     const checked = TuneflowClient.check('trainThenGenerate', workflowId, input);
     const temporal = await connectTemporal(io.env);

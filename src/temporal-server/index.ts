@@ -14,7 +14,7 @@
  */
 import type { EphemeralServerExecutable } from '@temporalio/testing';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { ConfigError } from '../config';
+import { ConfigError, temporalAddressOf } from '../config';
 import { SearchAttribute } from '../contract/search-attributes';
 import {
   cacheDir,
@@ -89,13 +89,9 @@ export async function provisionTemporal(kind: ServerKind, options: ProvisionOpti
   const env = options.env ?? process.env;
   const log = options.log ?? ((line: string) => process.stderr.write(`temporal: ${line}\n`));
 
-  if (options.acceptAddress !== false && env.TEMPORAL_ADDRESS)
-    return {
-      kind: 'existing',
-      address: env.TEMPORAL_ADDRESS,
-      namespace: env.TEMPORAL_NAMESPACE || 'default',
-      from: 'TEMPORAL_ADDRESS',
-    };
+  const named = temporalAddressOf(env);
+  if (options.acceptAddress !== false && named.address)
+    return { kind: 'existing', address: named.address, namespace: named.namespace, from: 'TEMPORAL_ADDRESS' };
 
   // Every path that is set is checked, used or not: a typo is a bad setting, not a reason to look elsewhere.
   for (const settingKind of ['dev-server', 'test-server'] as const) {

@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ENVIRONMENT } from '../../src/config';
+import { DEMO_ENVIRONMENT, ENVIRONMENT } from '../../src/config';
 import { DEFAULT_OPTIONS } from '../../src/contract/options';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -43,8 +43,10 @@ describe('README', () => {
     expect(documented.sort()).toEqual([...commands].sort());
   });
 
-  test('its configuration table holds every variable the worker reads', () => {
-    for (const variable of Object.keys(ENVIRONMENT)) expect(readme).toMatch(new RegExp(`\\| \`${variable}\` +\\|`));
+  test("its configuration table holds every variable config.ts reads, and no other of tuneflow's", () => {
+    const table = readme.slice(readme.indexOf('### Configuration'), readme.indexOf('### Callbacks'));
+    const rows = [...table.matchAll(/^\| `(TUNEFLOW_\w+)` +\|/gm)].map((m) => m[1]);
+    expect(rows.sort()).toEqual([...Object.keys(ENVIRONMENT), ...Object.keys(DEMO_ENVIRONMENT)].sort());
   });
 
   test("its options table holds every workflow option with the code's default", () => {

@@ -1,4 +1,12 @@
-import { ConfigError, DEFAULT_API_URL, DEFAULT_CALLBACK_PORT, loadWorkerConfig } from '../../src/config';
+import {
+  ConfigError,
+  DEFAULT_API_URL,
+  DEFAULT_CALLBACK_PORT,
+  loadDemoService,
+  loadTaskQueue,
+  loadWorkerConfig,
+  temporalAddressOf,
+} from '../../src/config';
 
 const base = { TUNEFLOW_API_KEY: 'key-for-tests' };
 
@@ -140,5 +148,43 @@ describe('loadWorkerConfig', () => {
 
   test('metrics can be turned off', () => {
     expect(loadWorkerConfig({ ...base, TUNEFLOW_METRICS_ADDRESS: 'off' }).metricsAddress).toBeUndefined();
+  });
+});
+
+describe('the commands read their settings through config.ts', () => {
+  test('the task queue: TUNEFLOW_TASK_QUEUE, else tuneflow; a name with a space is named', () => {
+    expect(loadTaskQueue({})).toBe('tuneflow');
+    expect(loadTaskQueue({ TUNEFLOW_TASK_QUEUE: 'orders' })).toBe('orders');
+    expect(() => loadTaskQueue({ TUNEFLOW_TASK_QUEUE: 'my queue' })).toThrow('TUNEFLOW_TASK_QUEUE: must be a name');
+  });
+
+  test('where TEMPORAL_ADDRESS says a server is', () => {
+    expect(temporalAddressOf({})).toEqual({ address: undefined, namespace: 'default' });
+    expect(temporalAddressOf({ TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_NAMESPACE: 'jobs' })).toEqual({
+      address: 'temporal:7233',
+      namespace: 'jobs',
+    });
+  });
+
+  test('the demo: the mock without a key; with one, images from --images before TUNEFLOW_DEMO_IMAGES', () => {
+    expect(loadDemoService({ TUNEFLOW_DEMO_IMAGES: 'https://a.test/1.jpg' })).toBeUndefined();
+    const env = { ...base, TUNEFLOW_DEMO_IMAGES: 'https://a.test/1.jpg,https://a.test/2.jpg' };
+    expect(loadDemoService(env)).toMatchObject({
+      apiKey: 'key-for-tests',
+      apiUrl: DEFAULT_API_URL,
+      images: ['https://a.test/1.jpg', 'https://a.test/2.jpg'],
+      branch: 'fast',
+    });
+    expect(loadDemoService(env, ['https://b.test/1.jpg'])?.images).toEqual(['https://b.test/1.jpg']);
+    expect(loadDemoService({ ...env, TUNEFLOW_DEMO_BRANCH: 'flux1' })?.branch).toBe('flux1');
+  });
+
+  test('the demo names a missing image list and a branch it does not know', () => {
+    expect(() => loadDemoService({ ...base })).toThrow(
+      expect.objectContaining({ variable: 'TUNEFLOW_DEMO_IMAGES', message: expect.stringContaining('--images') }),
+    );
+    expect(() =>
+      loadDemoService({ ...base, TUNEFLOW_DEMO_IMAGES: 'https://a.test/1.jpg', TUNEFLOW_DEMO_BRANCH: 'turbo' }),
+    ).toThrow('TUNEFLOW_DEMO_BRANCH: must be one of fast, sd15, sdxl1, flux1');
   });
 });
