@@ -39,6 +39,9 @@ export const INPUT_BOUNDED = 'input-bounded';
  */
 export const KEY_CLAIMED = 'key-claimed';
 
+/** True for runs that claim their key (see KEY_CLAIMED); false when replaying a run started before. */
+export const claimsKey = (): boolean => patched(KEY_CLAIMED);
+
 /**
  * Runs with this marker check the file paths of their input against the worker's upload directory (an activity) before
  * anything is created; only runs whose input names files. Runs started before it read them when they sent them.

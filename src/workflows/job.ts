@@ -26,7 +26,7 @@ import {
   promptSettledSignal,
   tuneTrainedSignal,
 } from '../contract/messages';
-import { checkedOptions, checkUploads, claimKey, KEY_CLAIMED } from './admission';
+import { checkedOptions, checkUploads, claimKey, claimsKey } from './admission';
 import { Budget } from './budget';
 import { runBounded } from './concurrency';
 import { Findable, failureTypeOf, type Findings } from './findable';
@@ -172,9 +172,9 @@ export class Job {
       this.settings = checkedOptions(checkInput);
       // Decided before the search attributes' local activity: the SDK loses a patch asked for in the activation
       // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
-      const claimsKey = patched(KEY_CLAIMED);
+      const claiming = claimsKey();
       await this.findable.start(this.findings());
-      const prior = claimsKey ? await claimKey(input) : undefined;
+      const prior = claiming ? await claimKey(input) : undefined;
       const result = prior ? (prior.result as T) : await checkUploads(input).then(body);
       this.enter(Phase.completed);
       return result;
