@@ -99,10 +99,18 @@ export default tseslint.config(
             },
             {
               // Outside src/workflows only these; the contract alone brings the schemas (and zod).
-              group: ['../*', '!../contract', '!../duration', '!../api', '../api/*', '!../api/errors'],
+              group: [
+                '../*',
+                '!../contract',
+                '!../duration',
+                '!../api',
+                '../api/*',
+                '!../api/errors',
+                '!../api/error-kinds',
+              ],
               message:
                 'Workflow code runs in the sandbox: from outside src/workflows it may import ../contract, ../duration ' +
-                'and ../api/errors only (the schemas come through the contract). Import types only.',
+                'and ../api/errors (or its ../api/error-kinds) only (the schemas come through the contract). Import types only.',
               allowTypeImports: true,
             },
           ],

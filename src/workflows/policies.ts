@@ -9,7 +9,7 @@
  */
 import { ActivityFailure, ApplicationFailure, isCancellation } from '@temporalio/workflow';
 import type { ActivityOptions, LocalActivityOptions, RetryPolicy } from '@temporalio/workflow';
-import { isNonRetryableKind, NON_RETRYABLE_KINDS } from '../api/errors';
+import { isNonRetryableKind, NON_RETRYABLE_KINDS } from '../api/error-kinds';
 
 /**
  * The service's retry policy: 30 s, 1, 2, 4, 8 minutes, then every 10 minutes; eight attempts span about 35 minutes
