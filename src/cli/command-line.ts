@@ -6,42 +6,27 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CancelledFailure, Client, Connection, TerminatedFailure, WorkflowFailedError } from '@temporalio/client';
 import { ErrorKind, InvalidInputError, TunesError } from '../api/errors';
 import { ConfigError, loadTemporalConfig, temporalAddressOf } from '../config';
+import { ExitCode } from './exit-codes';
 
-/** Exit codes of every command (documented in the README). */
-export const ExitCode = {
-  ok: 0,
-  /** The job failed, was cancelled or terminated, or something unexpected broke. */
-  failed: 1,
-  /** A wrong flag, bad input or a missing setting: nothing was started. */
-  usage: 2,
-  /** Temporal or the service could not be reached. */
-  unavailable: 3,
-  /** No workflow with that ID. */
-  notFound: 4,
-  /** The run was cancelled (followed with --wait). */
-  cancelled: 5,
-  /** Stopped by Ctrl-C (SIGINT), after cleaning up: 128 + 2, as shells (and npx) report it. */
-  interrupted: 130,
-  /** Stopped by SIGTERM, after cleaning up: 128 + 15. */
-  terminated: 143,
-} as const;
-export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
-
-/**
- * The exit code of a server or worker that ran until told to stop, and stopped cleanly: 130 after Ctrl-C (SIGINT),
- * as a shell reports an interrupted command, and as npx reports a Ctrl-C whatever its command does (npm's shell
- * dies of the same Ctrl-C); 0 after SIGTERM, a service manager's stop (docker stop, systemd, Kubernetes), or after
- * the AbortSignal tests stop commands in process with.
- *
- * @example return exitCodeForStop(await stop.stopped); // 130 after Ctrl-C
- */
-export function exitCodeForStop(stoppedBy: NodeJS.Signals | 'abort'): ExitCode {
-  return stoppedBy === 'SIGINT' ? ExitCode.interrupted : ExitCode.ok;
-}
+export { ExitCode, exitCodeForInterrupt, exitCodeForStop } from './exit-codes';
 
 /** A mistake in how the command was called. */
 export class UsageError extends Error {
   override name = 'UsageError';
+}
+
+/**
+ * The one answer for a port a server cannot have: a ConfigError naming `setting`, which runCommand answers with exit 2.
+ * `advice` says what to change, when more than the setting.
+ *
+ * @example
+ * throw portTaken('TUNEFLOW_METRICS_ADDRESS', '0.0.0.0:9464', 'choose another port, or "off"');
+ */
+export function portTaken(setting: string, address: string, advice?: string): ConfigError {
+  return new ConfigError(
+    setting,
+    `${address} is taken (another server on this machine?)${advice ? `: ${advice}` : ''}`,
+  );
 }
 
 /**
@@ -51,9 +36,9 @@ export class UsageError extends Error {
  * @example
  * const mock = await startMockService({ port }).catch((err) => { throw portProblem(err, '--port', address) ?? err; });
  */
-export function portProblem(err: unknown, setting: string, address: string): ConfigError | undefined {
+export function portProblem(err: unknown, setting: string, address: string, advice?: string): ConfigError | undefined {
   const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'EADDRINUSE') return new ConfigError(setting, `${address} is taken (another server on this machine?)`);
+  if (code === 'EADDRINUSE') return portTaken(setting, address, advice);
   if (code === 'EACCES') return new ConfigError(setting, `${address} is not allowed here (a port below 1024?)`);
   return undefined;
 }

@@ -13,6 +13,7 @@ import { TunesApi } from '../api';
 import { TuneflowClient } from '../client';
 import {
   ExitCode,
+  exitCodeForInterrupt,
   exitCodeForStop,
   parseFlags,
   processIO,
@@ -153,7 +154,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       throw new DemoStopped(signal);
     });
     stopped.catch(() => undefined);
-    const exitFor = (err: DemoStopped) => (err.signal === 'SIGTERM' ? ExitCode.terminated : ExitCode.interrupted);
+    const exitFor = (err: DemoStopped) => exitCodeForInterrupt(err.signal);
     const opening = openDemoTemporal(io.env, say);
     let temporal: Temporal;
     try {

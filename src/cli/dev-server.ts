@@ -6,7 +6,15 @@
 import { ConfigError, readPort } from '../config';
 import { describeServer, provisionTemporal, TemporalUnavailableError } from '../temporal-server';
 import { portIsFree, startDevServerProcess } from '../temporal-server/dev-server';
-import { ExitCode, exitCodeForStop, parseFlags, processIO, runCommand, type CommandIO } from './command-line';
+import {
+  ExitCode,
+  exitCodeForStop,
+  parseFlags,
+  portTaken,
+  processIO,
+  runCommand,
+  type CommandIO,
+} from './command-line';
 import { listenForStop } from './stop-signal';
 
 const DEFAULT_PORT = 7233;
@@ -57,7 +65,7 @@ export async function devServerCommand(argv: string[], io: CommandIO = processIO
       ['--ui-port', uiPort],
     ] as const)
       if (taken !== undefined && !(await portIsFree(taken)))
-        throw new ConfigError(flag, `port ${taken} is taken (another Temporal server?): choose another with ${flag}`);
+        throw portTaken(flag, `port ${taken}`, `choose another with ${flag}`);
     // At once: the server takes a second or two to serve (minutes when it is installed first), its lines come then.
     io.stderr.write(`tuneflow dev-server: starting Temporal on 127.0.0.1:${port}\n`);
 

@@ -4,6 +4,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { ExitCode } from './exit-codes';
 
 interface Command {
   /** One line for the list of commands. */
@@ -81,20 +82,20 @@ export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(commandList());
-    return 0;
+    return ExitCode.ok;
   }
   if (name === '--version' || name === '-V') {
     process.stdout.write(version());
-    return 0;
+    return ExitCode.ok;
   }
   if (name === undefined) {
     process.stderr.write(commandList());
-    return 2;
+    return ExitCode.usage;
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {
     process.stderr.write(`tuneflow: unknown command '${name}'\n\n${commandList()}`);
-    return 2;
+    return ExitCode.usage;
   }
   return command.run(rest);
 }
@@ -107,7 +108,7 @@ export function run(): void {
     },
     (error: unknown) => {
       process.stderr.write(`tuneflow: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-      process.exitCode = 1;
+      process.exitCode = ExitCode.failed;
     },
   );
 }

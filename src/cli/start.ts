@@ -13,6 +13,7 @@ import { INSPECTION_FLAGS, type InspectionFlag, type InspectOption } from '../co
 import {
   connectTemporal,
   ExitCode,
+  exitCodeForInterrupt,
   parseFlags,
   processIO,
   runCommand,
@@ -190,7 +191,7 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
         io.stderr.write(
           `tuneflow start: stopped following ${workflowId}; the run goes on (tuneflow status ${workflowId}, tuneflow cancel ${workflowId})\n`,
         );
-        return following.signal.reason === 'SIGTERM' ? ExitCode.terminated : ExitCode.interrupted;
+        return exitCodeForInterrupt(following.signal.reason as NodeJS.Signals | 'abort');
       } finally {
         stop.dispose();
       }

@@ -9,9 +9,9 @@ import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import {
   ExitCode,
   exitCodeForStop,
-  isUnavailable,
+  portProblem,
+  portTaken,
   runCommand,
-  unreachableTemporal,
   UsageError,
   type CommandIO,
 } from './command-line';
@@ -21,7 +21,7 @@ import { createLogger } from '../logging';
 import { TuneflowPlugin } from '../plugin';
 import { portIsFree } from '../temporal-server/dev-server';
 import type { TuneflowTracingOptions } from '../tracing';
-import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT, type TracingConfig } from '../tracing-environment';
+import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT } from '../tracing-environment';
 
 export { workflowSource } from '../plugin';
 
@@ -116,31 +116,22 @@ export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv = pro
       return ExitCode.ok;
     }
     if (argv.length > 0) throw new UsageError(`unexpected argument '${argv[0]}': settings come from the environment`);
-    return (await runWorker(env)) as ExitCode;
+    return runWorker(env);
   });
 }
 
 /**
  * The worker: settings from the environment, metrics and logs, until SIGINT/SIGTERM. Every way it cannot start is
- * one line naming the variable, and an exit code (2 a setting or a taken port, 3 Temporal unreachable).
+ * thrown to runCommand: one line naming the variable, and an exit code (2 a setting or a taken port, 3 Temporal
+ * unreachable).
  */
-export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<number> {
+async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
   const say = (line: string) => process.stderr.write(`tuneflow worker: ${line}\n`);
-  let config: WorkerConfig;
-  let tracingConfig: TracingConfig | undefined;
-  try {
-    config = loadWorkerConfig(env);
-    tracingConfig = loadTracingConfig(env);
-    // Before anything binds: the SDK's own error for a taken metrics port is a stack trace, and a receiver that
-    // cannot listen would leave a worker that never polls.
-    await checkPortsFree(config);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      say(err.message);
-      return 2;
-    }
-    throw err;
-  }
+  const config = loadWorkerConfig(env);
+  const tracingConfig = loadTracingConfig(env);
+  // Before anything binds: the SDK's own error for a taken metrics port is a stack trace, and a receiver that
+  // cannot listen would leave a worker that never polls.
+  await checkPortsFree(config);
   const logger = createLogger(process.stderr, config.logLevel);
   try {
     Runtime.install({
@@ -150,8 +141,10 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
         : {},
     });
   } catch (err) {
-    say(`TUNEFLOW_METRICS_ADDRESS: cannot serve metrics on ${config.metricsAddress}: ${(err as Error).message}`);
-    return 2;
+    throw new ConfigError(
+      'TUNEFLOW_METRICS_ADDRESS',
+      `cannot serve metrics on ${config.metricsAddress}: ${(err as Error).message}`,
+    );
   }
   const traces = tracingConfig && (await startTracing(tracingConfig, logger));
   // What stopped the worker: 130 for Ctrl-C, 0 for SIGTERM (or a signal the SDK alone listens for, such as SIGQUIT).
@@ -161,18 +154,16 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
     const stop = listenForStop();
     let tuneflow: TuneflowWorker | NodeJS.Signals | 'abort';
     try {
+      // Temporal unreachable: runCommand says where it was looked for (exit 3).
       tuneflow = await Promise.race([createTuneflowWorker(config, logger, traces?.tracing), stop.stopped]);
-    } catch (err) {
-      if (!isUnavailable(err)) throw err;
-      say(unreachableTemporal(env, err));
-      return 3;
     } finally {
       stop.dispose();
     }
     if (typeof tuneflow === 'string') {
       say(`stopped by ${tuneflow} while connecting to Temporal`);
       await traces?.shutdown();
-      // The core's connect cannot be cancelled, and holds the process until it times out (half a minute).
+      // The core's connect cannot be cancelled, and holds the process until it times out (half a minute): the one
+      // command that exits the process itself, with the code its stop gives.
       process.exit(exitCodeForStop(tuneflow));
     }
     logger.info('tuneflow worker started', {
@@ -194,9 +185,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
       await tuneflow.run();
     } catch (err) {
       // Taken between the check and the listen: the worker did not poll, and stops here.
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-      say(`TUNEFLOW_CALLBACK_PORT: port ${config.callbacks?.port} is taken (another worker on this machine?)`);
-      return 2;
+      throw portProblem(err, 'TUNEFLOW_CALLBACK_PORT', `port ${config.callbacks?.port}`) ?? err;
     } finally {
       stopping.dispose();
     }
@@ -211,14 +200,12 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<n
 async function checkPortsFree(config: WorkerConfig): Promise<void> {
   const metrics = config.metricsAddress?.match(/^(.*):(\d+)$/);
   if (metrics && Number(metrics[2]) !== 0 && !(await portIsFree(Number(metrics[2]), metrics[1])))
-    throw new ConfigError(
-      'TUNEFLOW_METRICS_ADDRESS',
-      `${config.metricsAddress} is taken (another worker on this machine?): choose another port, or "off"`,
-    );
+    throw portTaken('TUNEFLOW_METRICS_ADDRESS', config.metricsAddress!, 'choose another port, or "off"');
   const callbacks = config.callbacks;
   if (callbacks && callbacks.port !== 0 && !(await portIsFree(callbacks.port, callbacks.host)))
-    throw new ConfigError(
+    throw portTaken(
       'TUNEFLOW_CALLBACK_PORT',
-      `port ${callbacks.port} is taken (another worker or receiver on this machine?): choose another, and point TUNEFLOW_CALLBACK_BASE_URL at it`,
+      `port ${callbacks.port}`,
+      'choose another, and point TUNEFLOW_CALLBACK_BASE_URL at it',
     );
 }

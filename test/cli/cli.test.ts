@@ -308,7 +308,7 @@ describe('the worker and dev-server end in one line when they cannot start', () 
       );
       expect(code).toBe(2);
       expect(stderr).toBe(
-        `tuneflow worker: TUNEFLOW_METRICS_ADDRESS: 0.0.0.0:${held.port} is taken (another worker on this machine?): choose another port, or "off"\n`,
+        `tuneflow worker: TUNEFLOW_METRICS_ADDRESS: 0.0.0.0:${held.port} is taken (another server on this machine?): choose another port, or "off"\n`,
       );
     } finally {
       await held.release();
@@ -374,7 +374,7 @@ describe('the worker and dev-server end in one line when they cannot start', () 
       const { code, stderr, stdout } = await tuneflow(['dev-server', '--port', String(held.port)]);
       expect(code).toBe(2);
       expect(stderr).toBe(
-        `tuneflow dev-server: --port: port ${held.port} is taken (another Temporal server?): choose another with --port\n`,
+        `tuneflow dev-server: --port: port ${held.port} is taken (another server on this machine?): choose another with --port\n`,
       );
       expect(stdout).toBe('');
     } finally {
