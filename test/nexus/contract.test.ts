@@ -5,7 +5,7 @@
  */
 import { ApplicationFailure, CancelledFailure, NexusOperationFailure, TimeoutFailure } from '@temporalio/common';
 import { HandlerError } from 'nexus-rpc';
-import { WorkflowName } from '../../src/contract/messages';
+import { WorkflowName } from '../../src/contract/jobs';
 import { FailureType, tuneflowFailureOf, tuneflowService } from '../../src/nexus';
 import { bundleCallerWorkflows } from '../workflows/nexus-world';
 
@@ -62,6 +62,7 @@ test("a caller's workflow bundle holds the contract and none of tuneflow's input
   expect(modules).toContain('./src/nexus/index.ts');
   const tuneflows = modules.filter((id) => id.startsWith('./src/')).sort();
   expect(tuneflows).toEqual([
+    './src/api/error-kinds.ts',
     './src/api/errors.ts',
     './src/contract/cost.ts',
     './src/contract/failures.ts',
