@@ -390,6 +390,9 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     const stats = mock.stats();
     const { total: apiCalls, routes } = apiCallsOf(stats);
     await faults.stop();
+    // Past the deadline the runs still open are stuck: the workers stop first, so the journal and the histories
+    // read below see the same moment (a run that went on would complete past what the journal saw).
+    if (Date.now() > deadline) await Promise.all(workers.map((w) => stopGracefully(w)));
     // Raw "allow duplicate" starts of closed jobs' keys: after the figures, which they would only blur.
     await hostile?.afterClose(started);
 
