@@ -6,7 +6,7 @@
 import { Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
 import { parseInput } from './api/parse-input';
 import { DEFAULT_TASK_QUEUE } from './config';
-import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from './contract/check';
+import { businessKey } from './contract/check';
 import type {
   GenerateInput,
   GenerateResult,
@@ -16,7 +16,8 @@ import type {
   TrainThenGenerateResult,
 } from './contract/inputs';
 import { KeyInUseError, otherJob } from './contract/keys';
-import { progressQuery, WorkflowName, type Progress } from './contract/messages';
+import { progressQuery, type Progress } from './contract/messages';
+import { JOBS, type WorkflowName } from './contract/jobs';
 import { jobUnderKey } from './job-under-key';
 import { retryingCall, type RetryingCall } from './retrying-call';
 import { tracedClient } from './tracing';
@@ -118,12 +119,11 @@ export class TuneflowClient {
   static check(workflow: 'packTune', key: string, input: PackTuneInput): CheckedStart<PackTuneResult>;
   static check(workflow: WorkflowName, key: string, input: unknown): CheckedStart<unknown> {
     const workflowId = parseInput(businessKey, 'workflowId', key);
-    const checks = {
-      trainThenGenerate: () => checkTrainThenGenerate(workflowId, input),
-      generate: () => checkGenerate(input),
-      packTune: () => checkPackTune(workflowId, input),
+    const checked: CheckedStart<unknown> = {
+      workflow,
+      workflowId,
+      input: JOBS[workflow].check(workflowId, input).input,
     };
-    const checked: CheckedStart<unknown> = { workflow, workflowId, input: checks[workflow]().input };
     startsChecked.add(checked);
     return checked;
   }

@@ -34,6 +34,7 @@ export type {
 export { KeyInUseError, type KeyInUseDetails } from './contract/keys';
 export { INPUT_BOUNDS } from './contract/bounds';
 export { INSPECTION_FLAGS } from './contract/inspection';
-export { Phase, progressQuery, WorkflowName, type Progress } from './contract/messages';
+export { Phase, progressQuery, type Progress } from './contract/messages';
+export { WorkflowName } from './contract/jobs';
 export type * from './contract/inputs';
 export { DEFAULT_TASK_QUEUE } from './config';

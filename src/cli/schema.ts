@@ -5,7 +5,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { inputSchema, SCHEMA_WORKFLOWS, type SchemaWorkflow } from '../contract/input-schema';
+import { inputSchema } from '../contract/input-schema';
+import { WORKFLOW_NAMES, type WorkflowName } from '../contract/jobs';
 import { ExitCode, parseFlags, processIO, runCommand, UsageError, type CommandIO } from './command-line';
 
 export const SCHEMA_USAGE = `Usage: tuneflow schema <workflow> [--nexus]
@@ -16,7 +17,7 @@ Prints the JSON Schema (draft 2020-12) of a workflow's input: what \`temporal wo
 said in its descriptions (the options' polls bound, characteristics sent as a JSON string); one it refuses, the
 workflow refuses too, naming the same field.
 
-Workflows: ${SCHEMA_WORKFLOWS.join(', ')}
+Workflows: ${WORKFLOW_NAMES.join(', ')}
 
 Options:
   --nexus      the input of the Nexus operation instead: the workflow's and the business key (\`key\`)
@@ -25,8 +26,8 @@ Options:
 `;
 
 /** The file of each schema under a folder: `<workflow>.json`, `nexus/<workflow>.json`. */
-export function schemaFiles(dir: string): Array<{ file: string; workflow: SchemaWorkflow; nexus: boolean }> {
-  return SCHEMA_WORKFLOWS.flatMap((workflow) => [
+export function schemaFiles(dir: string): Array<{ file: string; workflow: WorkflowName; nexus: boolean }> {
+  return WORKFLOW_NAMES.flatMap((workflow) => [
     { file: path.join(dir, `${workflow}.json`), workflow, nexus: false },
     { file: path.join(dir, 'nexus', `${workflow}.json`), workflow, nexus: true },
   ]);
@@ -57,11 +58,11 @@ export async function schemaCommand(argv: string[], io: CommandIO = processIO())
       return ExitCode.ok;
     }
     const [workflow, ...extra] = positionals;
-    if (!workflow) throw new UsageError(`name a workflow: ${SCHEMA_WORKFLOWS.join(', ')}`);
+    if (!workflow) throw new UsageError(`name a workflow: ${WORKFLOW_NAMES.join(', ')}`);
     if (extra.length) throw new UsageError(`one workflow at a time (got ${positionals.join(' ')})`);
-    if (!(SCHEMA_WORKFLOWS as readonly string[]).includes(workflow))
-      throw new UsageError(`unknown workflow '${workflow}' (known: ${SCHEMA_WORKFLOWS.join(', ')})`);
-    const schema = inputSchema(workflow as SchemaWorkflow, { nexus: values.nexus === true });
+    if (!(WORKFLOW_NAMES as readonly string[]).includes(workflow))
+      throw new UsageError(`unknown workflow '${workflow}' (known: ${WORKFLOW_NAMES.join(', ')})`);
+    const schema = inputSchema(workflow as WorkflowName, { nexus: values.nexus === true });
     io.stdout.write(`${JSON.stringify(schema, null, 2)}\n`);
     return ExitCode.ok;
   });

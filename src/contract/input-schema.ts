@@ -23,13 +23,9 @@ import { RESERVED_KEY_PREFIX } from './keys';
 import { MAX_PROMPTS_PER_RUN } from './failures';
 import { DEFAULT_OPTIONS, MAX_POLLS_PER_WAIT, MAX_PROMPT_CONCURRENCY } from './options';
 import { INSPECTION_FLAGS } from './inspection';
+import { JOBS, WORKFLOW_NAMES, type JsonSchema, type SchemaParts, type WorkflowName } from './jobs';
 
-/** A JSON Schema, as a plain object. */
-export type JsonSchema = { [keyword: string]: unknown };
-
-/** The workflows whose inputs have a schema: the names other services start them by. */
-export const SCHEMA_WORKFLOWS = ['trainThenGenerate', 'generate', 'packTune'] as const;
-export type SchemaWorkflow = (typeof SCHEMA_WORKFLOWS)[number];
+export type { JsonSchema };
 
 /** Paths only: image bytes never enter a workflow's input (a JSON caller has no bytes to send anyway). */
 const PATH: JsonSchema = { type: 'string', minLength: 1, description: 'a path the worker can read' };
@@ -264,6 +260,7 @@ function definitions(): Record<string, JsonSchema> {
     items: { $ref: '#/$defs/promptAttributes' },
   });
   const id = definition(ResourceId);
+  const parts: SchemaParts = { ref: (name) => ({ $ref: `#/$defs/${name}` }), prompts, id };
   return {
     // A new tune's title defaults to the workflow ID; its images are paths; tuneflow sets its callback.
     tuneAttributes: definition(TuneCreateInput, (s) => {
@@ -277,29 +274,7 @@ function definitions(): Record<string, JsonSchema> {
       bounded(PACK_TUNE_KINDS)(s);
     }),
     options: optionsSchema(),
-    trainThenGenerate: {
-      type: 'object',
-      required: ['tune', 'prompts'],
-      properties: {
-        tune: { $ref: '#/$defs/tuneAttributes' },
-        prompts: prompts(0),
-        options: { $ref: '#/$defs/options' },
-      },
-    },
-    generate: {
-      type: 'object',
-      required: ['tuneId', 'prompts'],
-      properties: { tuneId: id, prompts: prompts(1), options: { $ref: '#/$defs/options' } },
-    },
-    packTune: {
-      type: 'object',
-      required: ['packId', 'tune'],
-      properties: {
-        packId: id,
-        tune: { $ref: '#/$defs/packTuneAttributes' },
-        options: { $ref: '#/$defs/options' },
-      },
-    },
+    ...Object.fromEntries(WORKFLOW_NAMES.map((name) => [name, JOBS[name].schema(parts)])),
   };
 }
 
@@ -310,7 +285,7 @@ function definitions(): Record<string, JsonSchema> {
  * @example
  * new Ajv2020().compile(inputSchema('trainThenGenerate'))(JSON.parse(input)); // true when the contract holds
  */
-export function inputSchema(workflow: SchemaWorkflow, { nexus = false } = {}): JsonSchema {
+export function inputSchema(workflow: WorkflowName, { nexus = false } = {}): JsonSchema {
   const $defs = definitions();
   const input: JsonSchema = { $ref: `#/$defs/${workflow}` };
   return {

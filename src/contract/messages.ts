@@ -66,14 +66,6 @@ export interface Progress {
 
 export const progressQuery = defineQuery<Progress>('progress');
 
-/** The workflow type names: the public contract. */
-export const WorkflowName = {
-  trainThenGenerate: 'trainThenGenerate',
-  generate: 'generate',
-  packTune: 'packTune',
-} as const;
-export type WorkflowName = (typeof WorkflowName)[keyof typeof WorkflowName];
-
 /** Callback kinds, as they appear in callback URLs: `<base>/callbacks/<kind>`. */
 export const CallbackKind = { tune: 'tune', prompt: 'prompt', packPrompts: 'pack-prompts' } as const;
 export type CallbackKind = (typeof CallbackKind)[keyof typeof CallbackKind];

@@ -8,15 +8,12 @@ import { ApplicationFailure, CancelledFailure, WorkflowExecutionAlreadyStartedEr
 import { startWorkflow, WorkflowRunOperationHandler, getClient } from '@temporalio/nexus';
 import * as nexus from 'nexus-rpc';
 import { InvalidInputError } from '../api/errors';
-import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../contract/check';
-import { WorkflowName } from '../contract/messages';
+import { businessKey } from '../contract/check';
+import { JOBS, type WorkflowName } from '../contract/jobs';
 import { FailureType } from '../contract/failures';
 import { KeyInUseError, nexusWorkflowId, otherJob, type KeyInUseDetails } from '../contract/keys';
 import { jobUnderKey, type JobUnderKey } from '../job-under-key';
 import { tuneflowService, type BusinessKey, type InvalidInputDetails } from './index';
-
-/** Checks a workflow's input (the contract's check for that workflow); throws InvalidInputError. */
-type InputCheck = (workflowId: string, input: unknown) => void;
 
 /** What a Nexus request says of its caller: the links it came with, and the namespace of the caller's workflow. */
 export interface NexusCaller {
@@ -41,7 +38,6 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
 
   constructor(
     private readonly workflow: WorkflowName,
-    private readonly check: InputCheck,
     private readonly keyScope: KeyScope,
   ) {
     // `key` here is the scoped workflow ID (start below).
@@ -106,7 +102,7 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
       const keyIssues = workflowId.success ? [] : InvalidInputError.fromZod('key', workflowId.error).issues;
       try {
         // A new tune's title defaults to the key: a bad key is reported once, as the key, not again as the title.
-        this.check(workflowId.success ? workflowId.data : 'key', job);
+        JOBS[this.workflow].check(workflowId.success ? workflowId.data : 'key', job);
       } catch (err) {
         if (err instanceof InvalidInputError) throw new InvalidInputError('input', [...keyIssues, ...err.issues]);
         throw err;
@@ -150,9 +146,9 @@ export function tuneflowServiceHandler(
   keyScope: KeyScope = (caller) => caller.namespace,
 ): nexus.ServiceHandler<(typeof tuneflowService)['operations']> {
   return nexus.serviceHandler(tuneflowService, {
-    trainThenGenerate: new JobOperation(WorkflowName.trainThenGenerate, checkTrainThenGenerate, keyScope),
-    generate: new JobOperation(WorkflowName.generate, (_workflowId, input) => checkGenerate(input), keyScope),
-    packTune: new JobOperation(WorkflowName.packTune, checkPackTune, keyScope),
+    trainThenGenerate: new JobOperation('trainThenGenerate', keyScope),
+    generate: new JobOperation('generate', keyScope),
+    packTune: new JobOperation('packTune', keyScope),
   });
 }
 

@@ -5,7 +5,7 @@
 import { InvalidInputError } from '../../src/api/errors';
 import { INPUT_BOUNDS, isUploadPath } from '../../src/contract/bounds';
 import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/contract/check';
-import type { SchemaWorkflow } from '../../src/contract/input-schema';
+import type { WorkflowName } from '../../src/contract/jobs';
 import { differingFields, KeyInUseError, nexusWorkflowId, otherJob } from '../../src/contract/keys';
 import { schemaVerdict } from './input-schema-verdict';
 
@@ -13,7 +13,7 @@ const URLS = ['https://example.com/1.jpg'];
 const tune = { name: 'dog', branch: 'fast', image_urls: URLS };
 const long = (n: number) => 'x'.repeat(n);
 
-function contractFields(workflow: SchemaWorkflow, input: unknown): 'ok' | string[] {
+function contractFields(workflow: WorkflowName, input: unknown): 'ok' | string[] {
   try {
     if (workflow === 'trainThenGenerate') checkTrainThenGenerate('order-1', input);
     else if (workflow === 'generate') checkGenerate(input);
@@ -26,7 +26,7 @@ function contractFields(workflow: SchemaWorkflow, input: unknown): 'ok' | string
 }
 
 /** Each case: a job a starter may not send, and the field both the contract and the schema name. */
-const REFUSED: Array<{ name: string; workflow: SchemaWorkflow; input: unknown; field: string }> = [
+const REFUSED: Array<{ name: string; workflow: WorkflowName; input: unknown; field: string }> = [
   {
     name: 'a prompt text over the bound',
     workflow: 'generate',

@@ -4,14 +4,15 @@
  * Shared by test/contract/input-schema.test.ts and the dev-server test that starts runs with the Temporal CLI.
  */
 import Ajv2020, { type ErrorObject } from 'ajv/dist/2020';
-import { inputSchema, SCHEMA_WORKFLOWS, type SchemaWorkflow } from '../../src/contract/input-schema';
+import { inputSchema } from '../../src/contract/input-schema';
+import { WORKFLOW_NAMES, type WorkflowName } from '../../src/contract/jobs';
 
 // Strict: an unknown keyword or a type mistake in the schema fails; `required` inside an if/then names properties
 // declared beside it, not in the same subschema.
 const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false });
-const validators = Object.fromEntries(SCHEMA_WORKFLOWS.map((w) => [w, ajv.compile(inputSchema(w))]));
+const validators = Object.fromEntries(WORKFLOW_NAMES.map((w) => [w, ajv.compile(inputSchema(w))]));
 const nexusValidators = Object.fromEntries(
-  SCHEMA_WORKFLOWS.map((w) => [w, ajv.compile(inputSchema(w, { nexus: true }))]),
+  WORKFLOW_NAMES.map((w) => [w, ajv.compile(inputSchema(w, { nexus: true }))]),
 );
 
 /** A field as the contract names it: `prompts[0].num_images`. */
@@ -31,7 +32,7 @@ function fieldOf(error: ErrorObject): string | undefined {
  * @example
  * schemaVerdict('generate', { tuneId: 7, prompts: [{ text: 'x', num_images: 9 }] }); // ['prompts[0].num_images']
  */
-export function schemaVerdict(workflow: SchemaWorkflow, input: unknown, { nexus = false } = {}): 'ok' | string[] {
+export function schemaVerdict(workflow: WorkflowName, input: unknown, { nexus = false } = {}): 'ok' | string[] {
   const validate = (nexus ? nexusValidators : validators)[workflow];
   if (validate(input)) return 'ok';
   const fields = [...new Set((validate.errors ?? []).flatMap((e) => fieldOf(e) ?? []))];

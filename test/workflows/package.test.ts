@@ -14,7 +14,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { inputSchema, SCHEMA_WORKFLOWS } from '../../src/contract/input-schema';
+import { inputSchema } from '../../src/contract/input-schema';
+import { WORKFLOW_NAMES } from '../../src/contract/jobs';
 import { startMockService, type MockStats } from '../../src/mock-service';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
 import type { TrainThenGenerateResult } from '../../src/contract/inputs';
@@ -146,7 +147,7 @@ devServerTest(
     console.log(JSON.stringify({ plugin: typeof t.TuneflowPlugin, client: typeof t.TuneflowClient,
       workflow: typeof w.trainThenGenerate, mock: typeof m.startMockService, internal,
       bin: require('tuneflow-temporal/package.json').bin,
-      schemas: ${JSON.stringify(SCHEMA_WORKFLOWS)}.map((w) => [require('tuneflow-temporal/schemas/' + w + '.json'),
+      schemas: ${JSON.stringify(WORKFLOW_NAMES)}.map((w) => [require('tuneflow-temporal/schemas/' + w + '.json'),
         require('tuneflow-temporal/schemas/nexus/' + w + '.json')]) }));`;
     const { stdout } = await run(process.execPath, ['-e', probe], project);
     expect(JSON.parse(stdout)).toEqual({
@@ -157,7 +158,7 @@ devServerTest(
       internal: 'refused',
       bin: { tuneflow: 'bin/tuneflow.js' },
       // The JSON Schemas it ships for callers in any language.
-      schemas: SCHEMA_WORKFLOWS.map((w) => [inputSchema(w), inputSchema(w, { nexus: true })]),
+      schemas: WORKFLOW_NAMES.map((w) => [inputSchema(w), inputSchema(w, { nexus: true })]),
     });
     const help = await run(path.join(installed, '.bin', 'tuneflow'), ['--help'], project);
     expect(help.stdout).toContain('Usage: tuneflow <command>');

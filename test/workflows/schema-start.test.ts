@@ -16,7 +16,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { TunesApi } from '../../src/api';
 import { FailureType } from '../../src/contract/failures';
 import type { GenerateResult, TrainThenGenerateResult } from '../../src/contract/inputs';
-import { inputSchema, type SchemaWorkflow } from '../../src/contract/input-schema';
+import { inputSchema } from '../../src/contract/input-schema';
+import type { WorkflowName } from '../../src/contract/jobs';
 import { schemaVerdict } from '../contract/input-schema-verdict';
 import { devServerExecutable, devServerTest } from './environment';
 import { API_KEY } from './harness';
@@ -37,7 +38,7 @@ afterAll(async () => {
 });
 
 /** `temporal workflow start --type <workflow> --input '<document>'`, as a script in any language would. */
-async function startWithCli(workflow: SchemaWorkflow, workflowId: string, document: unknown): Promise<string> {
+async function startWithCli(workflow: WorkflowName, workflowId: string, document: unknown): Promise<string> {
   const { stdout } = await world!.cliRun([
     ...['workflow', 'start', '--namespace', TUNEFLOW_NAMESPACE, '--task-queue', TUNEFLOW_TASK_QUEUE],
     ...['--type', workflow, '--workflow-id', workflowId, '--input', JSON.stringify(document)],
@@ -142,7 +143,7 @@ function refusedDocuments(imageUrl: string) {
       document: { packId: 260, tune: { ...tune, tune_ids: [12] } },
       fields: ['tune.tune_ids'],
     },
-  ] satisfies Array<{ why: string; workflow: SchemaWorkflow; document: unknown; fields: string[]; type?: string }>;
+  ] satisfies Array<{ why: string; workflow: WorkflowName; document: unknown; fields: string[]; type?: string }>;
 }
 
 devServerTest(
