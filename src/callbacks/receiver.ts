@@ -13,20 +13,28 @@
  * `traceparent`, trace-context.ts) and parents the signal; a refused URL makes no span, as it makes no log line.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { type Client, isGrpcServiceError, ServiceError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
 import { isPort } from '../config';
 import { type Duration, durationToMs } from '../duration';
+import { answers, answerUnreadable, busy, drain, health, RefusalTally, send } from './answers';
+import { type Signaler, SignalerUnavailableError, type SignalOutcome } from './signaler';
 import { createJsonLogger } from '../logging';
-import { callbackSignal, type CallbackWakeUp } from '../contract/messages';
 import type { CallbackRun, CallbackSigner } from './signing';
 import { callbackParent } from './trace-context';
 import { type CallbackRefusal, type CallbackRoute, readCallbackBody, verifyCallbackUrl } from './unwrap';
 import { BufferedBytes, Connections, DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './receiver-limits';
 import { WakeUpGate } from './wake-up-gate';
+
+export {
+  SignalerUnavailableError,
+  temporalSignaler,
+  type SignalOutcome,
+  type Signaler,
+  type TemporalSignalerOptions,
+} from './signaler';
 
 const tracer = trace.getTracer('tuneflow');
 
@@ -68,94 +76,6 @@ function callbackSpan(
   });
   return span;
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// Signalers
-
-/** What became of a signal: sent, or its workflow is closed or unknown. */
-export type SignalOutcome = 'delivered' | 'workflow-not-found';
-
-/** Wakes a run with a callback's wake-up, as a signal. */
-export interface Signaler {
-  signal(run: CallbackRun, wakeUp: CallbackWakeUp): Promise<SignalOutcome>;
-}
-
-/** Temporal could not be reached (or did not answer in time): the receiver answers 503. */
-export class SignalerUnavailableError extends Error {
-  /** The workflow the signal was for, when the thrower knew it. */
-  readonly workflowId?: string;
-  constructor(message?: string, options?: { cause?: unknown; workflowId?: string }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'SignalerUnavailableError';
-    this.workflowId = options?.workflowId;
-  }
-}
-
-export interface TemporalSignalerOptions {
-  /**
-   * Deadline of one signal, the client's own retries of an unreachable server included; past it the callback is
-   * answered 503. The answer can come up to one retry interval (at most about 6 s) after the deadline, since the
-   * client checks the deadline when it retries.
-   * @default '10 seconds'
-   */
-  timeout?: Duration;
-}
-
-/**
- * gRPC status codes that mean "the server was not reached or did not answer", not "the server said no"
- * (numbers from the gRPC spec; @grpc/grpc-js is not a direct dependency).
- */
-const UNAVAILABLE_CODES: ReadonlySet<number> = new Set([
-  1, // CANCELLED: the connection was closed under the call
-  4, // DEADLINE_EXCEEDED
-  8, // RESOURCE_EXHAUSTED
-  10, // ABORTED
-  14, // UNAVAILABLE
-]);
-
-function isTemporalUnavailable(err: unknown): boolean {
-  if (isGrpcServiceError(err)) return UNAVAILABLE_CODES.has(err.code);
-  if (err instanceof ServiceError) {
-    // A ServiceError without a gRPC status never reached the server (closed channel, transport failure).
-    return isGrpcServiceError(err.cause) ? UNAVAILABLE_CODES.has(err.cause.code) : true;
-  }
-  return false;
-}
-
-/**
- * A Signaler that signals runs through a Temporal client: the `callback` signal, to the run the URL was signed for
- * (a closed run, or a later run with the same workflow ID, takes nothing).
- *
- * @example
- * const client = new Client({ connection: await Connection.connect({ address: 'localhost:7233' }) });
- * const receiver = await startCallbackReceiver({ signer, signaler: temporalSignaler(client) });
- */
-export function temporalSignaler(client: Client, options: TemporalSignalerOptions = {}): Signaler {
-  const timeoutMs = durationToMs(options.timeout ?? '10 seconds', 'timeout');
-  return {
-    async signal({ workflowId, runId }, wakeUp) {
-      // A deadline, not a timer raced against the call: it ends the client's retries too, so no retry is left
-      // pending (and firing on a closed connection) once this returns.
-      try {
-        await client.withDeadline(Date.now() + timeoutMs, () =>
-          client.workflow.getHandle(workflowId, runId).signal(callbackSignal, wakeUp),
-        );
-        return 'delivered';
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return 'workflow-not-found';
-        if (isTemporalUnavailable(err))
-          throw new SignalerUnavailableError(`Temporal is unavailable: ${(err as Error).message}`, {
-            cause: err,
-            workflowId,
-          });
-        throw err;
-      }
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Receiver
 
 export interface CallbackReceiverOptions {
   /**
@@ -222,35 +142,6 @@ export interface CallbackReceiver {
   close(): Promise<void>;
 }
 
-/** How much of a refused body is read and thrown away so the client sees the answer instead of a reset. */
-const DRAIN_LIMIT_BYTES = 1024 * 1024;
-const DRAIN_LIMIT_MS = 2_000;
-
-const JSON_TYPE = 'application/json';
-const answers = {
-  delivered: JSON.stringify({ outcome: 'delivered' }),
-  coalesced: JSON.stringify({ outcome: 'coalesced' }),
-  workflowNotFound: JSON.stringify({ outcome: 'workflow-not-found' }),
-  overBudget: JSON.stringify({ outcome: 'over-budget' }),
-  busy: JSON.stringify({ error: 'the receiver is at its limits: try again shortly' }),
-  unavailable: JSON.stringify({ error: 'temporal unavailable' }),
-  internal: JSON.stringify({ error: 'internal error' }),
-} as const;
-
-/** Statuses of HTTP-level errors (the client's request could not be read). */
-const CLIENT_ERROR_STATUS: Readonly<Record<string, number>> = {
-  HPE_HEADER_OVERFLOW: 431,
-  ERR_HTTP_REQUEST_TIMEOUT: 408,
-  ERR_HTTP_HEADERS_TIMEOUT: 408,
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: 413,
-};
-const STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: 'Bad Request',
-  408: 'Request Timeout',
-  413: 'Payload Too Large',
-  431: 'Request Header Fields Too Large',
-};
-
 /**
  * Starts the callback receiver: `POST /callbacks/<kind>?workflowId=...&runId=...&sig=...` and `GET /healthz`.
  *
@@ -268,11 +159,62 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
  * await receiver.close();
  */
 export async function startCallbackReceiver(options: CallbackReceiverOptions): Promise<CallbackReceiver> {
+  const settings = receiverSettings(options);
+  const handler = new CallbackHandler(settings);
+  // Node checks the timeouts every connectionsCheckingInterval (30 s by default): often enough that they hold.
+  const server = createServer(
+    {
+      requestTimeout: settings.requestTimeout,
+      headersTimeout: settings.headersTimeout,
+      keepAliveTimeout: settings.idleTimeout,
+      connectionsCheckingInterval: Math.max(10, Math.min(settings.headersTimeout / 4, 5_000)),
+    },
+    (req, res) => handler.handle(req, res),
+  );
+  server.on('connection', (socket: Socket) => settings.connections.admit(socket));
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => handler.handleExpectingContinue(req, res));
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) =>
+    answerUnreadable(err, socket, settings.refusals),
+  );
+  await listen(server, settings.port, settings.host);
+  server.on('error', (err) => settings.logger.error('callback receiver error', { error: err }));
+  const address = server.address() as AddressInfo;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${reachableHost(address.address)}:${address.port}`,
+    // Closing twice waits for the same close.
+    close: () =>
+      (closing ??= (async () => {
+        const closed = new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
+        server.closeIdleConnections();
+        await Promise.all([closed, handler.allDelivered()]);
+        settings.refusals.close();
+      })()),
+  };
+}
+
+/** What the receiver runs with: every option checked, and named when wrong, before anything listens. */
+interface ReceiverSettings {
+  signer: CallbackSigner;
+  signaler: Signaler;
+  port: number;
+  host: string;
+  logger: Logger;
+  /** The largest body of a route: the option for every kind, or the route's own. */
+  limitOf(route: CallbackRoute): number;
+  gate: WakeUpGate;
+  refusals: RefusalTally;
+  headersTimeout: number;
+  requestTimeout: number;
+  idleTimeout: number;
+  connections: Connections;
+  buffered: BufferedBytes;
+}
+
+function receiverSettings(options: CallbackReceiverOptions): ReceiverSettings {
   const { signer, signaler } = options;
   const port = options.port ?? 0;
-  const host = options.host ?? '0.0.0.0';
   const maxBodyBytes = options.maxBodyBytes;
-  const logger = options.logger ?? createJsonLogger();
   if (!signer || typeof signer.verify !== 'function') throw new TypeError('signer: must be a CallbackSigner');
   if (!signaler || typeof signaler.signal !== 'function') throw new TypeError('signaler: must be a Signaler');
   if (!isPort(port)) throw new TypeError('port: must be an integer from 0 to 65535');
@@ -281,15 +223,8 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const budget = options.runBudget;
   if (budget !== undefined && !(Number.isInteger(budget.burst) && budget.burst >= 1 && budget.perMinute >= 0))
     throw new TypeError('runBudget: burst must be a positive integer and perMinute a number of 0 or more');
-  const gate = new WakeUpGate({
-    coalesceMs: durationToMs(options.coalesceWindow ?? '10 seconds', 'coalesceWindow'),
-    ...budget,
-  });
-  const refusals = new RefusalTally(
-    logger,
-    durationToMs(options.refusalLogInterval ?? '1 minute', 'refusalLogInterval'),
-  );
-  const limitOf = (route: CallbackRoute): number => maxBodyBytes ?? route.maxBodyBytes;
+  const coalesceMs = durationToMs(options.coalesceWindow ?? '10 seconds', 'coalesceWindow');
+  const refusalLogMs = durationToMs(options.refusalLogInterval ?? '1 minute', 'refusalLogInterval');
   const headersTimeout = durationToMs(options.clientTimeouts?.headers ?? '10 seconds', 'clientTimeouts.headers');
   const requestTimeout = durationToMs(options.clientTimeouts?.request ?? '30 seconds', 'clientTimeouts.request');
   if (!(headersTimeout >= 1 && requestTimeout >= headersTimeout))
@@ -299,58 +234,71 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     if (!(Number.isInteger(limits[name]) && limits[name] >= 1))
       throw new TypeError(`limits.${name}: must be a positive integer`);
   const idleTimeout = durationToMs(limits.idleTimeout, 'limits.idleTimeout');
-  const connections = new Connections(limits.maxConnections, limits.maxConnectionsPerPeer);
-  const buffered = new BufferedBytes(limits.maxBufferedBytes);
+  const logger = options.logger ?? createJsonLogger();
+  return {
+    signer,
+    signaler,
+    port,
+    host: options.host ?? '0.0.0.0',
+    logger,
+    limitOf: (route) => maxBodyBytes ?? route.maxBodyBytes,
+    gate: new WakeUpGate({ coalesceMs, ...budget }),
+    refusals: new RefusalTally(logger, refusalLogMs),
+    headersTimeout,
+    requestTimeout,
+    idleTimeout,
+    connections: new Connections(limits.maxConnections, limits.maxConnectionsPerPeer),
+    buffered: new BufferedBytes(limits.maxBufferedBytes),
+  };
+}
 
-  // Signals under way: close() waits for them even when their client hung up, so nothing still runs on a
-  // Temporal connection its owner closes next.
-  let delivering = 0;
-  let idle: Array<() => void> = [];
-  const delivered = (): void => {
-    if (--delivering === 0 && idle.length > 0) {
-      for (const resolve of idle) resolve();
-      idle = [];
+/** A callback URL that checked out: its route, the run it was signed for, its query. */
+type Target = Exclude<ReturnType<typeof verifyCallbackUrl>, CallbackRefusal>;
+
+/**
+ * A request's way through the receiver, top-down: `check` what can be decided before the body (path, method,
+ * signature, declared length), `handle` the body within the route's and the receiver's limits, then `deliver` the
+ * wake-up (coalesced, budgeted, signalled) and answer.
+ */
+class CallbackHandler {
+  /**
+   * Signals under way: close() waits for them even when their client hung up, so nothing still runs on a Temporal
+   * connection its owner closes next.
+   */
+  private delivering = 0;
+  private idle: Array<() => void> = [];
+
+  constructor(private readonly s: ReceiverSettings) {}
+
+  allDelivered(): Promise<void> {
+    return this.delivering === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.idle.push(resolve));
+  }
+
+  private delivered(): void {
+    if (--this.delivering === 0 && this.idle.length > 0) {
+      for (const resolve of this.idle) resolve();
+      this.idle = [];
     }
-  };
-  const allDelivered = (): Promise<void> =>
-    delivering === 0 ? Promise.resolve() : new Promise<void>((resolve) => idle.push(resolve));
+  }
 
-  const refuse = (req: IncomingMessage, res: ServerResponse, refusal: CallbackRefusal): void => {
-    refusals.count(refusal.status, refusal.reason);
-    if (refusal.status === 405) res.setHeader('allow', 'POST');
-    const body = JSON.stringify(
-      refusal.issues ? { error: refusal.error, issues: refusal.issues } : { error: refusal.error },
-    );
-    // A body still on its way is read and thrown away, within limits, so the client gets the answer, not a reset;
-    // one that waits for `100 Continue` is never sent, and the connection ends with the answer.
-    if (req.headers.expect !== undefined) res.setHeader('connection', 'close');
-    else if (!req.complete) drain(req);
-    send(res, refusal.status, body);
-  };
+  /** `Expect: 100-continue`: only a request whose body would be read is told to send it. */
+  handleExpectingContinue(req: IncomingMessage, res: ServerResponse): void {
+    if ((req.url ?? '/').split('?')[0] === '/healthz') return this.handle(req, res);
+    const target = this.check(req, res);
+    if (!target) return;
+    res.writeContinue();
+    this.handle(req, res, target);
+  }
 
-  /** Everything that can be decided before the body: path, method, signature, declared length. */
-  const check = (req: IncomingMessage, res: ServerResponse) => {
-    const target = verifyCallbackUrl(req.method, req.url ?? '/', signer);
-    if ('status' in target) return refuse(req, res, target);
-    const declared = Number(req.headers['content-length']) || 0;
-    if (declared > limitOf(target.route))
-      return refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
-    // A body that cannot fit beside the others being read is turned away before a byte of it is.
-    if (!buffered.fits(declared)) {
-      refusals.count(503, 'bodies held at the limit');
-      return busy(res);
-    }
-    return target;
-  };
-
-  const handle = (req: IncomingMessage, res: ServerResponse, checked?: ReturnType<typeof check>): void => {
+  handle(req: IncomingMessage, res: ServerResponse, checked?: Target): void {
+    const { connections, buffered, refusals, logger } = this.s;
     connections.busy(req.socket);
     res.once('close', () => connections.rest(req.socket));
-    if ((req.url ?? '/').split('?')[0] === '/healthz') return health(req, res, refuse);
-    const target = checked ?? check(req, res);
+    if ((req.url ?? '/').split('?')[0] === '/healthz') return health(req, res, this.refuse);
+    const target = checked ?? this.check(req, res);
     if (!target) return;
     const span = callbackSpan(res, target.route, target.run, target.params);
-    const limit = limitOf(target.route);
+    const limit = this.s.limitOf(target.route);
     const chunks: Buffer[] = [];
     let size = 0;
     // The body's bytes count against what all requests together may hold until this request is done, either way.
@@ -368,35 +316,68 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
         req.off('data', onData);
         req.off('end', onEnd);
         chunks.length = 0;
-        refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
+        this.refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
         return;
       }
       chunks.push(chunk);
     };
     const onEnd = (): void => {
       const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-      delivering++;
-      deliver(req, res, target.route, target.run, body, span).then(delivered, (err: unknown) => {
-        delivered();
-        logger.error('callback handling failed', { kind: target.route.kind, error: err });
-      });
+      this.delivering++;
+      this.deliver(req, res, target, body, span).then(
+        () => this.delivered(),
+        (err: unknown) => {
+          this.delivered();
+          logger.error('callback handling failed', { kind: target.route.kind, error: err });
+        },
+      );
     };
     req.on('data', onData);
     req.on('end', onEnd);
     // A client that hangs up mid-body has sent nothing to signal.
     req.on('error', () => refusals.count(400, 'aborted'));
+  }
+
+  /** Everything that can be decided before the body: path, method, signature, declared length. */
+  private check(req: IncomingMessage, res: ServerResponse): Target | undefined {
+    const target = verifyCallbackUrl(req.method, req.url ?? '/', this.s.signer);
+    if ('status' in target) return this.refuse(req, res, target);
+    const declared = Number(req.headers['content-length']) || 0;
+    if (declared > this.s.limitOf(target.route))
+      return this.refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
+    // A body that cannot fit beside the others being read is turned away before a byte of it is.
+    if (!this.s.buffered.fits(declared)) {
+      this.s.refusals.count(503, 'bodies held at the limit');
+      busy(res);
+      return undefined;
+    }
+    return target;
+  }
+
+  private readonly refuse = (req: IncomingMessage, res: ServerResponse, refusal: CallbackRefusal): undefined => {
+    this.s.refusals.count(refusal.status, refusal.reason);
+    if (refusal.status === 405) res.setHeader('allow', 'POST');
+    const body = JSON.stringify(
+      refusal.issues ? { error: refusal.error, issues: refusal.issues } : { error: refusal.error },
+    );
+    // A body still on its way is read and thrown away, within limits, so the client gets the answer, not a reset;
+    // one that waits for `100 Continue` is never sent, and the connection ends with the answer.
+    if (req.headers.expect !== undefined) res.setHeader('connection', 'close');
+    else if (!req.complete) drain(req);
+    send(res, refusal.status, body);
+    return undefined;
   };
 
-  const deliver = async (
+  private async deliver(
     req: IncomingMessage,
     res: ServerResponse,
-    route: CallbackRoute,
-    run: CallbackRun,
+    { route, run }: Target,
     body: Buffer,
     span: Span,
-  ): Promise<void> => {
+  ): Promise<void> {
+    const { gate, logger, refusals, signaler } = this.s;
     const wakeUp = readCallbackBody(route, req.headers['content-type'], body);
-    if ('status' in wakeUp) return refuse(req, res, wakeUp);
+    if ('status' in wakeUp) return void this.refuse(req, res, wakeUp);
     const { kind } = wakeUp;
     // Only a repeat of the same body is coalesced: a forged body cannot swallow the genuine one that follows it.
     const digest = createHash('sha256').update(body).digest('base64');
@@ -439,142 +420,18 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
     }
     logger.info('callback delivered', { kind, workflowId: run.workflowId, ids: decision.signal.ids, outcome });
     send(res, 200, answers.delivered);
-  };
+  }
+}
 
-  // Node checks the timeouts every connectionsCheckingInterval (30 s by default): often enough that they hold.
-  const server = createServer(
-    {
-      requestTimeout,
-      headersTimeout,
-      keepAliveTimeout: idleTimeout,
-      connectionsCheckingInterval: Math.max(10, Math.min(headersTimeout / 4, 5_000)),
-    },
-    (req, res) => handle(req, res),
-  );
-  server.on('connection', (socket: Socket) => connections.admit(socket));
-  // `Expect: 100-continue`: only a request whose body would be read is told to send it.
-  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    if ((req.url ?? '/').split('?')[0] === '/healthz') return handle(req, res);
-    const target = check(req, res);
-    if (!target) return;
-    res.writeContinue();
-    handle(req, res, target);
-  });
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    // Reset by the client, or answered already (Node may report a timed-out socket again as it closes): nothing
-    // more to say, nor to count.
-    if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
-    const status = CLIENT_ERROR_STATUS[err.code ?? ''] ?? 400;
-    refusals.count(status, 'unreadable request');
-    socket.end(`HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-  });
-  await new Promise<void>((resolve, reject) => {
+/** Listens on `port` and `host`; an error while binding (a taken port) rejects. */
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });
   });
-  server.on('error', (err) => logger.error('callback receiver error', { error: err }));
-  const address = server.address() as AddressInfo;
-  let closing: Promise<void> | undefined;
-  return {
-    url: `http://${reachableHost(address.address)}:${address.port}`,
-    // Closing twice waits for the same close.
-    close: () =>
-      (closing ??= (async () => {
-        const closed = new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
-        server.closeIdleConnections();
-        await Promise.all([closed, allDelivered()]);
-        refusals.close();
-      })()),
-  };
-}
-
-/**
- * Refused requests, counted by status and reason and logged once per interval: a flood of forgeries is one line a
- * minute, not one line each, and a refused request's URL (whatever it holds) is never logged.
- */
-class RefusalTally {
-  private counts = new Map<string, number>();
-  private since = Date.now();
-  private readonly timer: NodeJS.Timeout;
-
-  constructor(
-    private readonly logger: Logger,
-    intervalMs: number,
-  ) {
-    this.timer = setInterval(() => this.flush(), intervalMs);
-    this.timer.unref();
-  }
-
-  count(status: number, reason: string): void {
-    const key = `${status} ${reason}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
-  }
-
-  flush(): void {
-    if (this.counts.size === 0) return;
-    const refused = Object.fromEntries(this.counts);
-    const total = [...this.counts.values()].reduce((a, b) => a + b, 0);
-    this.logger.warn('callbacks refused', { total, refused, seconds: Math.round((Date.now() - this.since) / 1000) });
-    this.counts = new Map();
-    this.since = Date.now();
-  }
-
-  close(): void {
-    clearInterval(this.timer);
-    this.flush();
-  }
-}
-
-/** `GET /healthz`: the process is up and listening. */
-function health(
-  req: IncomingMessage,
-  res: ServerResponse,
-  refuse: (req: IncomingMessage, res: ServerResponse, refusal: CallbackRefusal) => void,
-): void {
-  if (req.method !== 'GET' && req.method !== 'HEAD') {
-    res.setHeader('allow', 'GET, HEAD');
-    return refuse(req, res, { status: 405, reason: 'method', error: 'method not allowed' });
-  }
-  // A health check holds no connection: each one is answered and closed.
-  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2, connection: 'close' });
-  res.end('ok');
-}
-
-/** 503 at the limits: the request's body is not read further, and its connection closes once the answer is out. */
-function busy(res: ServerResponse): void {
-  if (res.headersSent) return;
-  const body = answers.busy;
-  res.writeHead(503, {
-    'content-type': JSON_TYPE,
-    'content-length': Buffer.byteLength(body),
-    'retry-after': '1',
-    connection: 'close',
-  });
-  res.end(body, () => res.socket?.destroy());
-}
-
-function send(res: ServerResponse, status: number, body: string): void {
-  if (res.headersSent) return;
-  res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
-  res.end(body);
-}
-
-function drain(req: IncomingMessage): void {
-  let drained = 0;
-  const stop = (): void => {
-    req.socket.destroy();
-  };
-  const timer = setTimeout(stop, DRAIN_LIMIT_MS);
-  req.on('data', (chunk: Buffer) => {
-    drained += chunk.length;
-    if (drained > DRAIN_LIMIT_BYTES) stop();
-  });
-  req.on('end', () => clearTimeout(timer));
-  req.on('close', () => clearTimeout(timer));
-  req.resume();
 }
 
 /** An address a local client can use: the wildcard addresses are not. */
