@@ -22,7 +22,7 @@ import {
 } from './command-line';
 import { describeCost, follow, LiveLine, type LineOutput } from './progress-view';
 import { listenForStop } from './stop-signal';
-import { DEFAULT_API_URL, loadDemoService } from '../config';
+import { DEFAULT_API_URL, loadDemoService, type DemoServiceConfig } from '../config';
 import { saveImages, writeGallery } from './demo-gallery';
 import { createLogger } from '../logging';
 import { startMockService } from '../mock-service';
@@ -122,6 +122,179 @@ async function openDemoTemporal(env: NodeJS.ProcessEnv, say: (line: string) => v
   }
 }
 
+/** The service the demo trains with: the real one (TUNEFLOW_API_KEY), or a mock of its own, closed by `cleanups`. */
+async function openDemoService(
+  real: DemoServiceConfig | undefined,
+  cleanups: Array<() => Promise<unknown>>,
+  say: (line: string) => void,
+): Promise<{ api: TunesApi; trainingImages: string[]; branch: TrainThenGenerateInput['tune']['branch'] }> {
+  let service: { api: TunesApi; trainingImages: string[]; branch: TrainThenGenerateInput['tune']['branch'] };
+  if (real) {
+    service = {
+      api: new TunesApi({ apiKey: real.apiKey, baseUrl: real.apiUrl }),
+      trainingImages: real.images,
+      branch: real.branch,
+    };
+    say(`service:   ${real.apiUrl} (branch ${real.branch})`);
+  } else {
+    const mock = await startMockService({ port: 0, trainingTime: '3s', inferenceTime: '2s' });
+    cleanups.push(() => mock.close());
+    service = {
+      api: new TunesApi({ apiKey: `demo-${randomUUID()}`, baseUrl: mock.url }),
+      trainingImages: [1, 2, 3, 4].map((i) => `${mock.url}/images/training-${i}.png`),
+      branch: 'fast',
+    };
+    say(`service:   mock service at ${mock.url} (training 3 s, prompts 2 s)`);
+  }
+  cleanups.push(() => service.api.close());
+  return service;
+}
+
+/** Callbacks for the demo's run: on loopback for the mock, the settings' for the real service, else none (polls). */
+async function demoCallbacks(
+  real: DemoServiceConfig | undefined,
+  temporal: Temporal,
+  say: (line: string) => void,
+): Promise<TuneflowCallbackOptions | undefined> {
+  const config = real?.callbacks;
+  if (real && !config) {
+    say('callbacks: off (no TUNEFLOW_CALLBACK_BASE_URL): the run relies on polling');
+    return undefined;
+  }
+  // Without settings, a free port of this machine: the mock calls back on loopback.
+  const port = config?.port ?? (await freePort());
+  const callbacks = {
+    baseUrl: config?.baseUrl ?? `http://127.0.0.1:${port}`,
+    secret: config?.secret ?? randomBytes(24).toString('hex'),
+    port,
+    host: config ? config.host : '127.0.0.1',
+    client: new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
+  };
+  say(`callbacks: ${callbacks.baseUrl}/callbacks/...`);
+  return callbacks;
+}
+
+/** The demo's job: the tune from its images, the given prompts (or three portraits), waits fit for the service. */
+function demoInput(
+  tune: Pick<TrainThenGenerateInput['tune'], 'branch' | 'image_urls'>,
+  prompts: string[] | undefined,
+  real: boolean,
+): TrainThenGenerateInput {
+  return {
+    tune: { name: 'woman', ...tune },
+    prompts: prompts ? prompts.map((text) => ({ text, num_images: 1 })) : DEFAULT_PROMPTS,
+    options: real
+      ? {
+          pollInterval: '15 seconds',
+          maxPollInterval: '1 minute',
+          trainingTimeout: '30 minutes',
+          promptTimeout: '15 minutes',
+        }
+      : {
+          pollInterval: '5 seconds',
+          maxPollInterval: '30 seconds',
+          trainingTimeout: '5 minutes',
+          promptTimeout: '5 minutes',
+        },
+  };
+}
+
+/** Says what the run made and cost, saves its images under `out` (default ./out) and writes the gallery page. */
+async function showResult(
+  result: TrainThenGenerateResult,
+  run: {
+    workflowId: string;
+    out: string | undefined;
+    mockImages: boolean;
+    history: string | undefined;
+    keptUp: boolean;
+  },
+  say: (line: string) => void,
+): Promise<void> {
+  say(`tune ${result.tune.id} "${result.tune.title}" trained at ${result.tune.trained_at}`);
+  say(`cost:      ${describeCost(result.cost)}`);
+  for (const prompt of result.prompts)
+    say(`prompt ${prompt.id}: ${prompt.user_error ? `failed: ${prompt.user_error}` : (prompt.images ?? []).join(' ')}`);
+  const dir = path.resolve(run.out ?? 'out', run.workflowId);
+  const saved = await saveImages(result.prompts, dir);
+  // Relative when it is under the working folder, absolute otherwise (no ../../../tmp/...).
+  const shown = path.relative(process.cwd(), dir);
+  say(`saved ${saved.length} images to ${shown && !shown.startsWith('..') ? shown : dir}`);
+  const { workflowId, mockImages, history, keptUp } = run;
+  const page = {
+    workflowId,
+    tune: result.tune,
+    prompts: result.prompts,
+    cost: result.cost,
+    mockImages,
+    history,
+    keptUp,
+  };
+  say(`gallery:   ${await writeGallery(page, saved, dir)}`);
+}
+
+/**
+ * Runs the demo's job on a worker of its own (the plugin, as any user's worker) until it ends, following its progress
+ * on the live line; a stop (`stopped`) ends the wait, and `cleanups` then stop following, and the worker.
+ */
+async function runDemoJob(
+  job: {
+    temporal: Temporal;
+    api: TunesApi;
+    callbacks: TuneflowCallbackOptions | undefined;
+    input: TrainThenGenerateInput;
+    workflowId: string;
+    history: string | undefined;
+  },
+  view: {
+    line: LiveLine;
+    stderr: NodeJS.WritableStream;
+    say: (line: string) => void;
+    following: AbortController;
+    stopped: Promise<never>;
+  },
+  cleanups: Array<() => Promise<unknown>>,
+): Promise<TrainThenGenerateResult> {
+  const { temporal, workflowId, history } = job;
+  const { line, say, following } = view;
+  const taskQueue = `tuneflow-demo-${randomUUID()}`;
+  // A tuneflow worker as any other: the plugin adds the activities and workflows, and runs the receiver as long as
+  // the worker runs. The demo's service client is its own (closed by its cleanup), and nobody calls it through Nexus.
+  const plugin = new TuneflowPlugin({
+    api: job.api,
+    callbacks: job.callbacks ?? false,
+    logger: createLogger(line.sink(view.stderr), 'INFO'),
+    nexus: false,
+  });
+  const worker = await Worker.create({
+    connection: temporal.env.nativeConnection,
+    namespace: temporal.env.namespace,
+    taskQueue,
+    plugins: [plugin],
+  });
+  // A plain client: awaiting through a time-skipping test server's own client would skip the waits.
+  const client = new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace });
+  const tuneflow = new TuneflowClient({ client, taskQueue });
+  let followed: Promise<TrainThenGenerateResult> | undefined;
+  const running = worker.runUntil(async () => {
+    const handle = await tuneflow.trainThenGenerate(workflowId, job.input);
+    say(`started:   trainThenGenerate ${workflowId}`);
+    if (history) say(`history:   ${history}`);
+    followed = follow(handle, { line, signal: following.signal });
+    return followed;
+  });
+  running.catch(() => undefined);
+  // Stopped early: following ends (its query answered, its long poll cut) before the worker shuts down and the
+  // connection closes; a call the closing cuts is retried by the client on a closed channel, which crashes.
+  cleanups.push(async () => {
+    following.abort('cleanup');
+    await followed?.catch(() => undefined);
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await running.catch(() => undefined);
+  });
+  return Promise.race([running, view.stopped]);
+}
+
 export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
   return runCommand('demo', DEMO_USAGE, io, async () => {
     const { values } = parseFlags({
@@ -177,126 +350,21 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
     try {
       say(`Temporal:  ${temporal.description}`);
       if (temporal.ui) say(`Web UI:    ${temporal.ui}`);
-      let api: TunesApi;
-      let trainingImages: string[];
-      let branch: TrainThenGenerateInput['tune']['branch'];
-      if (real) {
-        api = new TunesApi({ apiKey: real.apiKey, baseUrl: real.apiUrl });
-        trainingImages = real.images;
-        branch = real.branch;
-        say(`service:   ${real.apiUrl} (branch ${branch})`);
-      } else {
-        const mock = await startMockService({ port: 0, trainingTime: '3s', inferenceTime: '2s' });
-        cleanups.push(() => mock.close());
-        api = new TunesApi({ apiKey: `demo-${randomUUID()}`, baseUrl: mock.url });
-        trainingImages = [1, 2, 3, 4].map((i) => `${mock.url}/images/training-${i}.png`);
-        branch = 'fast';
-        say(`service:   mock service at ${mock.url} (training 3 s, prompts 2 s)`);
-      }
-      cleanups.push(() => api.close());
+      const { api, trainingImages, branch } = await openDemoService(real, cleanups, say);
+      const callbacks = await demoCallbacks(real, temporal, say);
 
-      let callbacks: TuneflowCallbackOptions | undefined;
-      const callbackConfig = real?.callbacks;
-      if (!real || callbackConfig) {
-        // Without settings, a free port of this machine: the mock calls back on loopback.
-        const port = callbackConfig?.port ?? (await freePort());
-        callbacks = {
-          baseUrl: callbackConfig?.baseUrl ?? `http://127.0.0.1:${port}`,
-          secret: callbackConfig?.secret ?? randomBytes(24).toString('hex'),
-          port,
-          host: callbackConfig ? callbackConfig.host : '127.0.0.1',
-          client: new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
-        };
-        say(`callbacks: ${callbacks.baseUrl}/callbacks/...`);
-      } else {
-        say('callbacks: off (no TUNEFLOW_CALLBACK_BASE_URL): the run relies on polling');
-      }
-
-      const taskQueue = `tuneflow-demo-${randomUUID()}`;
-      // A tuneflow worker as any other: the plugin adds the activities and workflows, and runs the receiver as long as
-      // the worker runs. The demo's service client is its own (closed below), and nobody calls it through Nexus.
-      const plugin = new TuneflowPlugin({
-        api,
-        callbacks: callbacks ?? false,
-        logger: createLogger(line.sink(io.stderr), 'INFO'),
-        nexus: false,
-      });
-      const worker = await Worker.create({
-        connection: temporal.env.nativeConnection,
-        namespace: temporal.env.namespace,
-        taskQueue,
-        plugins: [plugin],
-      });
-
-      // A plain client: awaiting through a time-skipping test server's own client would skip the waits.
-      const client = new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace });
-      const tuneflow = new TuneflowClient({ client, taskQueue });
       const workflowId = `demo-${randomUUID().slice(0, 8)}`;
       const history = temporal.ui
         ? `${temporal.ui}/namespaces/${temporal.env.namespace ?? 'default'}/workflows/${workflowId}`
         : undefined;
-      const input: TrainThenGenerateInput = {
-        tune: { name: 'woman', branch, image_urls: trainingImages },
-        prompts: values.prompt ? values.prompt.map((text) => ({ text, num_images: 1 })) : DEFAULT_PROMPTS,
-        options: real
-          ? {
-              pollInterval: '15 seconds',
-              maxPollInterval: '1 minute',
-              trainingTimeout: '30 minutes',
-              promptTimeout: '15 minutes',
-            }
-          : {
-              pollInterval: '5 seconds',
-              maxPollInterval: '30 seconds',
-              trainingTimeout: '5 minutes',
-              promptTimeout: '5 minutes',
-            },
-      };
-
-      let followed: Promise<TrainThenGenerateResult> | undefined;
-      const running = worker.runUntil(async () => {
-        const handle = await tuneflow.trainThenGenerate(workflowId, input);
-        say(`started:   trainThenGenerate ${workflowId}`);
-        if (history) say(`history:   ${history}`);
-        followed = follow(handle, { line, signal: following.signal });
-        return followed;
-      });
-      running.catch(() => undefined);
-      // Stopped early: following ends (its query answered, its long poll cut) before the worker shuts down and the
-      // connection closes; a call the closing cuts is retried by the client on a closed channel, which crashes.
-      cleanups.push(async () => {
-        following.abort('cleanup');
-        await followed?.catch(() => undefined);
-        if (worker.getState() === 'RUNNING') worker.shutdown();
-        await running.catch(() => undefined);
-      });
-      const result = await Promise.race([running, stopped]);
-
-      say(`tune ${result.tune.id} "${result.tune.title}" trained at ${result.tune.trained_at}`);
-      say(`cost:      ${describeCost(result.cost)}`);
-      for (const prompt of result.prompts)
-        say(
-          `prompt ${prompt.id}: ${prompt.user_error ? `failed: ${prompt.user_error}` : (prompt.images ?? []).join(' ')}`,
-        );
-      const dir = path.resolve(values.out ?? 'out', workflowId);
-      const saved = await saveImages(result.prompts, dir);
-      // Relative when it is under the working folder, absolute otherwise (no ../../../tmp/...).
-      const shown = path.relative(process.cwd(), dir);
-      say(`saved ${saved.length} images to ${shown && !shown.startsWith('..') ? shown : dir}`);
-      const gallery = await writeGallery(
-        {
-          workflowId,
-          tune: result.tune,
-          prompts: result.prompts,
-          cost: result.cost,
-          mockImages: !real,
-          history,
-          keptUp: !!values.keep,
-        },
-        saved,
-        dir,
+      const input = demoInput({ branch, image_urls: trainingImages }, values.prompt, !!real);
+      const result = await runDemoJob(
+        { temporal, api, callbacks, input, workflowId, history },
+        { line, stderr: io.stderr, say, following, stopped },
+        cleanups,
       );
-      say(`gallery:   ${gallery}`);
+
+      await showResult(result, { workflowId, out: values.out, mockImages: !real, history, keptUp: !!values.keep }, say);
       if (values.keep) {
         say(
           `kept up until Ctrl-C: ${temporal.ui ? `the Web UI (${temporal.ui}) and ` : ''}${real ? 'the server' : 'the mock service (the image URLs)'}`,
