@@ -17,7 +17,7 @@ import { briefInspection, briefPrompt, briefPrompts, briefTune } from './brief';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
 import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
-import { resolveUploads, type UploadPath } from './uploads';
+import { resolveUploads, uploadsOfPrompt, uploadsOfTune, type UploadPath } from './uploads';
 import { priorJob, type PriorJob } from '../job-under-key';
 import { SearchAttributesCheck } from '../search-attributes';
 
@@ -123,37 +123,17 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
   const lookupPages = deps.lookupPages ?? 5;
   const searchAttributes = new SearchAttributesCheck();
 
-  /** The tune's file paths as real paths inside the upload directory, checked before any request. */
-  const uploadsOfTune = async <T extends { images?: unknown }>(tune: T): Promise<T> => {
-    if (!Array.isArray(tune.images)) return tune;
-    const paths = tune.images.map((path, i) => ({ field: `tune.images[${i}]`, path: path as string }));
-    return { ...tune, images: await resolveUploads(uploadDir, paths) };
-  };
-  const uploadsOfPrompt = async (prompt: PromptSpec): Promise<PromptSpec> => {
-    const keys = (['input_image', 'mask_image'] as const).filter((key) => typeof prompt[key] === 'string');
-    if (!keys.length) return prompt;
-    const paths = keys.map((key) => ({ field: `prompt.${key}`, path: prompt[key] as string }));
-    const real = await resolveUploads(uploadDir, paths);
-    return { ...prompt, ...Object.fromEntries(keys.map((key, i) => [key, real[i]])) };
-  };
-
   /**
    * The URL the service should POST to, signed for this run, with the trace of the span that scheduled this activity
    * (the same for every attempt); undefined when callbacks are off.
    */
-  const callbackUrl = (kind: CallbackKind, params?: Record<string, string>) =>
+  const callbackUrl: CallbackUrl = (kind, params) =>
     callbacks?.url(kind, runOf(), { ...params, ...callbackTraceParams() });
-
-  /** A lost answer (504, crash, timeout) may hide a create that happened: only later attempts look first. */
-  const earlierAttempt = () => {
-    const info = activityInfo();
-    return info.attempt > 1 ? { since: info.scheduledTimestampMs } : undefined;
-  };
 
   return {
     async createTune({ tune: asGiven, brief }) {
       return mapped(async () => {
-        const tune = await uploadsOfTune(asGiven);
+        const tune = await uploadsOfTune(uploadDir, asGiven);
         const earlier = earlierAttempt();
         if (earlier) {
           const found = await findCreatedTune(api, tune.title, lookupPages, options());
@@ -173,7 +153,10 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async createPrompt({ tuneId, prompt, key, brief }) {
       return mapped(async () => {
-        const attributes = { ...(await uploadsOfPrompt(prompt)), callback: callbackUrl(CallbackKind.prompt, { key }) };
+        const attributes = {
+          ...(await uploadsOfPrompt(uploadDir, prompt)),
+          callback: callbackUrl(CallbackKind.prompt, { key }),
+        };
         const earlier = earlierAttempt();
         if (earlier) {
           const since = attributes.callback ? undefined : earlier.since;
@@ -189,18 +172,13 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     },
 
     async listPrompts({ tuneId, minId, limit, promptIds, brief }) {
-      return mapped(async () => {
-        if (promptIds !== undefined) return listOwnPrompts(api, tuneId, promptIds, options());
-        const prompts: Prompt[] = [];
-        if (limit !== undefined && limit < 1) return prompts;
-        const page = Math.min(limit ?? PAGE, PAGE);
-        for await (const prompt of api.prompts.list(tuneId, { limit: page }, options())) {
-          if (minId !== undefined && prompt.id < minId) break;
-          prompts.push(prompt);
-          if (prompts.length === limit) break;
-        }
-        return prompts;
-      }, brief && briefPrompts);
+      return mapped(
+        () =>
+          promptIds !== undefined
+            ? listOwnPrompts(api, tuneId, promptIds, options())
+            : listNewest(api, tuneId, { minId, limit }),
+        brief && briefPrompts,
+      );
     },
 
     async deletePrompt({ tuneId, promptId }) {
@@ -216,33 +194,8 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async createPackTune({ packId, tune: asGiven, brief }) {
       return mapped(async () => {
-        const tune = await uploadsOfTune(asGiven);
-        const earlier = earlierAttempt();
-        const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
-        if (earlier && tune.tune_ids === undefined) {
-          const found = await findCreatedTune(api, tune.title, lookupPages, options());
-          if (found) return found;
-        }
-        if (earlier && tune.tune_ids !== undefined) {
-          // Reused tunes: the service answers with the first one; its pack prompts carry our callback.
-          const first = tune.tune_ids[0];
-          if (await findCreatedPackPrompts(api, first, promptCallback, lookupPages, options()))
-            return api.tunes.retrieve(first, options());
-        }
-        const callback = callbackUrl(CallbackKind.tune);
-        const created = await api.packs.createTune(
-          packId,
-          {
-            ...tune,
-            callback,
-            prompt_attributes: promptCallback ? { callback: promptCallback } : undefined,
-            prompts_callback: callbackUrl(CallbackKind.packPrompts),
-          },
-          options(),
-        );
-        // The pack form of the answer leaves `callback` out: a new tune's is the one asked for (the workflow polls
-        // quickly when none was).
-        return tune.tune_ids === undefined && created.callback == null && callback ? { ...created, callback } : created;
+        const tune = await uploadsOfTune(uploadDir, asGiven);
+        return createPackTuneOnce({ api, lookupPages, callbackUrl }, packId, tune);
       }, brief && briefTune);
     },
 
@@ -268,6 +221,70 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return searchAttributes.registered(getClient().connection.operatorService, activityInfo().namespace);
     },
   };
+}
+
+/** Signs a callback URL of `kind` for the running activity's workflow run; undefined when callbacks are off. */
+type CallbackUrl = (kind: CallbackKind, params?: Record<string, string>) => string | undefined;
+
+/** A lost answer (504, crash, timeout) may hide a create that happened: only later attempts look first. */
+function earlierAttempt(): { since: number } | undefined {
+  const info = activityInfo();
+  return info.attempt > 1 ? { since: info.scheduledTimestampMs } : undefined;
+}
+
+/** The newest prompts of a tune, down to `minId`, at most `limit`, in as few pages as the limit allows. */
+async function listNewest(
+  api: TunesApi,
+  tuneId: number,
+  { minId, limit }: { minId?: number; limit?: number },
+): Promise<Prompt[]> {
+  const prompts: Prompt[] = [];
+  if (limit !== undefined && limit < 1) return prompts;
+  const page = Math.min(limit ?? PAGE, PAGE);
+  for await (const prompt of api.prompts.list(tuneId, { limit: page }, options())) {
+    if (minId !== undefined && prompt.id < minId) break;
+    prompts.push(prompt);
+    if (prompts.length === limit) break;
+  }
+  return prompts;
+}
+
+/**
+ * One attempt of a pack's tune (spec 4.9). A later attempt first looks for what an earlier one made: a new tune by its
+ * title, prompts on reused tunes by their callback.
+ */
+async function createPackTuneOnce(
+  service: { api: TunesApi; lookupPages: number; callbackUrl: CallbackUrl },
+  packId: number,
+  tune: PackTuneSpec & { title: string },
+): Promise<Tune> {
+  const { api, lookupPages, callbackUrl } = service;
+  const earlier = earlierAttempt();
+  const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
+  if (earlier && tune.tune_ids === undefined) {
+    const found = await findCreatedTune(api, tune.title, lookupPages, options());
+    if (found) return found;
+  }
+  if (earlier && tune.tune_ids !== undefined) {
+    // Reused tunes: the service answers with the first one; its pack prompts carry our callback.
+    const first = tune.tune_ids[0];
+    if (await findCreatedPackPrompts(api, first, promptCallback, lookupPages, options()))
+      return api.tunes.retrieve(first, options());
+  }
+  const callback = callbackUrl(CallbackKind.tune);
+  const created = await api.packs.createTune(
+    packId,
+    {
+      ...tune,
+      callback,
+      prompt_attributes: promptCallback ? { callback: promptCallback } : undefined,
+      prompts_callback: callbackUrl(CallbackKind.packPrompts),
+    },
+    options(),
+  );
+  // The pack form of the answer leaves `callback` out: a new tune's is the one asked for (the workflow polls
+  // quickly when none was).
+  return tune.tune_ids === undefined && created.callback == null && callback ? { ...created, callback } : created;
 }
 
 function runOf(): CallbackRun {

@@ -60,3 +60,27 @@ async function refusal(root: string, file: string): Promise<string | { real: str
   if (stat.size > UPLOAD_MAX_BYTES) return `must be at most ${UPLOAD_MAX_BYTES} bytes (it has ${stat.size})`;
   return { real };
 }
+
+/**
+ * A tune's file paths (`images`) as real paths inside the upload directory, checked before any request.
+ *
+ * @example
+ * const tune = await uploadsOfTune('/srv/uploads', { name: 'woman', images: ['a/1.jpg'] });
+ */
+export async function uploadsOfTune<T extends { images?: unknown }>(dir: string | undefined, tune: T): Promise<T> {
+  if (!Array.isArray(tune.images)) return tune;
+  const paths = tune.images.map((path, i) => ({ field: `tune.images[${i}]`, path: path as string }));
+  return { ...tune, images: await resolveUploads(dir, paths) };
+}
+
+/** A prompt's file paths (`input_image`, `mask_image`) as real paths inside the upload directory. */
+export async function uploadsOfPrompt<P extends { input_image?: unknown; mask_image?: unknown }>(
+  dir: string | undefined,
+  prompt: P,
+): Promise<P> {
+  const keys = (['input_image', 'mask_image'] as const).filter((key) => typeof prompt[key] === 'string');
+  if (!keys.length) return prompt;
+  const paths = keys.map((key) => ({ field: `prompt.${key}`, path: prompt[key] as string }));
+  const real = await resolveUploads(dir, paths);
+  return { ...prompt, ...Object.fromEntries(keys.map((key, i) => [key, real[i]])) };
+}
