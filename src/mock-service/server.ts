@@ -123,139 +123,140 @@ export class RouteCounter {
  * @example const server = createServer(); serveMock(server, parts, counter); server.listen(0, '127.0.0.1');
  */
 export function serveMock(server: Server, parts: ServerParts, counter: RouteCounter): void {
-  const { store, faults, router, apiKeys, log } = parts;
-
-  function authenticate(req: IncomingMessage): Account {
-    const key = bearerKey(req);
-    if (key === undefined)
-      throw new ServiceError(401, { error: 'Unauthorized: send the header Authorization: Bearer <API key>' });
-    if (apiKeys && !apiKeys.has(key)) throw new ServiceError(401, { error: 'Unauthorized: unknown API key' });
-    return store.account(key);
-  }
-
-  function send(req: IncomingMessage, res: ServerResponse, reply: Reply, started: number): void {
-    if (res.destroyed || res.headersSent) return;
-    if (reply.bytes) {
-      res.writeHead(reply.status, {
-        'content-type': reply.type ?? 'application/octet-stream',
-        'content-length': reply.bytes.length,
-        ...reply.headers,
-      });
-      res.end(reply.bytes);
-    } else if (reply.body === undefined) {
-      res.writeHead(reply.status, { 'content-length': 0, ...reply.headers });
-      res.end();
-    } else {
-      const json = JSON.stringify(reply.body);
-      res.writeHead(reply.status, {
-        'content-type': JSON_TYPE,
-        'content-length': Buffer.byteLength(json),
-        ...reply.headers,
-      });
-      res.end(json);
-    }
-    if (log) log(`${req.method} ${pathOf(req.url)} ${reply.status} ${(performance.now() - started).toFixed(1)}ms`);
-  }
-
-  function failure(error: unknown, req: IncomingMessage): Reply {
-    if (error instanceof ServiceError) return { status: error.status, body: error.body };
-    if (error instanceof InvalidInputError) {
-      const e = invalidInput(error);
-      return { status: e.status, body: e.body };
-    }
-    const message = error instanceof Error ? error.message : String(error);
-    // A bug of the mock itself: always visible.
-    (log ?? console.error)(
-      `mock service: ${req.method} ${pathOf(req.url)} failed: ${error instanceof Error ? error.stack : message}`,
-    );
-    return { status: 500, body: { error: `internal error of the mock service: ${message}` } };
-  }
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const started = performance.now();
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    let path = q === -1 ? url : url.slice(0, q);
-    const query = q === -1 ? '' : url.slice(q + 1);
-    // The service's object URLs may end in .json; a trailing slash is tolerated.
-    if (path.endsWith('.json')) path = path.slice(0, -5);
-    else if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
-    const match = router.match(req.method ?? 'GET', path);
-    if (!match) return send(req, res, { status: 404, body: { error: 'Not found' } }, started);
-    const { route, params } = match;
-    if (route.kind !== 'mock') counter.add(route.key);
-
-    let fault: StatusFault | undefined;
-    let reply: Reply;
-    try {
-      let account: Account | undefined;
-      if (route.kind === 'api') {
-        // The rate limit first, per key (a request without one is not limited: it is a 401): refused unprocessed.
-        const key = bearerKey(req);
-        const retryAfter = key === undefined ? undefined : faults.rateLimit(key);
-        if (retryAfter !== undefined)
-          return send(
-            req,
-            res,
-            {
-              status: 429,
-              body: {
-                error: `Too many requests: over ${faults.current.rateLimitPerSecond} a second for this API key (rate limit)`,
-              },
-              headers: { 'retry-after': String(retryAfter) },
-            },
-            started,
-          );
-        fault = faults.statusFault(route.key);
-        if (fault === 500)
-          return send(req, res, { status: 500, body: { error: 'Internal server error (injected fault)' } }, started);
-        if (fault === 429)
-          return send(
-            req,
-            res,
-            {
-              status: 429,
-              body: { error: 'Too many requests (injected fault): use callbacks' },
-              headers: { 'retry-after': String(faults.current.status429RetryAfterSeconds ?? 1) },
-            },
-            started,
-          );
-        account = authenticate(req);
-      }
-      reply = await route.handle(new RequestContext(req, account, params, query));
-    } catch (error) {
-      reply = failure(error, req);
-    }
-    if (parts.answerStyle === AnswerStyle.rails && reply.body !== undefined) {
-      const body = railsStyle(reply.body);
-      reply = { ...reply, body: reply.status < 300 && ARRAY_ANSWER_ROUTES.has(route.key) ? [body] : body };
-    }
-    if (fault === 'garbled' && reply.status < 300) {
-      // Processed, but the answer that arrives is cut short: the client cannot tell what was made.
-      const json = JSON.stringify(reply.body ?? {});
-      const garbled = { status: 200, bytes: Buffer.from(json.slice(0, Math.ceil(json.length / 2))), type: JSON_TYPE };
-      return send(req, res, garbled, started);
-    }
-    if (fault === 504) {
-      // Processed, but the answer is lost, as when the service passes its 30 s limit.
-      const timeout: Reply = {
-        status: 504,
-        body: { error: 'Gateway timeout: the request exceeded 30 seconds (injected fault)' },
-      };
-      const delay = faults.current.status504DelayMs ?? 0;
-      if (delay > 0) parts.delay(delay, () => send(req, res, timeout, started));
-      else send(req, res, timeout, started);
-      return;
-    }
-    // A slow service: processed now, answered later.
-    const slow = route.kind === 'api' ? faults.answerDelayMs(route.key) : 0;
-    if (slow > 0) parts.delay(slow, () => send(req, res, reply, started));
-    else send(req, res, reply, started);
-  }
-
+  const log = parts.log;
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    handle(req, res).catch((error: unknown) => send(req, res, failure(error, req), performance.now()));
+    handle(req, res, parts, counter).catch((error: unknown) =>
+      send(req, res, failure(error, req, log), performance.now(), log),
+    );
   });
+}
+
+/** One request: routed, refused by a fault or the rate limit, or handled; then answered as the faults say. */
+async function handle(req: IncomingMessage, res: ServerResponse, parts: ServerParts, counter: RouteCounter) {
+  const { faults, log } = parts;
+  const started = performance.now();
+  const reply = (answer: Reply) => send(req, res, answer, started, log);
+  const { path, query } = splitUrl(req.url ?? '/');
+  const match = parts.router.match(req.method ?? 'GET', path);
+  if (!match) return reply({ status: 404, body: { error: 'Not found' } });
+  const { route, params } = match;
+  if (route.kind !== 'mock') counter.add(route.key);
+
+  let fault: StatusFault | undefined;
+  let answer: Reply;
+  try {
+    let account: Account | undefined;
+    if (route.kind === 'api') {
+      const refused = refusedUnprocessed(req, route.key, faults);
+      if (refused) return reply(refused);
+      fault = faults.statusFault(route.key);
+      if (fault === 500) return reply({ status: 500, body: { error: 'Internal server error (injected fault)' } });
+      if (fault === 429)
+        return reply({
+          status: 429,
+          body: { error: 'Too many requests (injected fault): use callbacks' },
+          headers: { 'retry-after': String(faults.current.status429RetryAfterSeconds ?? 1) },
+        });
+      account = authenticate(req, parts);
+    }
+    answer = await route.handle(new RequestContext(req, account, params, query));
+  } catch (error) {
+    answer = failure(error, req, log);
+  }
+  if (parts.answerStyle === AnswerStyle.rails && answer.body !== undefined) {
+    const body = railsStyle(answer.body);
+    answer = { ...answer, body: answer.status < 300 && ARRAY_ANSWER_ROUTES.has(route.key) ? [body] : body };
+  }
+  if (fault === 'garbled' && answer.status < 300) {
+    // Processed, but the answer that arrives is cut short: the client cannot tell what was made.
+    const json = JSON.stringify(answer.body ?? {});
+    return reply({ status: 200, bytes: Buffer.from(json.slice(0, Math.ceil(json.length / 2))), type: JSON_TYPE });
+  }
+  if (fault === 504) {
+    // Processed, but the answer is lost, as when the service passes its 30 s limit.
+    const timeout: Reply = {
+      status: 504,
+      body: { error: 'Gateway timeout: the request exceeded 30 seconds (injected fault)' },
+    };
+    const delay = faults.current.status504DelayMs ?? 0;
+    if (delay > 0) parts.delay(delay, () => reply(timeout));
+    else reply(timeout);
+    return;
+  }
+  // A slow service: processed now, answered later.
+  const slow = route.kind === 'api' ? faults.answerDelayMs(route.key) : 0;
+  if (slow > 0) parts.delay(slow, () => reply(answer));
+  else reply(answer);
+}
+
+/** The path (a trailing `.json` or slash dropped, as the service's object URLs allow) and the query of a URL. */
+function splitUrl(url: string): { path: string; query: string } {
+  const q = url.indexOf('?');
+  let path = q === -1 ? url : url.slice(0, q);
+  // The service's object URLs may end in .json; a trailing slash is tolerated.
+  if (path.endsWith('.json')) path = path.slice(0, -5);
+  else if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
+  return { path, query: q === -1 ? '' : url.slice(q + 1) };
+}
+
+/** The rate limit, first, per key (a request without one is not limited: it is a 401): a 429, refused unprocessed. */
+function refusedUnprocessed(req: IncomingMessage, routeKey: string, faults: ServerParts['faults']): Reply | undefined {
+  const key = bearerKey(req);
+  const retryAfter = key === undefined ? undefined : faults.rateLimit(key);
+  if (retryAfter === undefined) return undefined;
+  return {
+    status: 429,
+    body: {
+      error: `Too many requests: over ${faults.current.rateLimitPerSecond} a second for this API key (rate limit)`,
+    },
+    headers: { 'retry-after': String(retryAfter) },
+  };
+}
+
+function authenticate(req: IncomingMessage, { store, apiKeys }: ServerParts): Account {
+  const key = bearerKey(req);
+  if (key === undefined)
+    throw new ServiceError(401, { error: 'Unauthorized: send the header Authorization: Bearer <API key>' });
+  if (apiKeys && !apiKeys.has(key)) throw new ServiceError(401, { error: 'Unauthorized: unknown API key' });
+  return store.account(key);
+}
+
+function send(req: IncomingMessage, res: ServerResponse, reply: Reply, started: number, log: ServerParts['log']): void {
+  if (res.destroyed || res.headersSent) return;
+  if (reply.bytes) {
+    res.writeHead(reply.status, {
+      'content-type': reply.type ?? 'application/octet-stream',
+      'content-length': reply.bytes.length,
+      ...reply.headers,
+    });
+    res.end(reply.bytes);
+  } else if (reply.body === undefined) {
+    res.writeHead(reply.status, { 'content-length': 0, ...reply.headers });
+    res.end();
+  } else {
+    const json = JSON.stringify(reply.body);
+    res.writeHead(reply.status, {
+      'content-type': JSON_TYPE,
+      'content-length': Buffer.byteLength(json),
+      ...reply.headers,
+    });
+    res.end(json);
+  }
+  if (log) log(`${req.method} ${pathOf(req.url)} ${reply.status} ${(performance.now() - started).toFixed(1)}ms`);
+}
+
+function failure(error: unknown, req: IncomingMessage, log: ServerParts['log']): Reply {
+  if (error instanceof ServiceError) return { status: error.status, body: error.body };
+  if (error instanceof InvalidInputError) {
+    const e = invalidInput(error);
+    return { status: e.status, body: e.body };
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  // A bug of the mock itself: always visible.
+  (log ?? console.error)(
+    `mock service: ${req.method} ${pathOf(req.url)} failed: ${error instanceof Error ? error.stack : message}`,
+  );
+  return { status: 500, body: { error: `internal error of the mock service: ${message}` } };
 }
 
 /** The API key of `Authorization: Bearer <key>`, or undefined when the header is missing or malformed. */
