@@ -23,6 +23,7 @@ import { answers, answerUnreadable, busy, drain, health, RefusalTally, send } fr
 import { type Signaler, SignalerUnavailableError, type SignalOutcome } from './signaler';
 import { createJsonLogger } from '../logging';
 import type { CallbackRun, CallbackSigner } from './signing';
+import { callbackPath } from '../contract/messages';
 import { callbackParent } from './trace-context';
 import { type CallbackRefusal, type CallbackRoute, readCallbackBody, verifyCallbackUrl } from './unwrap';
 import { BufferedBytes, Connections, DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './receiver-limits';
@@ -49,7 +50,7 @@ function callbackSpan(
   run: CallbackRun,
   params: Readonly<Record<string, string>>,
 ): Span {
-  const path = `/callbacks/${route.kind}`;
+  const path = callbackPath(route.kind);
   const span = tracer.startSpan(
     `POST ${path}`,
     {

@@ -9,7 +9,7 @@
  * run only, and a closed run takes no signal). Rotating the secret retires every URL at once.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { CallbackKind } from '../contract/messages';
+import { CallbackKind, callbackPath } from '../contract/messages';
 
 /** The query parameters tuneflow owns; extra context params may not reuse them. */
 const RESERVED_PARAMS = new Set(['workflowId', 'runId', 'sig']);
@@ -105,7 +105,7 @@ export class CallbackSigner {
       sig: this.#sign(kind, workflowId, runId, extra).toString('hex'),
     });
     for (const [name, value] of Object.entries(extra)) query.append(name, value);
-    return `${this.baseUrl}/callbacks/${kind}?${query.toString()}`;
+    return `${this.baseUrl}${callbackPath(kind)}?${query.toString()}`;
   }
 
   /**

@@ -7,7 +7,7 @@
  * callback of that kind needs. Reading is bounded before it starts: the body's size, the number of objects, and the
  * issues reported, whatever the body holds.
  */
-import { CallbackKind, type CallbackWakeUp } from '../contract/messages';
+import { CallbackKind, callbackPath, type CallbackWakeUp } from '../contract/messages';
 import type { CallbackRun, CallbackSigner } from './signing';
 
 /** One callback kind's row. */
@@ -23,9 +23,12 @@ const KIB = 1024;
 
 /** The callback kinds, by path. */
 export const CALLBACK_ROUTES: ReadonlyMap<string, CallbackRoute> = new Map([
-  ['/callbacks/tune', { kind: CallbackKind.tune, subject: 'tune', maxBodyBytes: 64 * KIB }],
-  ['/callbacks/prompt', { kind: CallbackKind.prompt, subject: 'prompt', maxBodyBytes: 64 * KIB }],
-  ['/callbacks/pack-prompts', { kind: CallbackKind.packPrompts, subject: 'prompts', maxBodyBytes: 512 * KIB }],
+  [callbackPath(CallbackKind.tune), { kind: CallbackKind.tune, subject: 'tune', maxBodyBytes: 64 * KIB }],
+  [callbackPath(CallbackKind.prompt), { kind: CallbackKind.prompt, subject: 'prompt', maxBodyBytes: 64 * KIB }],
+  [
+    callbackPath(CallbackKind.packPrompts),
+    { kind: CallbackKind.packPrompts, subject: 'prompts', maxBodyBytes: 512 * KIB },
+  ],
 ]);
 
 /** The most objects one callback names: a pack's prompts (a run waits for at most 120). */

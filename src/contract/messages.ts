@@ -69,3 +69,6 @@ export const progressQuery = defineQuery<Progress>('progress');
 /** Callback kinds, as they appear in callback URLs: `<base>/callbacks/<kind>`. */
 export const CallbackKind = { tune: 'tune', prompt: 'prompt', packPrompts: 'pack-prompts' } as const;
 export type CallbackKind = (typeof CallbackKind)[keyof typeof CallbackKind];
+
+/** The path a callback of `kind` is posted to, under the receiver's base URL: `/callbacks/tune`. */
+export const callbackPath = (kind: CallbackKind): string => `/callbacks/${kind}`;
