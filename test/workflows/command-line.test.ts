@@ -106,6 +106,32 @@ const job = (id: string, queue: string, service = mock!.url) => [
   'ohwx woman, watercolor painting',
 ];
 
+/**
+ * A `tuneflow worker` on `queue` against the shared mock (or `apiUrl`), stopped after `body` whatever it did; then
+ * `closing` (a mock of the test's own, a connection) closed in order.
+ */
+async function withWorker<T>(
+  queue: string,
+  settings: { apiUrl?: string; apiKey?: string },
+  body: (worker: WorkerProcess) => Promise<T>,
+  ...closing: Array<{ close(): Promise<unknown> }>
+): Promise<T> {
+  let worker: WorkerProcess | undefined;
+  try {
+    worker = await startWorkerProcess({
+      temporalAddress: server!.address,
+      apiKey: settings.apiKey ?? 'command-line-test-key',
+      apiUrl: settings.apiUrl ?? mock!.url,
+      taskQueue: queue,
+    });
+    return await body(worker);
+  } finally {
+    worker?.child.kill('SIGTERM');
+    await worker?.exited;
+    for (const part of closing) await part.close();
+  }
+}
+
 devServerTest(
   'a run no worker serves: start, start --wait and status say so within seconds; Ctrl-C; cancel',
   async () => {
@@ -158,14 +184,7 @@ devServerTest(
   'with a worker polling only: what the run waits for and the next poll; cancelled under --wait: exit 5, then cancel says it ended',
   async () => {
     const queue = `polling-${Date.now()}`;
-    let worker: WorkerProcess | undefined;
-    try {
-      worker = await startWorkerProcess({
-        temporalAddress: server!.address,
-        apiKey: 'command-line-test-key',
-        apiUrl: mock!.url,
-        taskQueue: queue,
-      });
+    await withWorker(queue, {}, async () => {
       const id = `${queue}-run`;
       const waiting = tuneflow(...job(id, queue), '--wait');
       // Training takes 20 s on this mock and the worker polls only: the line names the wait and the next poll.
@@ -194,10 +213,7 @@ devServerTest(
       const json = tuneflow('status', id, '--json');
       expect(await json.exited).toBe(5);
       expect(JSON.parse(json.stdout())).toMatchObject({ workflowId: id, status: 'CANCELLED', taskQueue: queue });
-    } finally {
-      worker?.child.kill('SIGTERM');
-      await worker?.exited;
-    }
+    });
   },
 );
 
@@ -205,15 +221,8 @@ devServerTest(
   'a service the worker cannot reach: start --wait says what is retrying, why (the URL) and when within 5 s; status and status --json too',
   async () => {
     const queue = `unreachable-${Date.now()}`;
-    let worker: WorkerProcess | undefined;
-    try {
-      // Nothing listens on port 1: every create fails to connect, and Temporal retries it.
-      worker = await startWorkerProcess({
-        temporalAddress: server!.address,
-        apiKey: 'command-line-test-key',
-        apiUrl: 'http://127.0.0.1:1',
-        taskQueue: queue,
-      });
+    // Nothing listens on port 1: every create fails to connect, and Temporal retries it.
+    await withWorker(queue, { apiUrl: 'http://127.0.0.1:1' }, async () => {
       const id = `${queue}-run`;
       const started = Date.now();
       const waiting = tuneflow(...job(id, queue), '--wait');
@@ -241,10 +250,7 @@ devServerTest(
       const cancel = tuneflow('cancel', id);
       expect(await cancel.exited).toBe(0);
       expect(await waiting.exited).toBe(5);
-    } finally {
-      worker?.child.kill('SIGTERM');
-      await worker?.exited;
-    }
+    });
   },
 );
 
@@ -258,66 +264,60 @@ devServerTest(
       faults: { status429Rate: 1, status429RetryAfterSeconds: 60, faultRoutes: ['POST /tunes'] },
     });
     const connection = await Connection.connect({ address: server!.address });
-    let worker: WorkerProcess | undefined;
-    try {
-      worker = await startWorkerProcess({
-        temporalAddress: server!.address,
-        apiKey: 'command-line-test-key',
-        apiUrl: limited.url,
-        taskQueue: queue,
-      });
-      const id = `${queue}-run`;
-      const started = Date.now();
-      const waiting = tuneflow(...job(id, queue, limited.url), '--wait');
-      const { match, at } = await waiting.line(
-        /^creating-tune {2}elapsed \d+s {2}createTune failed \(attempt (\d+) next, in (\S+)\): POST \/tunes was rate limited \(429, Retry-After 60 s\): Too many requests/,
-      );
-      console.info(`429 storm: start --wait said why after ${at - started} ms (next attempt in ${match[2]})`);
-      expect(match[1]).toBe('2');
+    await withWorker(
+      queue,
+      { apiUrl: limited.url },
+      async () => {
+        const id = `${queue}-run`;
+        const started = Date.now();
+        const waiting = tuneflow(...job(id, queue, limited.url), '--wait');
+        const { match, at } = await waiting.line(
+          /^creating-tune {2}elapsed \d+s {2}createTune failed \(attempt (\d+) next, in (\S+)\): POST \/tunes was rate limited \(429, Retry-After 60 s\): Too many requests/,
+        );
+        console.info(`429 storm: start --wait said why after ${at - started} ms (next attempt in ${match[2]})`);
+        expect(match[1]).toBe('2');
 
-      const status = tuneflow('status', id);
-      expect(await status.exited).toBe(0);
-      expect(status.stdout()).toMatch(
-        /^now: +creating-tune: createTune failed \(attempt 2 next, in \S+\): POST \/tunes was rate limited \(429, Retry-After 60 s\): /m,
-      );
-      const json = tuneflow('status', id, '--json');
-      expect(await json.exited).toBe(0);
-      const { retrying } = JSON.parse(json.stdout()) as { retrying: { failedAt: string; nextAt: string } };
-      expect(retrying).toEqual({
-        activity: 'createTune',
-        attempt: 2,
-        type: 'RateLimited',
-        cause: expect.stringMatching(/^POST \/tunes was rate limited \(429, Retry-After 60 s\): /),
-        failedAt: expect.any(String),
-        nextAt: expect.any(String),
-      });
-      // The next attempt comes the Retry-After after the failure (longer than the policy's own 30 s backoff); the
-      // server's times are finer than a millisecond, so to the second.
-      expect(Math.round((Date.parse(retrying.nextAt) - Date.parse(retrying.failedAt)) / 1000)).toBe(60);
-
-      // A program's handle says the same: the query's progress, and what is retrying beside it.
-      const run = new TuneflowClient({ client: new Client({ connection }), taskQueue: queue }).getHandle(id);
-      const progress = await run.progress();
-      expect(progress).toMatchObject({
-        phase: 'creating-tune',
-        retrying: {
+        const status = tuneflow('status', id);
+        expect(await status.exited).toBe(0);
+        expect(status.stdout()).toMatch(
+          /^now: +creating-tune: createTune failed \(attempt 2 next, in \S+\): POST \/tunes was rate limited \(429, Retry-After 60 s\): /m,
+        );
+        const json = tuneflow('status', id, '--json');
+        expect(await json.exited).toBe(0);
+        const { retrying } = JSON.parse(json.stdout()) as { retrying: { failedAt: string; nextAt: string } };
+        expect(retrying).toEqual({
           activity: 'createTune',
           attempt: 2,
           type: 'RateLimited',
-          cause: expect.stringContaining('(429, Retry-After 60 s)'),
-          nextAt: new Date(retrying.nextAt),
-        },
-      });
+          cause: expect.stringMatching(/^POST \/tunes was rate limited \(429, Retry-After 60 s\): /),
+          failedAt: expect.any(String),
+          nextAt: expect.any(String),
+        });
+        // The next attempt comes the Retry-After after the failure (longer than the policy's own 30 s backoff); the
+        // server's times are finer than a millisecond, so to the second.
+        expect(Math.round((Date.parse(retrying.nextAt) - Date.parse(retrying.failedAt)) / 1000)).toBe(60);
 
-      const cancel = tuneflow('cancel', id);
-      expect(await cancel.exited).toBe(0);
-      expect(await waiting.exited).toBe(5);
-    } finally {
-      worker?.child.kill('SIGTERM');
-      await worker?.exited;
-      await connection.close();
-      await limited.close();
-    }
+        // A program's handle says the same: the query's progress, and what is retrying beside it.
+        const run = new TuneflowClient({ client: new Client({ connection }), taskQueue: queue }).getHandle(id);
+        const progress = await run.progress();
+        expect(progress).toMatchObject({
+          phase: 'creating-tune',
+          retrying: {
+            activity: 'createTune',
+            attempt: 2,
+            type: 'RateLimited',
+            cause: expect.stringContaining('(429, Retry-After 60 s)'),
+            nextAt: new Date(retrying.nextAt),
+          },
+        });
+
+        const cancel = tuneflow('cancel', id);
+        expect(await cancel.exited).toBe(0);
+        expect(await waiting.exited).toBe(5);
+      },
+      connection,
+      limited,
+    );
   },
 );
 
@@ -328,64 +328,58 @@ devServerTest(
     const wrongKey = 'a-wrong-key-111111';
     const strict = await startMockService({ port: 0, apiKeys: ['the-right-key-000000'] });
     const connection = await Connection.connect({ address: server!.address });
-    let worker: WorkerProcess | undefined;
-    try {
-      worker = await startWorkerProcess({
-        temporalAddress: server!.address,
-        apiKey: wrongKey,
-        apiUrl: strict.url,
-        taskQueue: queue,
-      });
-      const id = `${queue}-run`;
-      const waiting = tuneflow(...job(id, queue, strict.url), '--wait');
-      expect(await waiting.exited).toBe(1);
-      expect(waiting.stderr()).toMatch(
-        /^tuneflow start: the run failed: Unauthorized: POST \/tunes failed with 401: .*; the service refused the API key: check it \(TUNEFLOW_API_KEY for `tuneflow worker` and the plugin's api\.apiKey\)/m,
-      );
+    await withWorker(
+      queue,
+      { apiKey: wrongKey, apiUrl: strict.url },
+      async (worker) => {
+        const id = `${queue}-run`;
+        const waiting = tuneflow(...job(id, queue, strict.url), '--wait');
+        expect(await waiting.exited).toBe(1);
+        expect(waiting.stderr()).toMatch(
+          /^tuneflow start: the run failed: Unauthorized: POST \/tunes failed with 401: .*; the service refused the API key: check it \(TUNEFLOW_API_KEY for `tuneflow worker` and the plugin's api\.apiKey\)/m,
+        );
 
-      const status = tuneflow('status', id);
-      expect(await status.exited).toBe(1);
-      expect(status.stdout()).toMatch(/^run: +\S+: FAILED after /m);
-      expect(status.stdout()).toMatch(
-        /^failure: +Unauthorized: POST \/tunes failed with 401: .*check it \(TUNEFLOW_API_KEY /m,
-      );
-      const json = tuneflow('status', id, '--json');
-      expect(await json.exited).toBe(1);
-      expect(JSON.parse(json.stdout())).toMatchObject({
-        status: 'FAILED',
-        failure: expect.stringContaining('the service refused the API key: check it (TUNEFLOW_API_KEY'),
-      });
+        const status = tuneflow('status', id);
+        expect(await status.exited).toBe(1);
+        expect(status.stdout()).toMatch(/^run: +\S+: FAILED after /m);
+        expect(status.stdout()).toMatch(
+          /^failure: +Unauthorized: POST \/tunes failed with 401: .*check it \(TUNEFLOW_API_KEY /m,
+        );
+        const json = tuneflow('status', id, '--json');
+        expect(await json.exited).toBe(1);
+        expect(JSON.parse(json.stdout())).toMatchObject({
+          status: 'FAILED',
+          failure: expect.stringContaining('the service refused the API key: check it (TUNEFLOW_API_KEY'),
+        });
 
-      // The workflow's failure, as a program gets it: the activity's typed, non-retryable cause naming the setting.
-      const run = new TuneflowClient({ client: new Client({ connection }), taskQueue: queue }).getHandle(id);
-      const failure = await run.result().catch((err: unknown) => err);
-      expect(failure).toBeInstanceOf(WorkflowFailedError);
-      const cause = (failure as WorkflowFailedError).cause?.cause;
-      expect(cause).toBeInstanceOf(ApplicationFailure);
-      expect(cause).toMatchObject({ type: 'Unauthorized', nonRetryable: true });
-      expect((cause as ApplicationFailure).message).toContain('check it (TUNEFLOW_API_KEY');
-      // Tried once: a 401 is not retried.
-      const history = await run.handle.fetchHistory();
-      const attempts = (history.events ?? []).filter((e) => e.activityTaskStartedEventAttributes);
-      expect(attempts.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
+        // The workflow's failure, as a program gets it: the activity's typed, non-retryable cause naming the setting.
+        const run = new TuneflowClient({ client: new Client({ connection }), taskQueue: queue }).getHandle(id);
+        const failure = await run.result().catch((err: unknown) => err);
+        expect(failure).toBeInstanceOf(WorkflowFailedError);
+        const cause = (failure as WorkflowFailedError).cause?.cause;
+        expect(cause).toBeInstanceOf(ApplicationFailure);
+        expect(cause).toMatchObject({ type: 'Unauthorized', nonRetryable: true });
+        expect((cause as ApplicationFailure).message).toContain('check it (TUNEFLOW_API_KEY');
+        // Tried once: a 401 is not retried.
+        const history = await run.handle.fetchHistory();
+        const attempts = (history.events ?? []).filter((e) => e.activityTaskStartedEventAttributes);
+        expect(attempts.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
 
-      // Nowhere the key: what the user saw, the failure's details (decoded), the history, the worker's log.
-      const everything = [
-        waiting.stdout(),
-        waiting.stderr(),
-        status.stdout(),
-        json.stdout(),
-        JSON.stringify((cause as ApplicationFailure).details),
-        JSON.stringify(history),
-        worker.log(),
-      ];
-      for (const text of everything) expect(text).not.toContain(wrongKey);
-    } finally {
-      worker?.child.kill('SIGTERM');
-      await worker?.exited;
-      await connection.close();
-      await strict.close();
-    }
+        // Nowhere the key: what the user saw, the failure's details (decoded), the history, the worker's log.
+        const everything = [
+          waiting.stdout(),
+          waiting.stderr(),
+          status.stdout(),
+          json.stdout(),
+          JSON.stringify((cause as ApplicationFailure).details),
+          JSON.stringify(history),
+          worker.log(),
+        ];
+        for (const text of everything) expect(text).not.toContain(wrongKey);
+      },
+      connection,
+      strict,
+    );
   },
 );
 
@@ -394,68 +388,62 @@ devServerTest(
   async () => {
     const queue = `inspect-${Date.now()}`;
     const quick = await startMockService({ port: 0, trainingTime: '1s', inferenceTime: '500ms' });
-    let worker: WorkerProcess | undefined;
-    try {
-      worker = await startWorkerProcess({
-        temporalAddress: server!.address,
-        apiKey: 'command-line-test-key',
-        apiUrl: quick.url,
-        taskQueue: queue,
-      });
-      const start = (id: string, branch: string, images: string[]) =>
-        tuneflow(
-          ...['start', '--id', id, '--task-queue', queue, '--name', 'dog', '--branch', branch],
-          ...images.flatMap((image) => ['--images', image]),
-          ...['--prompt', 'sks dog on a beach', '--inspect', 'blurry,includes_multiple_people', '--wait'],
+    await withWorker(
+      queue,
+      { apiUrl: quick.url },
+      async () => {
+        const start = (id: string, branch: string, images: string[]) =>
+          tuneflow(
+            ...['start', '--id', id, '--task-queue', queue, '--name', 'dog', '--branch', branch],
+            ...images.flatMap((image) => ['--images', image]),
+            ...['--prompt', 'sks dog on a beach', '--inspect', 'blurry,includes_multiple_people', '--wait'],
+          );
+
+        const refusedId = `${queue}-refused`;
+        const refused = start(refusedId, 'sd15', [INSPECTED_URLS[0], BLURRY_URL]);
+        expect(await refused.exited).toBe(1);
+        expect(refused.stderr()).toMatch(
+          /^tuneflow start: the run failed: InspectionRefused: Inspection refused 1 of 2 training images \(options\.inspect\.refuse: blurry, includes_multiple_people\): tune\.image_urls\[1\] \(https:\/\/example\.com\/training\/beach__blurry__\.jpg\): blurry; no tune was created$/m,
         );
+        expect(quick.stats().routes).toEqual({ 'POST /images/inspect': 2 });
+        expect(quick.ledger('command-line-test-key')).toEqual({ totalMc: 0, charges: [] });
 
-      const refusedId = `${queue}-refused`;
-      const refused = start(refusedId, 'sd15', [INSPECTED_URLS[0], BLURRY_URL]);
-      expect(await refused.exited).toBe(1);
-      expect(refused.stderr()).toMatch(
-        /^tuneflow start: the run failed: InspectionRefused: Inspection refused 1 of 2 training images \(options\.inspect\.refuse: blurry, includes_multiple_people\): tune\.image_urls\[1\] \(https:\/\/example\.com\/training\/beach__blurry__\.jpg\): blurry; no tune was created$/m,
-      );
-      expect(quick.stats().routes).toEqual({ 'POST /images/inspect': 2 });
-      expect(quick.ledger('command-line-test-key')).toEqual({ totalMc: 0, charges: [] });
+        const status = tuneflow('status', refusedId);
+        expect(await status.exited).toBe(1);
+        expect(status.stdout()).toMatch(/^failure: +InspectionRefused: Inspection refused 1 of 2 training images /m);
+        expect(status.stdout()).toMatch(/^inspection: +2 images inspected, 1 with flags$/m);
+        expect(status.stdout()).toMatch(
+          /^ +tune\.image_urls\[0\] https:\/\/example\.com\/training\/1\.jpg: no flag \(eye_color /m,
+        );
+        expect(status.stdout()).toMatch(/^ +tune\.image_urls\[1\] \S+beach__blurry__\.jpg: blurry \(eye_color /m);
+        const json = tuneflow('status', refusedId, '--json');
+        expect(await json.exited).toBe(1);
+        expect(JSON.parse(json.stdout())).toMatchObject({
+          status: 'FAILED',
+          failure: expect.stringContaining('InspectionRefused: '),
+          inspection: [
+            { field: 'tune.image_urls[0]', image: INSPECTED_URLS[0], flags: [] },
+            { field: 'tune.image_urls[1]', image: BLURRY_URL, flags: ['blurry'] },
+          ],
+        });
 
-      const status = tuneflow('status', refusedId);
-      expect(await status.exited).toBe(1);
-      expect(status.stdout()).toMatch(/^failure: +InspectionRefused: Inspection refused 1 of 2 training images /m);
-      expect(status.stdout()).toMatch(/^inspection: +2 images inspected, 1 with flags$/m);
-      expect(status.stdout()).toMatch(
-        /^ +tune\.image_urls\[0\] https:\/\/example\.com\/training\/1\.jpg: no flag \(eye_color /m,
-      );
-      expect(status.stdout()).toMatch(/^ +tune\.image_urls\[1\] \S+beach__blurry__\.jpg: blurry \(eye_color /m);
-      const json = tuneflow('status', refusedId, '--json');
-      expect(await json.exited).toBe(1);
-      expect(JSON.parse(json.stdout())).toMatchObject({
-        status: 'FAILED',
-        failure: expect.stringContaining('InspectionRefused: '),
-        inspection: [
-          { field: 'tune.image_urls[0]', image: INSPECTED_URLS[0], flags: [] },
-          { field: 'tune.image_urls[1]', image: BLURRY_URL, flags: ['blurry'] },
-        ],
-      });
-
-      const cleanId = `${queue}-clean`;
-      const clean = start(cleanId, 'fast', INSPECTED_URLS.slice(0, 2));
-      expect(await clean.exited).toBe(0);
-      expect(clean.stdout()).toMatch(
-        /^inspected tune\.image_urls\[0\] https:\/\/example\.com\/training\/1\.jpg: no flag /m,
-      );
-      expect(clean.stdout()).toMatch(
-        /^inspected tune\.image_urls\[1\] https:\/\/example\.com\/training\/2\.jpg: no flag /m,
-      );
-      const cleanJson = tuneflow('status', cleanId, '--json');
-      expect(await cleanJson.exited).toBe(0);
-      const state = JSON.parse(cleanJson.stdout()) as { inspection: unknown[]; result: { inspection: unknown[] } };
-      expect(state.inspection).toHaveLength(2);
-      expect(state.result.inspection).toEqual(state.inspection);
-      expect(quick.stats().routes).toMatchObject({ 'POST /images/inspect': 4, 'POST /tunes': 1 });
-    } finally {
-      worker?.child.kill('SIGTERM');
-      await worker?.exited;
-      await quick.close();
-    }
+        const cleanId = `${queue}-clean`;
+        const clean = start(cleanId, 'fast', INSPECTED_URLS.slice(0, 2));
+        expect(await clean.exited).toBe(0);
+        expect(clean.stdout()).toMatch(
+          /^inspected tune\.image_urls\[0\] https:\/\/example\.com\/training\/1\.jpg: no flag /m,
+        );
+        expect(clean.stdout()).toMatch(
+          /^inspected tune\.image_urls\[1\] https:\/\/example\.com\/training\/2\.jpg: no flag /m,
+        );
+        const cleanJson = tuneflow('status', cleanId, '--json');
+        expect(await cleanJson.exited).toBe(0);
+        const state = JSON.parse(cleanJson.stdout()) as { inspection: unknown[]; result: { inspection: unknown[] } };
+        expect(state.inspection).toHaveLength(2);
+        expect(state.result.inspection).toEqual(state.inspection);
+        expect(quick.stats().routes).toMatchObject({ 'POST /images/inspect': 4, 'POST /tunes': 1 });
+      },
+      quick,
+    );
   },
 );
