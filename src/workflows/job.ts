@@ -3,13 +3,7 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import {
-  CancellationScope,
-  isCancellation,
-  patched,
-  proxyActivities,
-  setHandler,
-} from '@temporalio/workflow';
+import { CancellationScope, isCancellation, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { TuneflowActivities } from '../activities';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
