@@ -390,11 +390,18 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     const stats = mock.stats();
     const { total: apiCalls, routes } = apiCallsOf(stats);
     await faults.stop();
-    // Past the deadline the runs still open are stuck: the workers stop first, so the journal and the histories
-    // read below see the same moment (a run that went on would complete past what the journal saw).
-    if (Date.now() > deadline) await Promise.all(workers.map((w) => stopGracefully(w)));
-    // Raw "allow duplicate" starts of closed jobs' keys: after the figures, which they would only blur.
-    await hostile?.afterClose(started);
+    // Past the deadline the runs still open are stuck: the workers and the receiver stop first, so nothing moves
+    // between the journal and the histories read below (a run that went on, or a callback signalled late, would be
+    // judged against a journal that missed it).
+    const pastDeadline = Date.now() > deadline;
+    if (pastDeadline) {
+      await Promise.all(workers.map((w) => stopGracefully(w)));
+      await stopProcess(receiver);
+    }
+    // Raw "allow duplicate" starts of closed jobs' keys: after the figures, which they would only blur. Not past the
+    // deadline: no worker is left to run them.
+    if (pastDeadline && hostile) stderr('past the deadline: the after-close starts of hostile-starters are left out');
+    else await hostile?.afterClose(started);
 
     // Judge: each job's history, against the journal. A job that visibility reported closed but whose history still
     // ends open (visibility leads) is read again until the deadline.
