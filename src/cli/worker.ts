@@ -185,7 +185,7 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
       await tuneflow.run();
     } catch (err) {
       // Taken between the check and the listen: the worker did not poll, and stops here.
-      throw portProblem(err, 'TUNEFLOW_CALLBACK_PORT', `port ${config.callbacks?.port}`) ?? err;
+      throw portProblem(err, 'TUNEFLOW_CALLBACK_PORT', `port ${config.callbacks?.port}`, CALLBACK_PORT_ADVICE) ?? err;
     } finally {
       stopping.dispose();
     }
@@ -196,6 +196,8 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
   return stoppedBy ? exitCodeForStop(stoppedBy) : ExitCode.ok;
 }
 
+const CALLBACK_PORT_ADVICE = 'choose another, and point TUNEFLOW_CALLBACK_BASE_URL at it';
+
 /** The metrics and callback ports, free to listen on; a ConfigError names the variable of a taken one. */
 async function checkPortsFree(config: WorkerConfig): Promise<void> {
   const metrics = config.metricsAddress?.match(/^(.*):(\d+)$/);
@@ -203,9 +205,5 @@ async function checkPortsFree(config: WorkerConfig): Promise<void> {
     throw portTaken('TUNEFLOW_METRICS_ADDRESS', config.metricsAddress!, 'choose another port, or "off"');
   const callbacks = config.callbacks;
   if (callbacks && callbacks.port !== 0 && !(await portIsFree(callbacks.port, callbacks.host)))
-    throw portTaken(
-      'TUNEFLOW_CALLBACK_PORT',
-      `port ${callbacks.port}`,
-      'choose another, and point TUNEFLOW_CALLBACK_BASE_URL at it',
-    );
+    throw portTaken('TUNEFLOW_CALLBACK_PORT', `port ${callbacks.port}`, CALLBACK_PORT_ADVICE);
 }
