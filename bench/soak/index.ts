@@ -25,7 +25,7 @@ import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { heapPeaks, type HeapPeak } from './gc-trace';
 import { HostileStarters, prepareUploads, type HostileCounts } from './hostile';
 import { planJobs, startJob, type SoakJob } from './jobs';
-import { callbackTimes, HISTORY_PARTS, judgeRun, readHistory, SIGNATURE } from './judge';
+import { callbackTimes, HISTORY_PARTS, judgeRun, readHistory, SIGNATURE, type JobOutcome } from './judge';
 import {
   COMPARED,
   COMPARED_NAMES,
@@ -227,23 +227,15 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     const hostileProfile = options.profiles.includes('hostile-starters');
     const uploads = hostileProfile ? prepareUploads(dir, solidPng('soak-upload', 64)) : undefined;
     // Workers: their callbacks go to the receiver above (each worker's own receiver listens unused on a free port).
-    const workerEnv = {
-      TEMPORAL_ADDRESS: server.address,
-      TUNEFLOW_API_KEY: apiKey,
-      TUNEFLOW_API_URL: mock.url,
-      TUNEFLOW_TASK_QUEUE: taskQueue,
-      TUNEFLOW_CALLBACK_BASE_URL: receiverUrl,
-      TUNEFLOW_CALLBACK_SECRET: secret,
-      TUNEFLOW_CALLBACK_PORT: '0',
-      TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
-      TUNEFLOW_METRICS_ADDRESS: 'off',
-      TUNEFLOW_LOG_LEVEL: 'INFO',
-      ...(options.serviceRate !== undefined && { TUNEFLOW_SERVICE_RATE: String(options.serviceRate) }),
-      ...(options.maxCachedWorkflows !== undefined && {
-        TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
-      }),
-      ...(uploads && { TUNEFLOW_UPLOAD_DIR: uploads.uploadDir }),
-    };
+    const workerEnv = workerEnvironment(options, {
+      temporalAddress: server.address,
+      apiKey,
+      apiUrl: mock.url,
+      taskQueue,
+      receiverUrl,
+      secret,
+      uploadDir: uploads?.uploadDir,
+    });
     const nodeFlags = workerNodeFlags(options);
     const workers: TuneflowProcess[] = [];
     let workerStarts = 0;
@@ -416,14 +408,8 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     if (hostile) violations.push(...hostile.violations);
     for (const { job, error } of notStarted) violations.push(`${job.workflowId}: never started: ${error}`);
 
-    const logs = fs
-      .readdirSync(dir)
-      .filter((name) => name.endsWith('.log'))
-      .map((name) => fs.readFileSync(path.join(dir, name), 'utf8'));
-    const logLeaks = logs.reduce((sum, text) => sum + text.split(apiKey).length - 1, 0);
+    const { logLeaks, signedUrlsInLogs } = secretsInLogs(dir, apiKey);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
-    // A signed callback URL is a capability: none in any log (results and histories: judged per job, signedUrlLeaks).
-    const signedUrlsInLogs = logs.reduce((sum, text) => sum + (text.match(new RegExp(SIGNATURE, 'g')) ?? []).length, 0);
     if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
     const forgedAccepted = faults.forgeries.accepted + verdict.unmatchedSignals;
     if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
@@ -448,14 +434,6 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     const serverUsage = server.process ? usageOf(server.process.pid) : undefined;
     const round = (n: number | undefined, digits = 0) =>
       n === undefined ? null : Math.round(n * 10 ** digits) / 10 ** digits;
-    const slowest = outcomes
-      .flatMap(({ job, closedAt }) =>
-        closedAt !== undefined && job.startedAt !== undefined
-          ? [{ workflowId: job.workflowId, ms: closedAt - job.startedAt }]
-          : [],
-      )
-      .sort((a, b) => b.ms - a.ms)
-      .slice(0, 3);
     const report: SoakReport = {
       profile: options.profileName,
       workers: options.workers,
@@ -509,7 +487,7 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
       },
       failureTypes: verdict.failureTypes,
       ...(hostileFigures && { hostile: hostileFigures }),
-      slowest,
+      slowest: slowestOf(outcomes, 3),
       violations,
     };
     const reactionMs = outcomes.flatMap((o) => o.reactions.map((r) => r.ms));
@@ -521,6 +499,65 @@ async function run(options: SoakOptions, runId: string): Promise<{ report: SoakR
     if (violations.length === 0 && !options.keep) fs.rmSync(dir, { recursive: true, force: true });
     else stderr(`logs kept in ${dir}`);
   }
+}
+
+/** The workers' settings: the run's service, task queue and receiver (each worker's own receiver listens unused). */
+function workerEnvironment(
+  options: SoakOptions,
+  run: {
+    temporalAddress: string;
+    apiKey: string;
+    apiUrl: string;
+    taskQueue: string;
+    receiverUrl: string;
+    secret: string;
+    uploadDir: string | undefined;
+  },
+): Record<string, string> {
+  return {
+    TEMPORAL_ADDRESS: run.temporalAddress,
+    TUNEFLOW_API_KEY: run.apiKey,
+    TUNEFLOW_API_URL: run.apiUrl,
+    TUNEFLOW_TASK_QUEUE: run.taskQueue,
+    TUNEFLOW_CALLBACK_BASE_URL: run.receiverUrl,
+    TUNEFLOW_CALLBACK_SECRET: run.secret,
+    TUNEFLOW_CALLBACK_PORT: '0',
+    TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
+    TUNEFLOW_METRICS_ADDRESS: 'off',
+    TUNEFLOW_LOG_LEVEL: 'INFO',
+    ...(options.serviceRate !== undefined && { TUNEFLOW_SERVICE_RATE: String(options.serviceRate) }),
+    ...(options.maxCachedWorkflows !== undefined && {
+      TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
+    }),
+    ...(run.uploadDir && { TUNEFLOW_UPLOAD_DIR: run.uploadDir }),
+  };
+}
+
+/**
+ * The API key and signed callback URLs in the run's logs: none may be there (a signed URL is a capability; results
+ * and histories are judged per job).
+ */
+function secretsInLogs(dir: string, apiKey: string): { logLeaks: number; signedUrlsInLogs: number } {
+  const logs = fs
+    .readdirSync(dir)
+    .filter((name) => name.endsWith('.log'))
+    .map((name) => fs.readFileSync(path.join(dir, name), 'utf8'));
+  return {
+    logLeaks: logs.reduce((sum, text) => sum + text.split(apiKey).length - 1, 0),
+    signedUrlsInLogs: logs.reduce((sum, text) => sum + (text.match(new RegExp(SIGNATURE, 'g')) ?? []).length, 0),
+  };
+}
+
+/** The `count` jobs that took longest from start to close. */
+function slowestOf(outcomes: readonly JobOutcome[], count: number): Array<{ workflowId: string; ms: number }> {
+  return outcomes
+    .flatMap(({ job, closedAt }) =>
+      closedAt !== undefined && job.startedAt !== undefined
+        ? [{ workflowId: job.workflowId, ms: closedAt - job.startedAt }]
+        : [],
+    )
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, count);
 }
 
 /** The first worker's V8 heaps in words: `main 163 / 139 / 46, thread 2 124 / 103 / 58` (peaks, MiB), or n/a. */
