@@ -2,28 +2,15 @@
  * What a run checks before it creates anything: its input (the contract, with the bounds), its key (one job a key,
  * whoever starts it), and the files its input names (inside the worker's upload directory).
  */
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  patched,
-  proxyActivities,
-  startChild,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, patched, startChild, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import type { TuneflowActivities } from '../activities';
 import { InvalidInputError, type InputIssue } from '../api/errors';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import { uploadPathsOf } from '../contract/bounds';
 import { claimWorkflowId } from '../contract/keys';
 import { FailureType, invalidInput, jobEnded, keyInUse, requireValidInput } from '../contract/failures';
 import type { ResolvedOptions } from '../contract/options';
-import { temporalReadOptions, uploadCheckOptions } from './policies';
-
-/** Reads of Temporal (the earlier run of a claimed key). */
-const temporal = proxyActivities<TuneflowActivities>(temporalReadOptions);
-/** The upload directory's check, before anything is created (runs whose input names files). */
-const uploads = proxyActivities<TuneflowActivities>(uploadCheckOptions);
+import { temporal, uploads } from './activity-calls';
 
 /**
  * Runs with this marker are held to the input bounds (src/contract/bounds.ts: lengths and counts, file paths inside

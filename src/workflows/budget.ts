@@ -2,19 +2,16 @@
  * A job's budget (`maxCostMc`): what it has cost, the prices known before each charge, the checks that refuse a job
  * before it is charged past its limit, and the patch decisions that keep runs started before these rules as they were.
  */
-import { condition, patched, proxyActivities } from '@temporalio/workflow';
-import type { TuneflowActivities } from '../activities';
+import { condition, patched } from '@temporalio/workflow';
 import { InvalidInputError } from '../api/errors';
 import type { PackTuneSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt } from '../api/schemas';
 import { costMcOf, costOf, PromptBudget, type Cost } from '../contract/cost';
 import { invalidInput, jobOverBudget, packOverBudget, tuneOverBudget } from '../contract/failures';
 import { invalidOption, type ResolvedOptions } from '../contract/options';
-import { serviceActivityOptions } from './policies';
+import { service } from './activity-calls';
 import type { PromptLedger, TuneWatch } from './state';
 import type { PromptTarget } from './tune-kinds';
-
-const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
 
 /**
  * Runs with this marker hold `maxCostMc` before every charge: a price known before each create (or the job refused),

@@ -1,14 +1,11 @@
 /**
  * Cleanup on cancellation (`cleanupOnCancel`): the service keeps what a run created until someone deletes it.
  */
-import { log, proxyActivities } from '@temporalio/workflow';
-import type { TuneflowActivities } from '../activities';
+import { log } from '@temporalio/workflow';
 import type { Prompt } from '../api/schemas';
 import { runBounded } from './concurrency';
-import { serviceActivityOptions } from './policies';
+import { service } from './activity-calls';
 import { failureMessage } from './waits';
-
-const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
 
 /**
  * Deletes `prompts` (those a tune deletion leaves behind), `concurrency` at a time, then the tune `tuneId`. A deletion

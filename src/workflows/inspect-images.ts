@@ -1,13 +1,9 @@
 /**
  * Image inspection (`options.inspect`): each training image is inspected before anything is paid for.
  */
-import { proxyActivities } from '@temporalio/workflow';
-import type { TuneflowActivities } from '../activities';
 import type { ImageInspection, TrainingImage } from '../contract/inspection';
 import { runBounded } from './concurrency';
-import { serviceActivityOptions } from './policies';
-
-const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
+import { service } from './activity-calls';
 
 /**
  * Training images inspected at once: a few, as prompts are created, so a job of 100 images neither floods the service

@@ -3,8 +3,8 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import { CancellationScope, isCancellation, patched, proxyActivities, setHandler } from '@temporalio/workflow';
-import type { TuneflowActivities } from '../activities';
+import { CancellationScope, isCancellation, patched, setHandler } from '@temporalio/workflow';
+import { polls, service } from './activity-calls';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt, Tune } from '../api/schemas';
@@ -25,17 +25,12 @@ import { Budget } from './budget';
 import { runBounded } from './concurrency';
 import { Findable, failureTypeOf, type Findings } from './findable';
 import type { ResolvedOptions } from '../contract/options';
-import { pollActivityOptions, serviceActivityOptions } from './policies';
 import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
 import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
 import { deleteCreated } from './cleanup';
 import { inspectEach } from './inspect-images';
 import { now, pollSafely, waitFor } from './waits';
 
-/** Creates, deletes and the reads a workflow cannot go on without: the service's full retry policy. */
-const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
-/** Polls: a few attempts; a poll that still fails is counted and the wait goes on. */
-const polls = proxyActivities<TuneflowActivities>(pollActivityOptions);
 // Creates and reads ask for brief answers (the activities' briefTune and briefPrompt): a copy not done yet carries
 // only what the run reads, and only done copies reach the result. No patch: replay matches an activity by type and
 // order, not by its arguments, and an activity worker of an earlier release ignores `brief` and answers whole, which
