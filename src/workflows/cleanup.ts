@@ -1,11 +1,28 @@
 /**
  * Cleanup on cancellation (`cleanupOnCancel`): the service keeps what a run created until someone deletes it.
  */
-import { log } from '@temporalio/workflow';
+import { CancellationScope, log } from '@temporalio/workflow';
 import type { Prompt } from '../api/schemas';
 import { runBounded } from './concurrency';
 import { service } from './activity-calls';
 import { failureMessage } from './waits';
+
+/**
+ * Runs the create `start` so that cleanup knows everything that exists on the service: not started after a
+ * cancellation (the cancellation is thrown instead) and, once started, let finish. `counted` counts the
+ * call; it is applied inside, as the run's commands keep their order by it.
+ *
+ * @example
+ * const tune = await createToCleanUp(() => service.createTune.execute({ tune }), counted);
+ */
+export async function createToCleanUp<T>(
+  start: () => Promise<T>,
+  counted: <U>(call: Promise<U>) => Promise<U>,
+): Promise<T> {
+  const scope = CancellationScope.current();
+  if (scope.consideredCancelled) await scope.cancelRequested;
+  return counted(CancellationScope.nonCancellable(start));
+}
 
 /**
  * Deletes `prompts` (those a tune deletion leaves behind), `concurrency` at a time, then the tune `tuneId`. A deletion

@@ -3,23 +3,14 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import { CancellationScope, isCancellation, patched, setHandler } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, setHandler } from '@temporalio/workflow';
 import { polls, service } from './activity-calls';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt, Tune } from '../api/schemas';
 import { inspectionRefused, promptsNeverSettled, tuneNeverTrained } from '../contract/failures';
-import { CallbackReads, idsOf, readWakeUp, type Waiting } from './callback-reads';
 import { refusedFlags, trainingImagesOf, type ImageInspection } from '../contract/inspection';
-import {
-  callbackSignal,
-  CallbackKind,
-  packPromptsSettledSignal,
-  Phase,
-  progressQuery,
-  promptSettledSignal,
-  tuneTrainedSignal,
-} from '../contract/messages';
+import { Phase, progressQuery } from '../contract/messages';
 import { checkedOptions, checkUploads, claimKey, claimsKey } from './admission';
 import { Budget } from './budget';
 import { runBounded } from './concurrency';
@@ -27,20 +18,15 @@ import { Findable, failureTypeOf, type Findings } from './findable';
 import type { ResolvedOptions } from '../contract/options';
 import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
 import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
-import { deleteCreated } from './cleanup';
+import { createToCleanUp, deleteCreated } from './cleanup';
 import { inspectEach } from './inspect-images';
-import { now, pollSafely, waitFor } from './waits';
+import { pollSafely, waitFor } from './waits';
+import { WakeUps } from './wake-ups';
 
 // Creates and reads ask for brief answers (the activities' briefTune and briefPrompt): a copy not done yet carries
 // only what the run reads, and only done copies reach the result. No patch: replay matches an activity by type and
 // order, not by its arguments, and an activity worker of an earlier release ignores `brief` and answers whole, which
 // the run reads alike.
-
-/**
- * Runs with this marker take callbacks as wake-ups and read what they say from the service; runs started before it
- * (histories without the marker) keep taking a callback's body as the object, as they did when they started.
- */
-export const CALLBACKS_ARE_WAKE_UPS = 'callbacks-are-wake-ups';
 
 /** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
 export class Job {
@@ -51,11 +37,8 @@ export class Job {
   private settings: ResolvedOptions | undefined;
   /** The tune this run created, deleted on cancellation when asked; never a tune it only uses. */
   private createdTuneId: number | undefined;
-  /** Callbacks about the tune, and about prompts, waiting for a read. */
-  private readonly tuneReads = new CallbackReads();
-  private readonly promptReads = new CallbackReads();
-  /** Prompts not known yet may be the run's: creates in flight, or a pack's prompts before they are listed. */
-  private expectingPrompts = false;
+  /** The service's callbacks, kept for a read while the run may wait for what they name. */
+  private readonly wakeUps: WakeUps;
   /** Whether the service was asked to call back, from the latest create's answer (its `callback`). */
   private callbacksAsked: boolean | undefined;
   /** The run's search attributes, kept current where the namespace has them. */
@@ -81,28 +64,7 @@ export class Job {
       createdTuneId: () => this.createdTuneId,
       counted: (call) => this.counted(call),
     });
-    setHandler(callbackSignal, (wakeUp) => {
-      this.counts.callbacks++;
-      const read = readWakeUp(wakeUp);
-      if (read) this.wake(read.kind, read.ids);
-    });
-    // Decided once, at the start: a run keeps the rule it started with for its whole life.
-    const wakeUps = patched(CALLBACKS_ARE_WAKE_UPS);
-    setHandler(tuneTrainedSignal, (tune) => {
-      this.counts.callbacks++;
-      if (wakeUps) this.wake(CallbackKind.tune, idsOf(tune));
-      else this.tune.offer(tune);
-    });
-    setHandler(promptSettledSignal, (prompt) => {
-      this.counts.callbacks++;
-      if (wakeUps) this.wake(CallbackKind.prompt, idsOf(prompt));
-      else this.prompts.offer(prompt);
-    });
-    setHandler(packPromptsSettledSignal, (prompts) => {
-      this.counts.callbacks++;
-      if (wakeUps) this.wake(CallbackKind.packPrompts, idsOf(prompts));
-      else if (Array.isArray(prompts)) this.prompts.offerPack(prompts);
-    });
+    this.wakeUps = new WakeUps(this, this.counts);
     setHandler(progressQuery, () =>
       progressOf(this.phase, this.tune.id, this.prompts, this.counts, this.budget.cost()),
     );
@@ -116,25 +78,6 @@ export class Job {
 
   private findings(failure?: string): Findings {
     return { phase: this.phase, tuneId: this.tune.id, costMc: this.budget.cost().mc, failure };
-  }
-
-  /** A callback about objects of `kind`: kept for a read when the run may wait for them, dropped otherwise. */
-  private wake(kind: CallbackKind, ids: number[]): void {
-    if (kind === CallbackKind.tune) this.tuneReads.wake(ids, now(), this.tuneWaiting());
-    else this.promptReads.wake(ids, now(), this.promptsWaiting());
-  }
-
-  private tuneWaiting(): Waiting {
-    const id = this.tune.id;
-    if (id === undefined) return { ids: [], unknown: this.phase === Phase.creatingTune };
-    return { ids: this.tune.trained ? [] : [id], unknown: false };
-  }
-
-  private promptsWaiting(): Waiting {
-    return {
-      ids: this.prompts.unsettled().map((p) => p.id),
-      unknown: this.expectingPrompts && !this.prompts.complete,
-    };
   }
 
   /** The resolved options; set by `run` before the body starts. */
@@ -233,7 +176,7 @@ export class Job {
     if (!reused) this.createdTuneId = created.id;
     this.tune.adopt(created);
     this.prompts.claimPack(reused ? { tuneId: created.id, minId, packId } : { tuneId: created.id });
-    this.expectingPrompts = true;
+    this.wakeUps.expectingPrompts = true;
     return created;
   }
 
@@ -287,8 +230,8 @@ export class Job {
           this.counted(polls.retrieveTune.executeWithOptions({ summary }, [{ tuneId, brief: true }])).then((tune) =>
             this.tune.adopt(tune),
           ),
-        reads: this.tuneReads,
-        waiting: () => this.tuneWaiting(),
+        reads: this.wakeUps.tuneReads,
+        waiting: () => this.wakeUps.tuneWaiting(),
       },
       this.options,
       this.counts,
@@ -306,7 +249,7 @@ export class Job {
    */
   async createPrompts(target: PromptTarget, specs: readonly PromptSpec[]): Promise<number[]> {
     this.enter(Phase.creatingPrompts);
-    this.expectingPrompts = true;
+    this.wakeUps.expectingPrompts = true;
     const budget = this.budget.forPrompts(target);
     const notCreated: number[] = [];
     // `.then`, not `async`/`await`, where a step only passes an answer on: the SDK records a stack trace for every
@@ -383,8 +326,8 @@ export class Job {
             this.prompts.learn(prompts),
           );
         },
-        reads: this.promptReads,
-        waiting: () => this.promptsWaiting(),
+        reads: this.wakeUps.promptReads,
+        waiting: () => this.wakeUps.promptsWaiting(),
       },
       this.options,
       this.counts,
@@ -396,18 +339,10 @@ export class Job {
     return this.prompts.all();
   }
 
-  /**
-   * With `cleanupOnCancel`, a create is not started after a cancellation and, once started, is let finish: cleanup
-   * then knows everything that exists on the service.
-   */
+  /** A create, counted; with `cleanupOnCancel`, one the cleanup will know of (./cleanup.ts). */
   private create<T>(start: () => Promise<T>): Promise<T> {
-    return this.options.cleanupOnCancel ? this.createToCleanUp(start) : this.counted(start());
-  }
-
-  private async createToCleanUp<T>(start: () => Promise<T>): Promise<T> {
-    const scope = CancellationScope.current();
-    if (scope.consideredCancelled) await scope.cancelRequested;
-    return this.counted(CancellationScope.nonCancellable(start));
+    const counted = <U>(call: Promise<U>) => this.counted(call);
+    return this.options.cleanupOnCancel ? createToCleanUp(start, counted) : this.counted(start());
   }
 
   /**

@@ -13,7 +13,7 @@ import { bundleForStrictReplay, replayStrictly } from './strict-replay';
 import { installQuietRuntime } from './global-setup';
 import { HistoryBuilder } from './history-builder';
 import { MAX_COST_HOLDS } from '../../src/workflows/budget';
-import { CALLBACKS_ARE_WAKE_UPS } from '../../src/workflows/job';
+import { CALLBACKS_ARE_WAKE_UPS } from '../../src/workflows/wake-ups';
 
 const HOUR = 3600_000;
 /** A tune input the job's contract accepts (the workflow checks its whole input before its first activity). */
