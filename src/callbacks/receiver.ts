@@ -13,22 +13,19 @@
  * `traceparent`, trace-context.ts) and parents the signal; a refused URL makes no span, as it makes no log line.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { Logger } from '@temporalio/common';
-import { isPort } from '../config';
-import { type Duration, durationToMs } from '../duration';
-import { answers, answerUnreadable, busy, drain, health, RefusalTally, send } from './answers';
-import { type Signaler, SignalerUnavailableError, type SignalOutcome } from './signaler';
-import { createJsonLogger } from '../logging';
-import type { CallbackRun, CallbackSigner } from './signing';
+import { answers, answerUnreadable, busy, drain, health, send } from './answers';
+import { SignalerUnavailableError, type SignalOutcome } from './signaler';
+import type { CallbackRun } from './signing';
 import { callbackPath } from '../contract/messages';
+import { listen, localUrl } from '../listening';
 import { callbackParent } from './trace-context';
 import { type CallbackRefusal, type CallbackRoute, readCallbackBody, verifyCallbackUrl } from './unwrap';
-import { BufferedBytes, Connections, DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './receiver-limits';
-import { WakeUpGate } from './wake-up-gate';
+import { receiverSettings, type CallbackReceiverOptions, type ReceiverSettings } from './receiver-options';
 
+export type { CallbackReceiverOptions } from './receiver-options';
 export {
   SignalerUnavailableError,
   temporalSignaler,
@@ -78,63 +75,6 @@ function callbackSpan(
   return span;
 }
 
-export interface CallbackReceiverOptions {
-  /**
-   * Port to listen on; 0 picks a free one (read it from the returned `url`).
-   * @default 0
-   */
-  port?: number;
-  /**
-   * Interface to listen on. All interfaces, because the service (or the proxy in front of the receiver) must reach
-   * it; every callback is authenticated by its signature. Use '127.0.0.1' to keep it local.
-   * @default '0.0.0.0'
-   */
-  host?: string;
-  /** Checks the signature of every callback URL. */
-  signer: CallbackSigner;
-  /** Wakes the runs. */
-  signaler: Signaler;
-  /**
-   * Largest body accepted, for every kind; larger ones are answered 413 without being read into memory.
-   * @default 64 KiB for a tune or a prompt, 512 KiB for a pack's prompts (a real callback is a few KB)
-   */
-  maxBodyBytes?: number;
-  /**
-   * A callback that repeats one (same objects, same body) that woke its run within this time is answered 200 without
-   * a signal.
-   * @default '10 seconds'
-   */
-  coalesceWindow?: Duration;
-  /**
-   * Signals one run may be sent: `burst` at once, then `perMinute` more each minute; past it, 200 and no signal (the
-   * service never retries: a callback is never made to fail for what others spent).
-   * @default { burst: 256, perMinute: 2 }
-   */
-  runBudget?: { burst: number; perMinute: number };
-  /**
-   * How long a client may take to send its headers, and its whole request; a slower one is answered 408 and closed,
-   * so slow clients hold no connection for long.
-   * @default { headers: '10 seconds', request: '30 seconds' }
-   */
-  clientTimeouts?: { headers: Duration; request: Duration };
-  /**
-   * What the receiver holds for all clients together: connections in all and per address, idle time, and the body
-   * bytes of requests being read (receiver-limits.ts).
-   * @default DEFAULT_RECEIVER_LIMITS: 1000 connections, 256 per address, 8 MiB of bodies, 5 seconds idle
-   */
-  limits?: ReceiverLimits;
-  /**
-   * Refused requests are logged as counts, one line per interval, never a line each (nor their URLs).
-   * @default '1 minute'
-   */
-  refusalLogInterval?: Duration;
-  /**
-   * Where the structured log lines go (never signatures or the secret).
-   * @default createJsonLogger(process.stderr, 'INFO')
-   */
-  logger?: Logger;
-}
-
 /** A running receiver. */
 export interface CallbackReceiver {
   /** Local address it answers on, e.g. `http://127.0.0.1:3001`. */
@@ -182,7 +122,7 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   const address = server.address() as AddressInfo;
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${reachableHost(address.address)}:${address.port}`,
+    url: localUrl(address.address, address.port),
     // Closing twice waits for the same close.
     close: () =>
       (closing ??= (async () => {
@@ -191,65 +131,6 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
         await Promise.all([closed, handler.allDelivered()]);
         settings.refusals.close();
       })()),
-  };
-}
-
-/** What the receiver runs with: every option checked, and named when wrong, before anything listens. */
-interface ReceiverSettings {
-  signer: CallbackSigner;
-  signaler: Signaler;
-  port: number;
-  host: string;
-  logger: Logger;
-  /** The largest body of a route: the option for every kind, or the route's own. */
-  limitOf(route: CallbackRoute): number;
-  gate: WakeUpGate;
-  refusals: RefusalTally;
-  headersTimeout: number;
-  requestTimeout: number;
-  idleTimeout: number;
-  connections: Connections;
-  buffered: BufferedBytes;
-}
-
-function receiverSettings(options: CallbackReceiverOptions): ReceiverSettings {
-  const { signer, signaler } = options;
-  const port = options.port ?? 0;
-  const maxBodyBytes = options.maxBodyBytes;
-  if (!signer || typeof signer.verify !== 'function') throw new TypeError('signer: must be a CallbackSigner');
-  if (!signaler || typeof signaler.signal !== 'function') throw new TypeError('signaler: must be a Signaler');
-  if (!isPort(port)) throw new TypeError('port: must be an integer from 0 to 65535');
-  if (maxBodyBytes !== undefined && !(Number.isInteger(maxBodyBytes) && maxBodyBytes >= 1))
-    throw new TypeError('maxBodyBytes: must be a positive integer');
-  const budget = options.runBudget;
-  if (budget !== undefined && !(Number.isInteger(budget.burst) && budget.burst >= 1 && budget.perMinute >= 0))
-    throw new TypeError('runBudget: burst must be a positive integer and perMinute a number of 0 or more');
-  const coalesceMs = durationToMs(options.coalesceWindow ?? '10 seconds', 'coalesceWindow');
-  const refusalLogMs = durationToMs(options.refusalLogInterval ?? '1 minute', 'refusalLogInterval');
-  const headersTimeout = durationToMs(options.clientTimeouts?.headers ?? '10 seconds', 'clientTimeouts.headers');
-  const requestTimeout = durationToMs(options.clientTimeouts?.request ?? '30 seconds', 'clientTimeouts.request');
-  if (!(headersTimeout >= 1 && requestTimeout >= headersTimeout))
-    throw new TypeError('clientTimeouts: headers must be positive and request at least as long as headers');
-  const limits = { ...DEFAULT_RECEIVER_LIMITS, ...options.limits };
-  for (const name of ['maxConnections', 'maxConnectionsPerPeer', 'maxBufferedBytes'] as const)
-    if (!(Number.isInteger(limits[name]) && limits[name] >= 1))
-      throw new TypeError(`limits.${name}: must be a positive integer`);
-  const idleTimeout = durationToMs(limits.idleTimeout, 'limits.idleTimeout');
-  const logger = options.logger ?? createJsonLogger();
-  return {
-    signer,
-    signaler,
-    port,
-    host: options.host ?? '0.0.0.0',
-    logger,
-    limitOf: (route) => maxBodyBytes ?? route.maxBodyBytes,
-    gate: new WakeUpGate({ coalesceMs, ...budget }),
-    refusals: new RefusalTally(logger, refusalLogMs),
-    headersTimeout,
-    requestTimeout,
-    idleTimeout,
-    connections: new Connections(limits.maxConnections, limits.maxConnectionsPerPeer),
-    buffered: new BufferedBytes(limits.maxBufferedBytes),
   };
 }
 
@@ -422,22 +303,4 @@ class CallbackHandler {
     logger.info('callback delivered', { kind, workflowId: run.workflowId, ids: decision.signal.ids, outcome });
     send(res, 200, answers.delivered);
   }
-}
-
-/** Listens on `port` and `host`; an error while binding (a taken port) rejects. */
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-}
-
-/** An address a local client can use: the wildcard addresses are not. */
-function reachableHost(address: string): string {
-  if (address === '0.0.0.0') return '127.0.0.1';
-  if (address === '::') return '[::1]';
-  return address.includes(':') ? `[${address}]` : address;
 }

@@ -9,6 +9,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { durationToMs, type Duration } from '../duration';
+import { listen, localUrl } from '../listening';
 import { AnswerStyle, railsStyle } from './answer-style';
 import { CallbackSender } from './callbacks';
 import { Clock } from './clock';
@@ -203,15 +204,8 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
     },
     counter,
   );
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
-  const url = `http://${urlHost(host)}:${port}`;
+  await listen(server, options.port ?? 0, host);
+  const url = localUrl(host, (server.address() as AddressInfo).port);
   store.baseUrl = (options.publicUrl ?? url).replace(/\/+$/, '');
 
   let closing: Promise<void> | undefined;
@@ -224,19 +218,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
       return { totalMc: charges.reduce((sum, c) => sum + c.mc, 0), charges };
     },
     journal: () => store.journal.toJSON(),
-    heldCallbacks(apiKey) {
-      const account = store.account(apiKey);
-      const held: HeldCallback[] = [];
-      for (const id of account.tuneIds) {
-        const url = store.tunes.get(id)?.callback;
-        if (url) held.push({ kind: 'tune', id, url });
-      }
-      for (const id of account.promptIds) {
-        const url = store.prompts.get(id)?.attributes.callback;
-        if (typeof url === 'string') held.push({ kind: 'prompt', id, url });
-      }
-      return held;
-    },
+    heldCallbacks: (apiKey) => heldCallbacks(store, apiKey),
     close() {
       closing ??= (async () => {
         clock.stop();
@@ -251,9 +233,17 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
   };
 }
 
-/** A host as it goes in a URL: wildcard addresses become loopback, IPv6 gets brackets. */
-function urlHost(host: string): string {
-  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
-  if (host === '::') return '[::1]';
-  return host.includes(':') ? `[${host}]` : host;
+/** The callback URLs the service holds for the account of `apiKey` (see MockService.heldCallbacks). */
+function heldCallbacks(store: Store, apiKey: string): HeldCallback[] {
+  const account = store.account(apiKey);
+  const held: HeldCallback[] = [];
+  for (const id of account.tuneIds) {
+    const url = store.tunes.get(id)?.callback;
+    if (url) held.push({ kind: 'tune', id, url });
+  }
+  for (const id of account.promptIds) {
+    const url = store.prompts.get(id)?.attributes.callback;
+    if (typeof url === 'string') held.push({ kind: 'prompt', id, url });
+  }
+  return held;
 }
