@@ -7,11 +7,13 @@ import {
   checkOffset,
   notFound,
   unprocessable,
+  type Reply,
   type RequestContext,
   type RouteDefinition,
   type ServiceParts,
 } from './requests';
 import type { Account, Store, TuneRecord } from './store';
+import { renderPrompt } from './render';
 
 const PLACEHOLDER = /\{\{\s*(\w+)\s*\}\}/g;
 
@@ -98,6 +100,39 @@ function ownPrompt(parts: ServiceParts, ctx: RequestContext) {
   return prompt;
 }
 
+/**
+ * `POST /tunes/:id/prompts` (spec 4.5): a prompt on a tune the account may use; on a LoRA, as production clients see
+ * it (or 422, as the service notes say, by the mock's settings); with idempotency, the prompt already made from the
+ * same attributes.
+ */
+async function createPrompt(parts: ServiceParts, ctx: RequestContext): Promise<Reply> {
+  const { store, simulation } = parts;
+  const account = ctx.account;
+  let tune = store.visibleTune(account, ctx.id(0, 'Tune'));
+  if (!tune) throw notFound('Tune');
+  const { input } = await ctx.bodyInput(PromptCreateInput, 'prompt');
+  if (tune.model_type === 'lora') {
+    // Production clients post to the LoRA and get a prompt on its base tune; the service notes say 422.
+    const base = tune.base_tune_id === null ? undefined : store.visibleTune(account, tune.base_tune_id);
+    if (parts.settings.loraPrompts === 'refuse' || !base) {
+      const named = tune.base_tune_id === null ? 'the base tune' : `the base tune ${tune.base_tune_id}`;
+      throw unprocessable(
+        'prompt.tune_id',
+        `model_type=lora is not supported: post the prompt to ${named} with <lora:${tune.id}:1> in its text`,
+      );
+    }
+    if (!input.text.includes(`<lora:${tune.id}:`)) input.text = `<lora:${tune.id}:1> ${input.text}`;
+    tune = base;
+  }
+  checkReferences(store, account, input.text);
+  const attributes = await promptAttributes(store, input, tune.characteristics);
+  if (account.idempotency) {
+    const existing = store.promptByConsidered(account, tune.id, attributes);
+    if (existing) return { status: 200, body: renderPrompt(store.baseUrl, existing) };
+  }
+  return { status: 201, body: renderPrompt(store.baseUrl, simulation.createPrompt(account, tune, attributes)) };
+}
+
 /** The prompt routes of the mock. */
 export function promptRoutes(parts: ServiceParts): RouteDefinition[] {
   const { store, simulation } = parts;
@@ -106,45 +141,20 @@ export function promptRoutes(parts: ServiceParts): RouteDefinition[] {
       method: 'POST',
       pattern: '/tunes/:id/prompts',
       kind: 'api',
-      async handle(ctx) {
-        const account = ctx.account;
-        let tune = store.visibleTune(account, ctx.id(0, 'Tune'));
-        if (!tune) throw notFound('Tune');
-        const { input } = await ctx.bodyInput(PromptCreateInput, 'prompt');
-        if (tune.model_type === 'lora') {
-          // Production clients post to the LoRA and get a prompt on its base tune; the service notes say 422.
-          const base = tune.base_tune_id === null ? undefined : store.visibleTune(account, tune.base_tune_id);
-          if (parts.settings.loraPrompts === 'refuse' || !base) {
-            const named = tune.base_tune_id === null ? 'the base tune' : `the base tune ${tune.base_tune_id}`;
-            throw unprocessable(
-              'prompt.tune_id',
-              `model_type=lora is not supported: post the prompt to ${named} with <lora:${tune.id}:1> in its text`,
-            );
-          }
-          if (!input.text.includes(`<lora:${tune.id}:`)) input.text = `<lora:${tune.id}:1> ${input.text}`;
-          tune = base;
-        }
-        checkReferences(store, account, input.text);
-        const attributes = await promptAttributes(store, input, tune.characteristics);
-        if (account.idempotency) {
-          const existing = store.promptByConsidered(account, tune.id, attributes);
-          if (existing) return { status: 200, body: store.renderPrompt(existing) };
-        }
-        return { status: 201, body: store.renderPrompt(simulation.createPrompt(account, tune, attributes)) };
-      },
+      handle: (ctx) => createPrompt(parts, ctx),
     },
     {
       method: 'GET',
       pattern: '/tunes/:tune_id/prompts/:id',
       kind: 'api',
-      handle: (ctx) => ({ status: 200, body: store.renderPrompt(ownPromptOn(parts, ctx)) }),
+      handle: (ctx) => ({ status: 200, body: renderPrompt(store.baseUrl, ownPromptOn(parts, ctx)) }),
     },
     {
       // Un-nested, as the official client and several integrations poll it.
       method: 'GET',
       pattern: '/prompts/:id',
       kind: 'api',
-      handle: (ctx) => ({ status: 200, body: store.renderPrompt(ownPrompt(parts, ctx)) }),
+      handle: (ctx) => ({ status: 200, body: renderPrompt(store.baseUrl, ownPrompt(parts, ctx)) }),
     },
     {
       method: 'GET',
@@ -157,7 +167,7 @@ export function promptRoutes(parts: ServiceParts): RouteDefinition[] {
         checkOffset(ctx, LIMITS.promptOffsetMax, 'prompt');
         const window = ctx.queryInput(PromptListParams);
         const page = store.page(tune.promptIds, window, (id) => store.ownPrompt(account, id));
-        return { status: 200, body: page.map((p) => store.renderPrompt(p)) };
+        return { status: 200, body: page.map((p) => renderPrompt(store.baseUrl, p)) };
       },
     },
     {
@@ -169,7 +179,7 @@ export function promptRoutes(parts: ServiceParts): RouteDefinition[] {
         checkOffset(ctx, LIMITS.promptOffsetMax, 'prompt');
         const window = ctx.queryInput(PromptListParams);
         const page = store.page(account.promptIds, window, (id) => store.prompts.get(id));
-        return { status: 200, body: page.map((p) => store.renderPrompt(p)) };
+        return { status: 200, body: page.map((p) => renderPrompt(store.baseUrl, p)) };
       },
     },
     {

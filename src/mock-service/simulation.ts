@@ -9,6 +9,7 @@ import { isoTime, type Clock } from './clock';
 import type { FaultInjector } from './faults';
 import { promptCost, tuneCost } from './pricing';
 import type { Account, PromptGroup, PromptRecord, Store, TuneRecord } from './store';
+import { renderPrompt, renderTune } from './render';
 
 /** Spec 1: stored data expires 30 days after training ends. */
 const RETENTION_MS = 30 * 24 * 3600 * 1000;
@@ -161,7 +162,8 @@ export class Simulation {
   }
 
   private tuneCallback(tune: TuneRecord): void {
-    if (tune.callback && this.store.tunes.has(tune.id)) this.callbacks.send(tune.callback, this.store.renderTune(tune));
+    if (tune.callback && this.store.tunes.has(tune.id))
+      this.callbacks.send(tune.callback, renderTune(this.store.baseUrl, tune));
   }
 
   private startPrompt(prompt: PromptRecord): void {
@@ -183,7 +185,7 @@ export class Simulation {
     }
     this.store.journal.promptSettled(prompt.id);
     const callback = prompt.attributes.callback;
-    if (typeof callback === 'string') this.callbacks.send(callback, this.store.renderPrompt(prompt));
+    if (typeof callback === 'string') this.callbacks.send(callback, renderPrompt(this.store.baseUrl, prompt));
     if (prompt.group) this.settledInGroup(prompt.group);
   }
 
@@ -192,7 +194,7 @@ export class Simulation {
     if (group.pending > 0 || !group.callback) return;
     const prompts = group.promptIds.flatMap((id) => {
       const prompt = this.store.prompts.get(id);
-      return prompt ? [this.store.renderPrompt(prompt)] : [];
+      return prompt ? [renderPrompt(this.store.baseUrl, prompt)] : [];
     });
     this.callbacks.send(group.callback, prompts);
   }

@@ -7,6 +7,7 @@ import { GALLERY_TUNES } from './fixtures';
 import { checkReferences, promptAttributes } from './prompts';
 import { checkOffset, notFound, unprocessable, type RouteDefinition, type ServiceParts } from './requests';
 import type { Store } from './store';
+import { renderTune } from './render';
 
 /**
  * The URLs of a tune's training images: uploaded files are kept and served by the mock; URLs are kept as given.
@@ -41,7 +42,7 @@ export function tuneRoutes(parts: ServiceParts): RouteDefinition[] {
         const { input } = await ctx.bodyInput(TuneCreateInput, 'tune');
         if (account.idempotency) {
           const existing = store.tuneByTitle(account, input.title);
-          if (existing) return { status: 200, body: store.renderTune(existing) };
+          if (existing) return { status: 200, body: renderTune(store.baseUrl, existing) };
         }
         const base = input.base_tune_id === undefined ? undefined : store.visibleTune(account, input.base_tune_id);
         if (input.base_tune_id !== undefined && !base)
@@ -78,7 +79,7 @@ export function tuneRoutes(parts: ServiceParts): RouteDefinition[] {
           pack_id: null,
         });
         for (const attributes of prompts) simulation.createPrompt(account, tune, attributes);
-        return { status: 201, body: store.renderTune(tune) };
+        return { status: 201, body: renderTune(store.baseUrl, tune) };
       },
     },
     {
@@ -88,7 +89,7 @@ export function tuneRoutes(parts: ServiceParts): RouteDefinition[] {
       handle(ctx) {
         const tune = store.visibleTune(ctx.account, ctx.id(0, 'Tune'));
         if (!tune) throw notFound('Tune');
-        return { status: 200, body: store.renderTune(tune) };
+        return { status: 200, body: renderTune(store.baseUrl, tune) };
       },
     },
     {
@@ -101,7 +102,7 @@ export function tuneRoutes(parts: ServiceParts): RouteDefinition[] {
         // `?title=` filters by exact title, as the service's MCP server uses it to find a tune.
         const ids = title === undefined ? ctx.account.tuneIds : store.tuneIdsTitled(ctx.account, title);
         const page = store.page(ids, window, (id) => store.tunes.get(id));
-        return { status: 200, body: page.map((t) => store.renderTune(t)) };
+        return { status: 200, body: page.map((t) => renderTune(store.baseUrl, t)) };
       },
     },
     {
