@@ -129,18 +129,11 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
    */
   const callbackUrl: CallbackUrl = (kind, params) =>
     callbacks?.url(kind, runOf(), { ...params, ...callbackTraceParams() });
+  const creates: Creates = { api, lookupPages, callbackUrl };
 
   return {
-    async createTune({ tune: asGiven, brief }) {
-      return mapped(async () => {
-        const tune = await uploadsOfTune(uploadDir, asGiven);
-        const earlier = earlierAttempt();
-        if (earlier) {
-          const found = await findCreatedTune(api, tune.title, lookupPages, options());
-          if (found) return found;
-        }
-        return api.tunes.create({ ...tune, callback: callbackUrl(CallbackKind.tune) }, options());
-      }, brief && briefTune);
+    async createTune({ tune, brief }) {
+      return mapped(async () => createTuneOnce(creates, await uploadsOfTune(uploadDir, tune)), brief && briefTune);
     },
 
     async retrieveTune({ tuneId, brief }) {
@@ -152,19 +145,10 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     },
 
     async createPrompt({ tuneId, prompt, key, brief }) {
-      return mapped(async () => {
-        const attributes = {
-          ...(await uploadsOfPrompt(uploadDir, prompt)),
-          callback: callbackUrl(CallbackKind.prompt, { key }),
-        };
-        const earlier = earlierAttempt();
-        if (earlier) {
-          const since = attributes.callback ? undefined : earlier.since;
-          const found = await findCreatedPrompt(api, tuneId, attributes, since, lookupPages, options());
-          if (found) return found;
-        }
-        return api.prompts.create(tuneId, attributes, options());
-      }, brief && briefPrompt);
+      return mapped(
+        async () => createPromptOnce(creates, tuneId, await uploadsOfPrompt(uploadDir, prompt), key),
+        brief && briefPrompt,
+      );
     },
 
     async retrievePrompt({ tuneId, promptId }) {
@@ -192,11 +176,11 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       });
     },
 
-    async createPackTune({ packId, tune: asGiven, brief }) {
-      return mapped(async () => {
-        const tune = await uploadsOfTune(uploadDir, asGiven);
-        return createPackTuneOnce({ api, lookupPages, callbackUrl }, packId, tune);
-      }, brief && briefTune);
+    async createPackTune({ packId, tune, brief }) {
+      return mapped(
+        async () => createPackTuneOnce(creates, packId, await uploadsOfTune(uploadDir, tune)),
+        brief && briefTune,
+      );
     },
 
     async inspectImage({ name, image }) {
@@ -249,16 +233,54 @@ async function listNewest(
   return prompts;
 }
 
+/** What a create reaches: the service, how far a retried create looks back, the run's callback URLs. */
+interface Creates {
+  api: TunesApi;
+  lookupPages: number;
+  callbackUrl: CallbackUrl;
+}
+
+/** One attempt of a tune (spec 4.1). A later attempt first looks for a tune with the title. */
+async function createTuneOnce(
+  { api, lookupPages, callbackUrl }: Creates,
+  tune: TuneSpec & { title: string },
+): Promise<Tune> {
+  if (earlierAttempt()) {
+    const found = await findCreatedTune(api, tune.title, lookupPages, options());
+    if (found) return found;
+  }
+  return api.tunes.create({ ...tune, callback: callbackUrl(CallbackKind.tune) }, options());
+}
+
+/**
+ * One attempt of a prompt (spec 4.5), signed with its input position `key`. A later attempt first looks for the prompt
+ * an earlier one made: by its callback, or without callbacks by its attributes since the first attempt.
+ */
+async function createPromptOnce(
+  { api, lookupPages, callbackUrl }: Creates,
+  tuneId: number,
+  prompt: PromptSpec,
+  key: string,
+): Promise<Prompt> {
+  const attributes = { ...prompt, callback: callbackUrl(CallbackKind.prompt, { key }) };
+  const earlier = earlierAttempt();
+  if (earlier) {
+    const since = attributes.callback ? undefined : earlier.since;
+    const found = await findCreatedPrompt(api, tuneId, attributes, since, lookupPages, options());
+    if (found) return found;
+  }
+  return api.prompts.create(tuneId, attributes, options());
+}
+
 /**
  * One attempt of a pack's tune (spec 4.9). A later attempt first looks for what an earlier one made: a new tune by its
  * title, prompts on reused tunes by their callback.
  */
 async function createPackTuneOnce(
-  service: { api: TunesApi; lookupPages: number; callbackUrl: CallbackUrl },
+  { api, lookupPages, callbackUrl }: Creates,
   packId: number,
   tune: PackTuneSpec & { title: string },
 ): Promise<Tune> {
-  const { api, lookupPages, callbackUrl } = service;
   const earlier = earlierAttempt();
   const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });
   if (earlier && tune.tune_ids === undefined) {
