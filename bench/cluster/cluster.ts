@@ -134,141 +134,188 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Tempor
   fs.mkdirSync(dir, { recursive: true });
   fs.chmodSync(dir, 0o755);
   const cleanups: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  };
   try {
     const postgres = await startPostgres({ dir: path.join(dir, 'postgres') });
     cleanups.push(() => postgres.stop());
     log(`${postgres.version} on ${postgres.host}:${postgres.port}, data in ${dir}/postgres`);
-
-    // The schema, as Temporal's admin tools set it up: each database created, versioned, updated to the latest.
-    const sqlEnv = {
-      PATH: process.env.PATH,
-      SQL_PLUGIN: 'postgres12',
-      SQL_HOST: postgres.host,
-      SQL_PORT: String(postgres.port),
-      SQL_USER: postgres.user,
-      SQL_PASSWORD: postgres.password,
-    };
-    for (const [db, schema] of [
-      ['temporal', 'postgresql/v12/temporal'],
-      ['temporal_visibility', 'postgresql/v12/visibility'],
-    ])
-      for (const step of [
-        ['create-database'],
-        ['setup-schema', '-v', '0.0'],
-        ['update-schema', '--schema-name', schema],
-      ])
-        await promisify(execFile)(files.sqlTool, ['--db', db, ...step], { env: sqlEnv }).catch(
-          (err: { stderr?: string; message: string }) => {
-            throw new Error(`temporal-sql-tool --db ${db} ${step.join(' ')}: ${err.stderr || err.message}`);
-          },
-        );
+    await setUpSchema(files.sqlTool, postgres);
     log('schema set up by temporal-sql-tool (temporal, temporal_visibility)');
+    const frontend = await writeServerConfig(dir, files, postgres);
 
-    const template = fs.readFileSync(path.join(files.configDir, SERVER_CONFIG.template), 'utf8');
-    const { config, frontend } = await adaptConfig(template, postgres);
-    const configDir = path.join(dir, 'config');
-    fs.mkdirSync(path.join(configDir, 'dynamicconfig'), { recursive: true });
-    fs.writeFileSync(
-      path.join(configDir, SERVER_CONFIG.template),
-      `# ${PINNED_SERVER.goModule} v${files.version} config/${SERVER_CONFIG.template}, adapted by bench/cluster\n` +
-        stringify(config),
-    );
-    fs.copyFileSync(
-      path.join(files.configDir, SERVER_CONFIG.dynamicConfig),
-      path.join(configDir, SERVER_CONFIG.dynamicConfig),
-    );
-
-    let child: ChildProcess | undefined;
-    let exited = Promise.resolve();
-    let starts = 0;
-    let stoppedCpuMs = 0;
-    const serverLog = fs.createWriteStream(path.join(dir, 'server.log'), { flags: 'a' });
-    const start = async () => {
-      const args = ['--root', dir, '--config', 'config', '--env', SERVER_CONFIG.template.replace(/\.yaml$/, '')];
-      // The template's dynamic config path is relative: the server runs in the scratch folder.
-      child = spawn(files.server, [...args, '--allow-no-auth', 'start'], {
-        cwd: dir,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      child.stdout!.pipe(serverLog, { end: false });
-      child.stderr!.pipe(serverLog, { end: false });
-      const current = child;
-      exited = new Promise<void>((resolve) => current.once('exit', () => resolve()));
-      starts++;
-      const deadline = Date.now() + 120_000;
-      for (;;) {
-        if (current.exitCode !== null || current.signalCode !== null)
-          throw new Error(
-            `the Temporal server exited (${current.exitCode ?? current.signalCode}); see ${dir}/server.log`,
-          );
-        const health = await temporalCli(cli, ['operator', 'cluster', 'health', '--address', frontend]);
-        if (health.ok && /SERVING/.test(health.output)) return;
-        if (Date.now() > deadline)
-          throw new Error(`the Temporal server at ${frontend} was not healthy in 120 s: ${health.output.trim()}`);
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    };
-    const stopServer = async (signal: NodeJS.Signals = 'SIGTERM') => {
-      const current = child;
-      if (!current || current.exitCode !== null || current.signalCode !== null) return;
-      stoppedCpuMs += cpuMsOf(current.pid);
-      current.kill(signal);
-      const timer = setTimeout(() => current.kill('SIGKILL'), 30_000);
-      await exited;
-      clearTimeout(timer);
-    };
-    cleanups.push(() => stopServer());
-    await start();
+    const server = new ClusterServer(files.server, dir, frontend, cli);
+    cleanups.push(() => server.stop());
+    await server.start();
     log(`Temporal server ${files.version} (${files.server}) serving on ${frontend}; health by ${cli}`);
-
-    const created = await temporalCli(cli, [
-      'operator',
-      'namespace',
-      'create',
-      '--namespace',
-      NAMESPACE,
-      '--address',
-      frontend,
-    ]);
-    if (!created.ok) throw new Error(`temporal operator namespace create: ${created.output.trim()}`);
-    await untilNamespaceServes(frontend);
+    await createNamespace(cli, frontend);
     log(`namespace ${NAMESPACE} created with the temporal CLI`);
     const added = await withConnection(frontend, (c) => registerSearchAttributes(c.operatorService, NAMESPACE));
     log(`search attributes registered: ${added.join(', ')}`);
 
-    const server: ClusterServerProcess = {
-      address: frontend,
-      port: Number(frontend.split(':')[1]),
-      get pid() {
-        return child!.pid!;
-      },
-      stop: stopServer,
-    };
     return {
       address: frontend,
       namespace: NAMESPACE,
       dir,
-      server,
+      server: {
+        address: frontend,
+        port: Number(frontend.split(':')[1]),
+        get pid() {
+          return server.pid;
+        },
+        stop: (signal) => server.stop(signal),
+      },
       postgres,
       async restartServer(downMs) {
-        await stopServer('SIGTERM');
+        await server.stop('SIGTERM');
         await new Promise((resolve) => setTimeout(resolve, downMs));
-        await start();
+        await server.start();
       },
-      usage: () => ({
-        serverCpuMs: stoppedCpuMs + (child?.exitCode === null && child.signalCode === null ? cpuMsOf(child.pid) : 0),
-        serverStarts: starts,
-        postgresCpuMs: postgres.cpuMs(),
-      }),
+      usage: () => ({ ...server.usage(), postgresCpuMs: postgres.cpuMs() }),
       async stop() {
-        for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-        serverLog.end();
+        await stopAll();
+        server.closeLog();
       },
     };
   } catch (err) {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    await stopAll();
     throw err;
   }
+}
+
+/** The schema, as Temporal's admin tools set it up: each database created, versioned, updated to the latest. */
+async function setUpSchema(sqlTool: string, postgres: Postgres): Promise<void> {
+  const sqlEnv = {
+    PATH: process.env.PATH,
+    SQL_PLUGIN: 'postgres12',
+    SQL_HOST: postgres.host,
+    SQL_PORT: String(postgres.port),
+    SQL_USER: postgres.user,
+    SQL_PASSWORD: postgres.password,
+  };
+  for (const [db, schema] of [
+    ['temporal', 'postgresql/v12/temporal'],
+    ['temporal_visibility', 'postgresql/v12/visibility'],
+  ])
+    for (const step of [['create-database'], ['setup-schema', '-v', '0.0'], ['update-schema', '--schema-name', schema]])
+      await promisify(execFile)(sqlTool, ['--db', db, ...step], { env: sqlEnv }).catch(
+        (err: { stderr?: string; message: string }) => {
+          throw new Error(`temporal-sql-tool --db ${db} ${step.join(' ')}: ${err.stderr || err.message}`);
+        },
+      );
+}
+
+/** The server's config in `dir/config`: the release's template on `postgres`, and its dynamic config; the frontend's address. */
+async function writeServerConfig(
+  dir: string,
+  files: { configDir: string; version: string },
+  postgres: Postgres,
+): Promise<string> {
+  const template = fs.readFileSync(path.join(files.configDir, SERVER_CONFIG.template), 'utf8');
+  const { config, frontend } = await adaptConfig(template, postgres);
+  const configDir = path.join(dir, 'config');
+  fs.mkdirSync(path.join(configDir, 'dynamicconfig'), { recursive: true });
+  fs.writeFileSync(
+    path.join(configDir, SERVER_CONFIG.template),
+    `# ${PINNED_SERVER.goModule} v${files.version} config/${SERVER_CONFIG.template}, adapted by bench/cluster\n` +
+      stringify(config),
+  );
+  fs.copyFileSync(
+    path.join(files.configDir, SERVER_CONFIG.dynamicConfig),
+    path.join(configDir, SERVER_CONFIG.dynamicConfig),
+  );
+  return frontend;
+}
+
+/**
+ * The Temporal server's process, started again in place by a restart; its CPU over every start (a stopped process's
+ * is added when it stops) and its log in `dir/server.log`.
+ */
+class ClusterServer {
+  private child: ChildProcess | undefined;
+  private exited = Promise.resolve();
+  private starts = 0;
+  private stoppedCpuMs = 0;
+  private readonly log: fs.WriteStream;
+
+  constructor(
+    private readonly executable: string,
+    private readonly dir: string,
+    private readonly frontend: string,
+    /** The temporal CLI, which asks the server's health. */
+    private readonly cli: string,
+  ) {
+    this.log = fs.createWriteStream(path.join(dir, 'server.log'), { flags: 'a' });
+  }
+
+  get pid(): number {
+    return this.child!.pid!;
+  }
+
+  /** Starts the server and resolves once it is healthy (120 s at most). */
+  async start(): Promise<void> {
+    const { dir, frontend } = this;
+    const args = ['--root', dir, '--config', 'config', '--env', SERVER_CONFIG.template.replace(/\.yaml$/, '')];
+    // The template's dynamic config path is relative: the server runs in the scratch folder.
+    const current = spawn(this.executable, [...args, '--allow-no-auth', 'start'], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = current;
+    current.stdout!.pipe(this.log, { end: false });
+    current.stderr!.pipe(this.log, { end: false });
+    this.exited = new Promise<void>((resolve) => current.once('exit', () => resolve()));
+    this.starts++;
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      if (current.exitCode !== null || current.signalCode !== null)
+        throw new Error(
+          `the Temporal server exited (${current.exitCode ?? current.signalCode}); see ${dir}/server.log`,
+        );
+      const health = await temporalCli(this.cli, ['operator', 'cluster', 'health', '--address', frontend]);
+      if (health.ok && /SERVING/.test(health.output)) return;
+      if (Date.now() > deadline)
+        throw new Error(`the Temporal server at ${frontend} was not healthy in 120 s: ${health.output.trim()}`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+
+  /** Stops the server (SIGKILL after 30 s); a server already stopped is left alone. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    const current = this.child;
+    if (!current || current.exitCode !== null || current.signalCode !== null) return;
+    this.stoppedCpuMs += cpuMsOf(current.pid);
+    current.kill(signal);
+    const timer = setTimeout(() => current.kill('SIGKILL'), 30_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  usage(): { serverCpuMs: number; serverStarts: number } {
+    const child = this.child;
+    const running = child?.exitCode === null && child.signalCode === null;
+    return { serverCpuMs: this.stoppedCpuMs + (running ? cpuMsOf(child.pid) : 0), serverStarts: this.starts };
+  }
+
+  closeLog(): void {
+    this.log.end();
+  }
+}
+
+/** Creates the namespace with the temporal CLI, and waits until it serves. */
+async function createNamespace(cli: string, frontend: string): Promise<void> {
+  const created = await temporalCli(cli, [
+    'operator',
+    'namespace',
+    'create',
+    '--namespace',
+    NAMESPACE,
+    '--address',
+    frontend,
+  ]);
+  if (!created.ok) throw new Error(`temporal operator namespace create: ${created.output.trim()}`);
+  await untilNamespaceServes(frontend);
 }
 
 /** A new namespace reaches the frontend's registry within its refresh interval (10 s): wait until a query works. */

@@ -19,25 +19,21 @@ import { callbackTimes, readHistory } from '../soak/judge';
 import {
   apiCallsOf,
   followRuns,
+  PhaseClock,
+  phaseDetail,
   phaseFigures,
   readOutcomes,
   startOnSchedule,
-  WorkerUsage,
   type PhaseFigures,
+  type PhaseUsage,
   type Sample,
+  type StartTimes,
 } from '../soak/measure';
 import type { SoakOptions } from '../soak/options';
-import {
-  startNode,
-  stopGracefully,
-  stopProcess,
-  usageOf,
-  workerNodeFlags,
-  type TuneflowProcess,
-} from '../soak/processes';
-import { startSoakServer } from '../soak/server';
-import { machineCpu, machineCpuMsSince } from '../machine';
-import { startMockService } from '../../src/mock-service';
+import { startNode, stopProcess, workerNodeFlags, type TuneflowProcess } from '../soak/processes';
+import { startSoakServer, type SoakServer } from '../soak/server';
+import { SoakWorkers } from '../soak/workers';
+import { startMockService, type MockService } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
 
 export interface FloorRun {
@@ -89,26 +85,68 @@ export async function runFloor(
   jobOptions: TuneflowOptions,
   log: (line: string) => void,
 ): Promise<FloorRun> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-floor-'));
-  const taskQueue = `floor-${runId}`;
-  const cleanups: Array<() => Promise<unknown> | unknown> = [];
-  const violations: string[] = [];
-  const say = (line: string) => log(`floor: ${line}`);
+  const floor = new FloorPhase(options, runId, (line) => log(`floor: ${line}`));
   try {
-    const server = await startSoakServer({ ...options, profiles: ['none'] }, dir, cleanups, say, async () => undefined);
+    await floor.setUp();
+    const followed = await floor.startAndFollow((job) => jobInput(job, imageHost, jobOptions));
+    const used = floor.measure();
+    return await floor.judge(followed, used);
+  } finally {
+    await floor.tearDown();
+  }
+}
+
+/** The floor's phase; each step is a method, in the order `runFloor` calls them (tuneflow's: bench/soak/run.ts). */
+class FloorPhase {
+  private readonly dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-floor-'));
+  private readonly taskQueue: string;
+  private readonly cleanups: Array<() => Promise<unknown> | unknown> = [];
+  private readonly violations: string[] = [];
+  private readonly jobs: SoakJob[];
+  private readonly started: SoakJob[] = [];
+  private readonly notStarted: string[] = [];
+  // Set by setUp, in this order.
+  private server!: SoakServer;
+  private client!: Client;
+  private mock!: MockService;
+  private receiver!: TuneflowProcess;
+  private workers!: SoakWorkers;
+  /** Set when the jobs start. */
+  private clock!: PhaseClock;
+
+  constructor(
+    private readonly options: SoakOptions,
+    private readonly runId: string,
+    private readonly say: (line: string) => void,
+  ) {
+    this.taskQueue = `floor-${runId}`;
+    this.jobs = planJobs(`${runId}f`, options.jobs);
+  }
+
+  /** The server, the floor's bundle and scripts, its own mock service, its receiver and its workers. */
+  async setUp(): Promise<void> {
+    const { options, dir, cleanups } = this;
+    this.server = await startSoakServer(
+      { ...options, profiles: ['none'] },
+      dir,
+      cleanups,
+      this.say,
+      async () => undefined,
+    );
     const built = await buildFloor(dir);
-    const connection = await Connection.connect({ address: server.address });
+    const connection = await Connection.connect({ address: this.server.address });
     cleanups.push(() => connection.close());
-    const client = new Client({ connection });
+    this.client = new Client({ connection });
 
     // The service: a mock of the floor's own, as tuneflow's run has (in this process, as tuneflow's is).
-    const apiKey = `floor-key-${runId}-0123456789`;
+    const apiKey = `floor-key-${this.runId}-0123456789`;
     const mock = await startMockService({
       port: 0,
       trainingTime: options.trainingTime as `${number}s`,
       inferenceTime: options.inferenceTime as `${number}s`,
       apiKeys: [apiKey],
     });
+    this.mock = mock;
     cleanups.push(() => mock.close());
 
     // The receiver: a process of its own, as tuneflow's is; the workers sign the URLs it checks.
@@ -118,7 +156,7 @@ export async function runFloor(
       'floor-receiver',
       [built.receiver],
       {
-        TEMPORAL_ADDRESS: server.address,
+        TEMPORAL_ADDRESS: this.server.address,
         FLOOR_CALLBACK_SECRET: secret,
         FLOOR_RECEIVER_PORT: String(receiverPort),
         NODE_PATH: path.resolve(__dirname, '../../node_modules'),
@@ -126,15 +164,16 @@ export async function runFloor(
       'floor receiver listening on',
       path.join(dir, 'floor-receiver.log'),
     );
+    this.receiver = receiver;
     cleanups.push(() => stopProcess(receiver));
 
     const env = {
-      TEMPORAL_ADDRESS: server.address,
+      TEMPORAL_ADDRESS: this.server.address,
       FLOOR_SERVICE_URL: mock.url,
       FLOOR_API_KEY: apiKey,
       FLOOR_RECEIVER_URL: `http://127.0.0.1:${receiverPort}`,
       FLOOR_CALLBACK_SECRET: secret,
-      FLOOR_TASK_QUEUE: taskQueue,
+      FLOOR_TASK_QUEUE: this.taskQueue,
       FLOOR_BUNDLE: built.bundle,
       // The compiled worker lives in the run's folder: its packages are the repository's.
       NODE_PATH: path.resolve(__dirname, '../../node_modules'),
@@ -142,35 +181,25 @@ export async function runFloor(
         FLOOR_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
       }),
     };
-    const usage = new WorkerUsage();
-    const workers: TuneflowProcess[] = await Promise.all(
-      Array.from({ length: options.workers }, async (_, i) => {
-        const worker = await startNode(
-          `floor-worker-${i + 1}`,
-          [...workerNodeFlags(options), built.worker],
-          env,
-          'floor worker started',
-          path.join(dir, `floor-worker-${i + 1}.log`),
-        );
-        usage.started(worker.child.pid);
-        return worker;
-      }),
-    );
-    cleanups.push(() => Promise.all(workers.map((w) => stopGracefully(w))));
-    const sampleWorkers = () => usage.sample(workers.map((w) => w.child.pid));
-    say(`${options.workers} floor worker(s), task queue ${taskQueue}`);
+    const args = [...workerNodeFlags(options), built.worker];
+    this.workers = new SoakWorkers({ name: 'floor-worker', args, env, ready: 'floor worker started', dir }, this.say);
+    await this.workers.start(options.workers);
+    cleanups.push(() => this.workers.stop());
+    this.say(`${options.workers} floor worker(s), task queue ${this.taskQueue}`);
+  }
 
-    const jobs = planJobs(`${runId}f`, options.jobs);
-    const started: SoakJob[] = [];
-    const notStarted: string[] = [];
+  /** Starts the jobs on schedule (each retried for 30 s), then follows the runs until every one is closed or the deadline. */
+  async startAndFollow(
+    inputOf: (job: SoakJob) => unknown,
+  ): Promise<{ t0: number; times: StartTimes; samples: Sample[] }> {
+    const { client, jobs, started, notStarted, taskQueue } = this;
     const start = async (job: SoakJob) => {
-      const input = jobInput(job, imageHost, jobOptions);
       for (let attempt = 1; ; attempt++) {
         try {
           await client.workflow.start(job.kind, {
             taskQueue,
             workflowId: job.workflowId,
-            args: [input],
+            args: [inputOf(job)],
             // As tuneflow's starters do (src/client.ts).
             workflowIdConflictPolicy: 'FAIL',
             workflowIdReusePolicy: 'REJECT_DUPLICATE',
@@ -184,65 +213,54 @@ export async function runFloor(
         }
       }
     };
-    const t0 = Date.now();
-    const loadAtStart = os.loadavg()[0];
-    const machineAtStart = machineCpu();
-    const deadline = t0 + options.durationMs;
-    const starting = startOnSchedule(jobs, options, t0, start);
+    const clock = (this.clock = new PhaseClock(this.options.durationMs));
+    const t0 = clock.t0;
+    const starting = startOnSchedule(jobs, this.options, t0, start);
     const samples = await followRuns({
       client,
       taskQueue,
       t0,
-      deadline,
+      deadline: clock.deadline,
       allStarted: () => started.length + notStarted.length === jobs.length,
-      sample: sampleWorkers,
+      sample: () => this.workers.sample(),
       progress: (running) =>
         `[${String(Math.round((Date.now() - t0) / 1000)).padStart(4)}s] closed ${started.length - running}/` +
-        `${jobs.length}, in flight ${running} | worker RSS ${Math.round(usage.peakRssBytes / 2 ** 20)} MiB`,
-      log: say,
+        `${jobs.length}, in flight ${running} | worker RSS ${Math.round(this.workers.usage.peakRssBytes / 2 ** 20)} MiB`,
+      log: this.say,
     });
-    const times = await starting;
-    const loadAverage = { start: loadAtStart, end: os.loadavg()[0] };
-    const machineCpuMs = machineCpuMsSince(machineAtStart);
-    const { cpuMs: workerCpuMs, mainThreadCpuMs: workerMainThreadCpuMs } = sampleWorkers();
-    const serverCpuMs = server.process ? usageOf(server.process.pid)?.cpuMs : undefined;
-    const receiverCpuMs = usageOf(receiver.child.pid)?.cpuMs;
+    return { t0, times: await starting, samples };
+  }
 
-    const sent = callbackTimes(mock.journal());
-    const outcomes = await readOutcomes(client, started, deadline, (job, history) =>
+  /** What every process used, read at once when the runs closed: the judge's reads must not count. */
+  measure(): PhaseUsage {
+    return this.clock.usage(this.workers, this.server.process?.pid, this.receiver.child.pid);
+  }
+
+  /** Each run's history: every one must have completed, every callback been answered 200. */
+  async judge(followed: { t0: number; times: StartTimes; samples: Sample[] }, used: PhaseUsage): Promise<FloorRun> {
+    const { jobs, violations, options } = this;
+    const sent = callbackTimes(this.mock.journal());
+    const outcomes = await readOutcomes(this.client, this.started, this.clock.deadline, (job, history) =>
       readHistory(job, history, 'the floor holds no API key', sent),
     );
     const incomplete = outcomes.filter((o) => o.status !== 'completed');
     for (const o of incomplete.slice(0, 20))
       violations.push(`floor: ${o.job.workflowId} ${o.status}${o.failureMessage ? `: ${o.failureMessage}` : ''}`);
     if (incomplete.length > 20) violations.push(`floor: ${incomplete.length - 20} more runs did not complete`);
-    for (const line of notStarted) violations.push(`floor: never started: ${line}`);
-    const failedCallbacks = mock.stats().callbacks.failed;
+    for (const line of this.notStarted) violations.push(`floor: never started: ${line}`);
+    const failedCallbacks = this.mock.stats().callbacks.failed;
     if (failedCallbacks) violations.push(`floor: ${failedCallbacks} callbacks were not answered 200`);
 
-    const figures = phaseFigures({
-      jobs,
-      outcomes,
-      finished: outcomes.length - incomplete.length,
-      workerCpuMs,
-      workerMainThreadCpuMs,
-      peakRssBytes: usage.peakRssBytes,
-      baseRssBytes: usage.baseRssBytes,
-      serverCpuMs,
-      receiverCpuMs,
-      machineCpuMs,
-      times,
-      samples,
-      t0,
-      loadAverage,
-    });
-    if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(dir, 'floor-worker-1.log'), 'utf8'));
-    const reactionMs = outcomes.flatMap((o) => o.reactions.map((r) => r.ms));
-    const sequences = jobs.map((job) => outcomes.find((o) => o.job === job)?.sequence ?? []);
-    return { figures, samples, reactionMs, sequences, violations, apiCallsByRoute: apiCallsOf(mock.stats()).routes };
-  } finally {
-    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
-    if (violations.length === 0 && !options.keep) fs.rmSync(dir, { recursive: true, force: true });
-    else say(`logs kept in ${dir}`);
+    const finished = outcomes.length - incomplete.length;
+    const figures = phaseFigures({ jobs, outcomes, finished, ...used, ...followed });
+    if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(this.dir, 'floor-worker-1.log'), 'utf8'));
+    const apiCallsByRoute = apiCallsOf(this.mock.stats()).routes;
+    return { figures, samples: followed.samples, ...phaseDetail(jobs, outcomes), violations, apiCallsByRoute };
+  }
+
+  async tearDown(): Promise<void> {
+    for (const cleanup of this.cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
+    if (this.violations.length === 0 && !this.options.keep) fs.rmSync(this.dir, { recursive: true, force: true });
+    else this.say(`logs kept in ${this.dir}`);
   }
 }

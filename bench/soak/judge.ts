@@ -224,20 +224,32 @@ export function readHistory(
       timers: events.filter((e) => e.timerStartedEventAttributes).length,
       signals: events.filter((e) => e.workflowExecutionSignaledEventAttributes).length,
     },
-    sequence: events.flatMap((e) => {
-      const step =
-        e.activityTaskScheduledEventAttributes?.activityType?.name ??
-        (e.timerStartedEventAttributes &&
-          `timer ${Number(e.timerStartedEventAttributes.startToFireTimeout?.seconds)}s`) ??
-        (e.timerCanceledEventAttributes && 'cancel') ??
-        (e.timerFiredEventAttributes && 'fired') ??
-        e.workflowExecutionSignaledEventAttributes?.signalName;
-      return step ? [step] : [];
-    }),
+    sequence: commandSequence(events),
     activityMs: [],
     activityRetries: 0,
   };
-  const last = events[events.length - 1];
+  readClose(outcome, events[events.length - 1]);
+  readActivities(outcome, events);
+  readReactions(outcome, events, callbacks, forgedIds);
+  return outcome;
+}
+
+/** The job's commands and what woke it, in order: activity types, `timer 30s`, `cancel`, `fired`, signal names. */
+function commandSequence(events: readonly HistoryEvent[]): string[] {
+  return events.flatMap((e) => {
+    const step =
+      e.activityTaskScheduledEventAttributes?.activityType?.name ??
+      (e.timerStartedEventAttributes &&
+        `timer ${Number(e.timerStartedEventAttributes.startToFireTimeout?.seconds)}s`) ??
+      (e.timerCanceledEventAttributes && 'cancel') ??
+      (e.timerFiredEventAttributes && 'fired') ??
+      e.workflowExecutionSignaledEventAttributes?.signalName;
+    return step ? [step] : [];
+  });
+}
+
+/** How the run closed, when, and what it reported (its result's ids, or its failure's); `open` when it did not. */
+function readClose(outcome: JobOutcome, last: HistoryEvent | undefined): void {
   if (last?.workflowExecutionCompletedEventAttributes) {
     outcome.status = 'completed';
     outcome.closedAt = millis(last.eventTime);
@@ -259,7 +271,10 @@ export function readHistory(
     const terminated = last.workflowExecutionTerminatedEventAttributes;
     if (terminated) outcome.terminated = terminated.reason || 'no reason given';
   }
+}
 
+/** Each activity's time from scheduled to completed, and the attempts after the first. */
+function readActivities(outcome: JobOutcome, events: readonly HistoryEvent[]): void {
   const scheduledAt = new Map<number, number>();
   for (const event of events) {
     if (event.activityTaskScheduledEventAttributes) scheduledAt.set(Number(event.eventId), millis(event.eventTime));
@@ -270,10 +285,20 @@ export function readHistory(
     const attempt = event.activityTaskStartedEventAttributes?.attempt;
     if (attempt && attempt > 1) outcome.activityRetries += attempt - 1;
   }
+}
 
-  // Callback-to-reaction: signals taken by a workflow task that nothing else triggered, to that task's first command.
-  // Each reaction in three parts: the callback to its signal in history (receiver and server), the signal to the
-  // task that took it starting (waiting for a worker), and that task to its command.
+/**
+ * Callback-to-reaction: signals taken by a workflow task that nothing else triggered, to that task's first command.
+ * Each reaction in three parts: the callback to its signal in history (receiver and server), the signal to the task
+ * that took it starting (waiting for a worker), and that task to its command. Signals that match no callback the mock
+ * sent are counted: as forged with a leaked URL when every id they name is in `forgedIds`, as unmatched otherwise.
+ */
+function readReactions(
+  outcome: JobOutcome,
+  events: readonly HistoryEvent[],
+  callbacks: Map<string, number>,
+  forgedIds: ReadonlySet<number>,
+): void {
   let pendingSignals: { sentAt: number; signaledAt: number }[] = [];
   let otherTrigger = false;
   let taken: { sentAt: number; signaledAt: number }[] = [];
@@ -324,7 +349,6 @@ export function readHistory(
       taken = [];
     }
   }
-  return outcome;
 }
 
 function isClosing(event: HistoryEvent): boolean {

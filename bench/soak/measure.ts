@@ -4,12 +4,14 @@
  * workers' CPU and memory, one sample a second of memory and runs in flight, and the figures per job read off the
  * histories, the callback-to-reaction latency apart for the steady part and for a burst.
  */
+import * as os from 'node:os';
 import type { Client } from '@temporalio/client';
 import type { MockStats } from '../../src/mock-service';
 import type { HeapPeak } from './gc-trace';
 import { HISTORY_PARTS, percentile, type History, type HistoryPart, type JobOutcome, type Reaction } from './judge';
 import type { SoakJob } from './jobs';
 import { usageOf } from './processes';
+import { machineCpu, machineCpuMsSince } from '../machine';
 
 /** One sample: seconds since the first start, the live workers' resident memory together, runs open. */
 export interface Sample {
@@ -349,16 +351,8 @@ export interface PhaseFigures {
 const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
 const orNull = (n: number | undefined, digits = 0) => (n === undefined ? null : round(n, digits));
 
-/**
- * A run's figures from its outcomes (one per started job) and what was measured meanwhile.
- *
- * @example
- * const figures = phaseFigures({ jobs, outcomes, finished, workerCpuMs, peakRssBytes, serverCpuMs, times, samples, ... });
- */
-export function phaseFigures(run: {
-  jobs: readonly SoakJob[];
-  outcomes: readonly JobOutcome[];
-  finished: number;
+/** What a phase's processes used while its jobs ran: `phaseFigures` takes it as it is. */
+export interface PhaseUsage {
   workerCpuMs: number;
   workerMainThreadCpuMs: number;
   peakRssBytes: number;
@@ -366,11 +360,78 @@ export function phaseFigures(run: {
   serverCpuMs: number | undefined;
   receiverCpuMs: number | undefined;
   machineCpuMs: number | undefined;
-  times: StartTimes;
-  samples: readonly Sample[];
-  t0: number;
   loadAverage: { start: number; end: number };
-}): PhaseFigures {
+}
+
+/**
+ * The moment a phase's jobs start, tuneflow's or the floor's: what its figures are measured from, and until when its
+ * runs may take (`deadline`).
+ *
+ * @example
+ * const clock = new PhaseClock(options.durationMs); // ... start, follow ...; const used = clock.usage(workers, server.pid, receiver.pid);
+ */
+export class PhaseClock {
+  readonly t0 = Date.now();
+  readonly deadline: number;
+  private readonly loadAtStart = os.loadavg()[0];
+  private readonly machineAtStart = machineCpu();
+
+  constructor(durationMs: number) {
+    this.deadline = this.t0 + durationMs;
+  }
+
+  /**
+   * What every process used since the start, read at once when the runs closed: the judge's reads must not count.
+   * `workers` are sampled now (the killed ones' CPU included).
+   */
+  usage(
+    workers: { sample(): { cpuMs: number; mainThreadCpuMs: number }; usage: WorkerUsage },
+    serverPid: number | undefined,
+    receiverPid: number | undefined,
+  ): PhaseUsage {
+    const loadAverage = { start: this.loadAtStart, end: os.loadavg()[0] };
+    const machineCpuMs = machineCpuMsSince(this.machineAtStart);
+    const { cpuMs, mainThreadCpuMs } = workers.sample();
+    return {
+      workerCpuMs: cpuMs,
+      workerMainThreadCpuMs: mainThreadCpuMs,
+      peakRssBytes: workers.usage.peakRssBytes,
+      baseRssBytes: workers.usage.baseRssBytes,
+      serverCpuMs: usageOf(serverPid)?.cpuMs,
+      receiverCpuMs: usageOf(receiverPid)?.cpuMs,
+      machineCpuMs,
+      loadAverage,
+    };
+  }
+}
+
+/** What a phase leaves for the charts and the floor's shape: every reaction, and each planned job's commands. */
+export function phaseDetail(
+  jobs: readonly SoakJob[],
+  outcomes: readonly JobOutcome[],
+): { reactionMs: number[]; sequences: string[][] } {
+  return {
+    reactionMs: outcomes.flatMap((o) => o.reactions.map((r) => r.ms)),
+    sequences: jobs.map((job) => outcomes.find((o) => o.job === job)?.sequence ?? []),
+  };
+}
+
+/**
+ * A run's figures from its outcomes (one per started job) and what was measured meanwhile.
+ *
+ * @example
+ * const figures = phaseFigures({ jobs, outcomes, finished, workerCpuMs, peakRssBytes, serverCpuMs, times, samples, ... });
+ */
+export function phaseFigures(
+  run: PhaseUsage & {
+    jobs: readonly SoakJob[];
+    outcomes: readonly JobOutcome[];
+    finished: number;
+    times: StartTimes;
+    samples: readonly Sample[];
+    t0: number;
+  },
+): PhaseFigures {
   const { jobs, outcomes, t0 } = run;
   const count = jobs.length;
   const sum = (pick: (o: JobOutcome) => number) => outcomes.reduce((total, o) => total + pick(o), 0);

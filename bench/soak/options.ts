@@ -156,6 +156,37 @@ function duration(name: string, value: string | undefined, fallback: string): st
   return text;
 }
 
+/** The soak's flags, as `parseArgs` reads them (their rules: USAGE, and the checks below). */
+const FLAGS = {
+  jobs: { type: 'string' },
+  workers: { type: 'string' },
+  profile: { type: 'string' },
+  duration: { type: 'string' },
+  rate: { type: 'string' },
+  burst: { type: 'string' },
+  'compare-floor': { type: 'boolean' },
+  rounds: { type: 'string' },
+  'floor-http': { type: 'boolean' },
+  together: { type: 'boolean' },
+  report: { type: 'string' },
+  'training-time': { type: 'string' },
+  'inference-time': { type: 'string' },
+  'db-file': { type: 'boolean' },
+  cluster: { type: 'boolean' },
+  'server-arg': { type: 'string', multiple: true },
+  'cpu-prof': { type: 'string' },
+  'trace-gc': { type: 'boolean' },
+  keep: { type: 'boolean' },
+  'worker-heap': { type: 'string' },
+  'max-cached': { type: 'string' },
+  'service-limit': { type: 'string' },
+  'service-rate': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Flags = ReturnType<typeof parseArgs<{ options: typeof FLAGS; strict: true }>>['values'];
+
 /**
  * The options of `argv`, or undefined for --help; throws FlagError naming the flag.
  *
@@ -163,101 +194,29 @@ function duration(name: string, value: string | undefined, fallback: string): st
  * parseSoakOptions(['--jobs', '20', '--profile', 'all', '--json']);
  */
 export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
-  let parsed;
+  let v: Flags;
   try {
-    parsed = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        jobs: { type: 'string' },
-        workers: { type: 'string' },
-        profile: { type: 'string' },
-        duration: { type: 'string' },
-        rate: { type: 'string' },
-        burst: { type: 'string' },
-        'compare-floor': { type: 'boolean' },
-        rounds: { type: 'string' },
-        'floor-http': { type: 'boolean' },
-        together: { type: 'boolean' },
-        report: { type: 'string' },
-        'training-time': { type: 'string' },
-        'inference-time': { type: 'string' },
-        'db-file': { type: 'boolean' },
-        cluster: { type: 'boolean' },
-        'server-arg': { type: 'string', multiple: true },
-        'cpu-prof': { type: 'string' },
-        'trace-gc': { type: 'boolean' },
-        keep: { type: 'boolean' },
-        'worker-heap': { type: 'string' },
-        'max-cached': { type: 'string' },
-        'service-limit': { type: 'string' },
-        'service-rate': { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
+    v = parseArgs({ args: argv, strict: true, allowPositionals: false, options: FLAGS }).values;
   } catch (err) {
     throw new FlagError((err as Error).message);
   }
-  const v = parsed.values;
   if (v.help) return undefined;
   const profileName = v.profile ?? 'none';
-  // One profile, several joined by commas (they mix as in `all`), or all of them.
-  const names = profileName === 'all' ? Object.keys(PROFILES).filter((p) => p !== 'none') : profileName.split(',');
-  if (!names.every((name) => name in PROFILES))
-    throw new FlagError(
-      `--profile: must be one of ${[...Object.keys(PROFILES), 'all'].join(', ')} (or several joined by commas), got '${profileName}'`,
-    );
-  const profiles = names as ProfileName[];
-  let rate = 0;
-  if (v.rate !== undefined) {
-    rate = Number(v.rate);
-    if (!/^\d+(\.\d+)?$/.test(v.rate) || !(rate > 0))
-      throw new FlagError(`--rate: must be a positive number of jobs per second, got '${v.rate}'`);
-  }
-  const jobs = positiveInteger('--jobs', v.jobs, 100, 100_000);
-  const burst = v.burst === undefined ? 0 : positiveInteger('--burst', v.burst, 0, jobs);
-  if (burst && !rate) throw new FlagError('--burst: needs --rate (without a rate every job starts in one burst)');
-  if (burst >= jobs) throw new FlagError(`--burst: must leave jobs for the steady rate (at most ${jobs - 1})`);
-  const compareFloor = v['compare-floor'] ?? false;
-  if (compareFloor && profileName !== 'none')
-    throw new FlagError(`--compare-floor: the floor takes no faults; run it with --profile none, got '${profileName}'`);
-  if (compareFloor && v.cluster) throw new FlagError('--compare-floor: runs on the dev server, not with --cluster');
-  const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
-  if (rounds > 1 && !compareFloor)
-    throw new FlagError('--rounds: needs --compare-floor (rounds of tuneflow and the floor)');
-  const together = v.together ?? false;
-  if (together && !compareFloor) throw new FlagError('--together: needs --compare-floor (it runs both sides at once)');
-  if (v['floor-http'])
-    throw new FlagError("--floor-http: gone; the floor always makes tuneflow's requests now (bench/floor/worker.ts)");
+  const profiles = profilesOf(profileName);
+  const schedule = scheduleOf(v);
+  const comparing = comparisonOf(v, profileName);
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
-  const perSecond = (name: string, value: string | undefined) => {
-    if (value === undefined) return undefined;
-    if (!/^\d+(\.\d+)?$/.test(value) || !(Number(value) > 0))
-      throw new FlagError(`${name}: must be a positive number of requests per second, got '${value}'`);
-    return Number(value);
-  };
-  const serviceLimit = perSecond('--service-limit', v['service-limit']);
-  const serviceRate = perSecond('--service-rate', v['service-rate']);
-  if ((serviceLimit !== undefined || serviceRate !== undefined) && compareFloor)
-    throw new FlagError(
-      '--service-limit, --service-rate: the floor has no service rate; run them without --compare-floor',
-    );
+  const service = serviceOf(v, comparing.compareFloor);
   if (v['cpu-prof'] !== undefined && !v['cpu-prof'].trim())
     throw new FlagError('--cpu-prof: must be a directory to write the profiles into');
   return {
-    jobs,
+    ...schedule,
     workers: positiveInteger('--workers', v.workers, 1, 32),
     profiles,
     profileName,
     durationMs: durationToMs(duration('--duration', v.duration, '4 minutes'), '--duration'),
     json: v.json ?? false,
-    rate,
-    burst,
-    compareFloor,
-    rounds,
-    together,
+    ...comparing,
     reportDir: v.report,
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),
@@ -271,7 +230,64 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
       v['worker-heap'] === undefined ? undefined : positiveInteger('--worker-heap', v['worker-heap'], 0, 65_536),
     maxCachedWorkflows:
       v['max-cached'] === undefined ? undefined : positiveInteger('--max-cached', v['max-cached'], 0, 1_000_000),
-    serviceLimit,
-    serviceRate,
+    ...service,
   };
+}
+
+/** --profile: one profile, several joined by commas (they mix as in `all`), or all of them. */
+function profilesOf(profileName: string): ProfileName[] {
+  const names = profileName === 'all' ? Object.keys(PROFILES).filter((p) => p !== 'none') : profileName.split(',');
+  if (!names.every((name) => name in PROFILES))
+    throw new FlagError(
+      `--profile: must be one of ${[...Object.keys(PROFILES), 'all'].join(', ')} (or several joined by commas), got '${profileName}'`,
+    );
+  return names as ProfileName[];
+}
+
+/** --jobs, --rate and --burst: how many jobs, and when they start. */
+function scheduleOf(v: Flags): Pick<SoakOptions, 'jobs' | 'rate' | 'burst'> {
+  let rate = 0;
+  if (v.rate !== undefined) {
+    rate = Number(v.rate);
+    if (!/^\d+(\.\d+)?$/.test(v.rate) || !(rate > 0))
+      throw new FlagError(`--rate: must be a positive number of jobs per second, got '${v.rate}'`);
+  }
+  const jobs = positiveInteger('--jobs', v.jobs, 100, 100_000);
+  const burst = v.burst === undefined ? 0 : positiveInteger('--burst', v.burst, 0, jobs);
+  if (burst && !rate) throw new FlagError('--burst: needs --rate (without a rate every job starts in one burst)');
+  if (burst >= jobs) throw new FlagError(`--burst: must leave jobs for the steady rate (at most ${jobs - 1})`);
+  return { jobs, rate, burst };
+}
+
+/** --compare-floor, --rounds and --together: whether the floor runs too, how often, and beside tuneflow or after. */
+function comparisonOf(v: Flags, profileName: string): Pick<SoakOptions, 'compareFloor' | 'rounds' | 'together'> {
+  const compareFloor = v['compare-floor'] ?? false;
+  if (compareFloor && profileName !== 'none')
+    throw new FlagError(`--compare-floor: the floor takes no faults; run it with --profile none, got '${profileName}'`);
+  if (compareFloor && v.cluster) throw new FlagError('--compare-floor: runs on the dev server, not with --cluster');
+  const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
+  if (rounds > 1 && !compareFloor)
+    throw new FlagError('--rounds: needs --compare-floor (rounds of tuneflow and the floor)');
+  const together = v.together ?? false;
+  if (together && !compareFloor) throw new FlagError('--together: needs --compare-floor (it runs both sides at once)');
+  if (v['floor-http'])
+    throw new FlagError("--floor-http: gone; the floor always makes tuneflow's requests now (bench/floor/worker.ts)");
+  return { compareFloor, rounds, together };
+}
+
+/** --service-limit and --service-rate: the mock's rate limit and the workers' own; tuneflow's alone. */
+function serviceOf(v: Flags, compareFloor: boolean): Pick<SoakOptions, 'serviceLimit' | 'serviceRate'> {
+  const perSecond = (name: string, value: string | undefined) => {
+    if (value === undefined) return undefined;
+    if (!/^\d+(\.\d+)?$/.test(value) || !(Number(value) > 0))
+      throw new FlagError(`${name}: must be a positive number of requests per second, got '${value}'`);
+    return Number(value);
+  };
+  const serviceLimit = perSecond('--service-limit', v['service-limit']);
+  const serviceRate = perSecond('--service-rate', v['service-rate']);
+  if ((serviceLimit !== undefined || serviceRate !== undefined) && compareFloor)
+    throw new FlagError(
+      '--service-limit, --service-rate: the floor has no service rate; run them without --compare-floor',
+    );
+  return { serviceLimit, serviceRate };
 }

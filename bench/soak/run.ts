@@ -1,0 +1,515 @@
+/**
+ * One soak phase on tuneflow's side: its server, the mock service, the receiver and the workers, the jobs started on
+ * schedule and followed under the faults, then measured, judged against the mock's journal and reported. `runSoak` reads
+ * as the steps it takes; `npm run soak` (./index.ts) runs it once a round.
+ */
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as v8 from 'node:v8';
+import { Client, Connection } from '@temporalio/client';
+import { TuneflowClient } from '../../src/client';
+import { durationToMs } from '../../src/duration';
+import { startMockService, type MockService } from '../../src/mock-service';
+import { solidPng } from '../../src/mock-service/png';
+import { freePort } from '../../src/temporal-server/dev-server';
+import type { TuneflowOptions } from '../../src/contract/inputs';
+import { sdkDefaultCache, sizingOf } from './sizing';
+import type { SoakReport } from './report';
+import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
+import { heapPeaks } from './gc-trace';
+import { HostileStarters, prepareUploads, type UploadWorld } from './hostile';
+import { planJobs, startJob, type SoakJob } from './jobs';
+import { callbackTimes, judgeRun, readHistory, SIGNATURE, type JobOutcome } from './judge';
+import {
+  apiCallsOf,
+  followRuns,
+  PhaseClock,
+  phaseDetail,
+  phaseFigures,
+  readOutcomes,
+  startOnSchedule,
+  type PhaseUsage,
+  type Sample,
+  type StartTimes,
+} from './measure';
+import type { SoakOptions } from './options';
+import {
+  CuttableProxy,
+  startTuneflow,
+  stopProcess,
+  tuneflowCommand,
+  usageOf,
+  workerNodeFlags,
+  type TuneflowProcess,
+} from './processes';
+import { startSoakServer, type SoakServer } from './server';
+import { SoakWorkers, workerEnvironment } from './workers';
+
+export function stderr(line: string): void {
+  process.stderr.write(`soak: ${line}\n`);
+}
+
+/** What a phase leaves for the charts beside its figures: the samples and every reaction. */
+export interface PhaseDetail {
+  samples: Sample[];
+  reactionMs: number[];
+  /** Each planned job's command sequence (judge.ts), in plan order; empty for a job not read. */
+  sequences: string[][];
+  mockUrl: string;
+}
+
+/** The options every job runs with: polls that recover lost callbacks quickly, deadlines well inside the run's. */
+export function jobOptions(options: Pick<SoakOptions, 'trainingTime' | 'inferenceTime'>): TuneflowOptions {
+  // A longer training (a steady run with many in flight) keeps the deadline well past it.
+  const seconds = (d: string) => durationToMs(d, 'duration') / 1000;
+  return {
+    pollInterval: '5 seconds',
+    maxPollInterval: '20 seconds',
+    trainingTimeout: `${Math.max(90, 2 * seconds(options.trainingTime) + 30)} seconds`,
+    promptTimeout: `${Math.max(120, 2 * seconds(options.inferenceTime) + 60)} seconds`,
+  };
+}
+
+/**
+ * Runs one phase: the services up, the jobs started and followed, then measured, judged and reported; everything it
+ * started is stopped, and its folder of logs kept only when an invariant broke (or --keep).
+ *
+ * @example
+ * const { report, detail } = await runSoak(parseSoakOptions(['--jobs', '20']), 'r1');
+ */
+export async function runSoak(
+  options: SoakOptions,
+  runId: string,
+): Promise<{ report: SoakReport; detail: PhaseDetail }> {
+  const soak = new SoakRun(options, runId);
+  try {
+    await soak.setUp();
+    const followed = await soak.startAndFollow();
+    const used = soak.measure();
+    await soak.settle();
+    const judged = await soak.judge();
+    return soak.report(followed, used, judged);
+  } finally {
+    await soak.tearDown();
+  }
+}
+
+/** What following the runs left: when each job started, the samples taken each second. */
+interface Followed {
+  t0: number;
+  times: StartTimes;
+  samples: Sample[];
+}
+
+/** What the processes and the mock used, read as soon as the runs closed (before the judge adds its own). */
+interface Used extends PhaseUsage {
+  harnessCpuMs: number;
+  stats: ReturnType<MockService['stats']>;
+  apiCalls: number;
+  routes: Record<string, number>;
+}
+
+/** The judge's findings over the runs' histories and the mock's journal. */
+interface Judged {
+  outcomes: JobOutcome[];
+  verdict: ReturnType<typeof judgeRun>;
+  faultCounts: FaultCounts;
+  hostileFigures: SoakReport['hostile'];
+  logLeaks: number;
+  signedUrlsInLogs: number;
+}
+
+/** One phase's state; each step is a method, in the order `runSoak` calls them. */
+class SoakRun {
+  private readonly dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-soak-'));
+  private readonly apiKey = `soak-key-${randomBytes(12).toString('hex')}`;
+  private readonly secret = randomBytes(24).toString('hex');
+  private readonly taskQueue: string;
+  private readonly jobOptions: TuneflowOptions;
+  private readonly cleanups: Array<() => Promise<unknown> | unknown> = [];
+  private readonly violations: string[] = [];
+  private readonly jobs: SoakJob[];
+  private readonly started: SoakJob[] = [];
+  private readonly notStarted: Array<{ job: SoakJob; error: string }> = [];
+  /** Runs closed so far, as the progress loop last counted them. */
+  private closed = 0;
+  /** Set when the jobs start. */
+  private clock!: PhaseClock;
+  // Set by setUp, in this order.
+  private server!: SoakServer;
+  private mock!: MockService;
+  private proxy?: CuttableProxy;
+  private receiver!: TuneflowProcess;
+  private receiverUrl!: string;
+  private uploads?: UploadWorld;
+  private workers!: SoakWorkers;
+  /** The harness's own client; undefined until the workers run. */
+  private client?: Client;
+  private tuneflow!: TuneflowClient;
+  private faults!: FaultInjection;
+  private hostile?: HostileStarters;
+
+  constructor(
+    private readonly options: SoakOptions,
+    private readonly runId: string,
+  ) {
+    this.taskQueue = `soak-${runId}`;
+    this.jobOptions = jobOptions(options);
+    this.jobs = planJobs(runId, options.jobs);
+  }
+
+  async setUp(): Promise<void> {
+    this.server = await startSoakServer(this.options, this.dir, this.cleanups, stderr, () => this.answering());
+    this.mock = await startMockService({
+      port: 0,
+      trainingTime: this.options.trainingTime as `${number}s`,
+      inferenceTime: this.options.inferenceTime as `${number}s`,
+      apiKeys: [this.apiKey],
+    });
+    this.cleanups.push(() => this.mock.close());
+    await this.startReceiver();
+    await this.startWorkers();
+    await this.connect();
+    this.faults = this.faultInjection();
+  }
+
+  /**
+   * The receiver, as `tuneflow callbacks`. Under the receiver-cut fault it reaches Temporal through a proxy the fault
+   * can sever. Without it, it connects directly, as the floor's signals do: the proxy's copying cost the harness about
+   * 1 ms of CPU a job.
+   */
+  private async startReceiver(): Promise<void> {
+    const address = this.server.address;
+    const [host, port] = [address.slice(0, address.lastIndexOf(':')), address.split(':').pop()];
+    const proxy = this.options.profiles.includes('receiver-cut')
+      ? new CuttableProxy({ host, port: Number(port) })
+      : undefined;
+    if (proxy) {
+      await proxy.listen();
+      this.cleanups.push(() => proxy.close());
+    }
+    this.proxy = proxy;
+    const receiverPort = await freePort();
+    this.receiverUrl = `http://127.0.0.1:${receiverPort}`;
+    const receiver = await startTuneflow(
+      'receiver',
+      ['callbacks', '--port', String(receiverPort), '--host', '127.0.0.1'],
+      {
+        TEMPORAL_ADDRESS: proxy ? `127.0.0.1:${proxy.port}` : address,
+        TUNEFLOW_CALLBACK_SECRET: this.secret,
+        TUNEFLOW_LOG_LEVEL: 'WARN',
+      },
+      'callbacks listening on',
+      path.join(this.dir, 'receiver.log'),
+    );
+    this.receiver = receiver;
+    this.cleanups.push(() => stopProcess(receiver));
+  }
+
+  /** The workers: their callbacks go to the receiver above (each worker's own receiver listens unused on a free port). */
+  private async startWorkers(): Promise<void> {
+    if (this.options.profiles.includes('hostile-starters'))
+      this.uploads = prepareUploads(this.dir, solidPng('soak-upload', 64));
+    const env = workerEnvironment(this.options, {
+      temporalAddress: this.server.address,
+      apiKey: this.apiKey,
+      apiUrl: this.mock.url,
+      taskQueue: this.taskQueue,
+      receiverUrl: this.receiverUrl,
+      secret: this.secret,
+      uploadDir: this.uploads?.uploadDir,
+    });
+    const args = [...workerNodeFlags(this.options), ...tuneflowCommand().args, 'worker'];
+    this.workers = new SoakWorkers(
+      { name: 'worker', args, env, ready: 'tuneflow worker started', dir: this.dir },
+      stderr,
+    );
+    await this.workers.start(this.options.workers);
+    // Stopped gracefully, so a CPU profile is written; killed if one hangs.
+    this.cleanups.push(() => this.workers.stop());
+    const how = tuneflowCommand().built ? 'the built bin' : 'the sources (tsx; run npm run build for the bin)';
+    stderr(
+      `${this.options.workers} worker(s) from ${how}, receiver ${this.receiverUrl}, mock ${this.mock.url}, ` +
+        `task queue ${this.taskQueue}`,
+    );
+  }
+
+  private async connect(): Promise<void> {
+    const connection = await Connection.connect({ address: this.server.address });
+    this.cleanups.push(() => connection.close());
+    this.client = new Client({ connection });
+    this.tuneflow = new TuneflowClient({ client: this.client, taskQueue: this.taskQueue });
+  }
+
+  /** Resolves once the harness's client is answered (at once before it exists): the server is back after a restart. */
+  private async answering(): Promise<void> {
+    const client = this.client;
+    if (!client) return;
+    for (const since = Date.now(); ; ) {
+      try {
+        await client.workflow.count(`TaskQueue = "${this.taskQueue}"`);
+        return;
+      } catch (err) {
+        if (Date.now() - since > 60_000) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
+  private faultInjection(): FaultInjection {
+    const { mock, options } = this;
+    return new FaultInjection(
+      options.profiles,
+      {
+        mock,
+        killWorker: () => this.workers.killOne(),
+        restartServer: this.server.restart,
+        cutReceiver: () => {
+          stderr("fault: cutting the receiver's Temporal connection");
+          this.proxy?.sever();
+        },
+        restoreReceiver: () => this.proxy?.restore(),
+        receiverUrl: this.receiverUrl,
+        secret: this.secret,
+        workflowIds: () => this.started.map((j) => j.workflowId),
+        heldCallbacks: () => mock.heldCallbacks(this.apiKey),
+        progress: () => ({ total: this.jobs.length, started: this.started.length, closed: this.closed }),
+      },
+      neverTrainIds(this.jobs, options.profiles),
+      stderr,
+      {},
+      options.serviceLimit === undefined ? {} : { rateLimitPerSecond: options.serviceLimit },
+    );
+  }
+
+  /**
+   * Starts the faults and the jobs on schedule, then follows the runs each second until every one is closed or the
+   * deadline. A start that fails for good is kept for the report, not thrown: the other jobs still run and are judged.
+   */
+  async startAndFollow(): Promise<Followed> {
+    const { options, jobs } = this;
+    const clock = (this.clock = new PhaseClock(options.durationMs));
+    const t0 = clock.t0;
+    this.faults.start();
+    this.cleanups.push(() => this.faults.stop());
+    const client = this.client!;
+    this.hostile = this.uploads
+      ? new HostileStarters({
+          client,
+          tuneflow: this.tuneflow,
+          taskQueue: this.taskQueue,
+          mockUrl: this.mock.url,
+          uploads: this.uploads,
+          options: this.jobOptions,
+        })
+      : undefined;
+    this.hostile?.startRefused(this.runId, Math.max(2, Math.round(jobs.length / 20)));
+    const start = async (job: SoakJob) => {
+      try {
+        await startJob(this.tuneflow, job, this.mock.url, this.jobOptions);
+        this.hostile?.onStarted(job, jobs.indexOf(job));
+        this.started.push(job);
+      } catch (err) {
+        this.notStarted.push({ job, error: (err as Error).message.split('\n')[0] });
+      }
+    };
+    const starting = startOnSchedule(jobs, options, t0, start);
+    const samples = await followRuns({
+      client,
+      taskQueue: this.taskQueue,
+      t0,
+      deadline: clock.deadline,
+      allStarted: () => this.started.length + this.notStarted.length === jobs.length,
+      sample: () => this.workers.sample(),
+      progress: (running, failed) => {
+        this.closed = this.started.length - running;
+        return this.progressLine(t0, running, failed);
+      },
+      log: stderr,
+    });
+    return { t0, times: await starting, samples };
+  }
+
+  private progressLine(t0: number, running: number, failed: number): string {
+    const stats = this.mock.stats();
+    const counts = this.faults.counts;
+    return (
+      `[${String(Math.round((Date.now() - t0) / 1000)).padStart(4)}s] closed ${this.closed}/${this.jobs.length} ` +
+      `(failed ${failed}), in flight ${running} | faults: 500 ${counts.status500}, 429 ${counts.status429}, ` +
+      `504 ${counts.status504}, never-train ${counts.neverTrain}, callbacks dropped ` +
+      `${stats.callbacks.dropped} duplicated ${stats.callbacks.duplicated} failed ${stats.callbacks.failed}, ` +
+      `kills ${counts.workerKills}, server restarts ${counts.serverRestarts}, receiver cuts ` +
+      `${counts.receiverCuts}, forged ${this.faults.forgeries.sent}` +
+      (this.options.serviceLimit === undefined ? '' : `, over the rate limit ${stats.rateLimited}`) +
+      ` | worker RSS ${Math.round(this.workers.usage.peakRssBytes / 2 ** 20)} MiB`
+    );
+  }
+
+  /** What every process used, read at once when the runs closed: the judge's reads must not count. */
+  measure(): Used {
+    const used = this.clock.usage(this.workers, this.server.process?.pid, this.receiver.child.pid);
+    const harnessCpu = process.cpuUsage();
+    const stats = this.mock.stats();
+    const { total: apiCalls, routes } = apiCallsOf(stats);
+    return {
+      ...used,
+      harnessCpuMs: (harnessCpu.user + harnessCpu.system) / 1000,
+      stats,
+      apiCalls,
+      routes,
+    };
+  }
+
+  /**
+   * Stops the faults. Past the deadline the runs still open are stuck: the workers and the receiver stop first, so
+   * nothing moves between the journal and the histories the judge reads (a run that went on, or a callback signalled
+   * late, would be judged against a journal that missed it).
+   */
+  async settle(): Promise<void> {
+    await this.faults.stop();
+    const pastDeadline = Date.now() > this.clock.deadline;
+    if (pastDeadline) {
+      await this.workers.stop();
+      await stopProcess(this.receiver);
+    }
+    // Raw "allow duplicate" starts of closed jobs' keys: after the figures, which they would only blur. Not past the
+    // deadline: no worker is left to run them.
+    if (pastDeadline && this.hostile)
+      stderr('past the deadline: the after-close starts of hostile-starters are left out');
+    else await this.hostile?.afterClose(this.started);
+  }
+
+  /**
+   * Each job's history against the mock's journal, and the logs for secrets. A job that visibility reported closed but
+   * whose history still ends open (visibility leads) is read again until the deadline.
+   */
+  async judge(): Promise<Judged> {
+    const { faults, hostile, violations } = this;
+    const faultCounts = faults.counts;
+    const journal = this.mock.journal();
+    const outcomes = await readOutcomes(this.client!, this.started, this.clock.deadline, (job, history) =>
+      readHistory(job, history, this.apiKey, callbackTimes(journal), faults.forgeries.leakedIds),
+    );
+    const verdict = judgeRun(outcomes, journal, this.jobOptions.cleanupOnCancel ?? false);
+    violations.push(...verdict.violations);
+    const hostileFigures = hostile && { ...hostile.counts, ...hostile.judge(journal) };
+    if (hostile) violations.push(...hostile.violations);
+    for (const { job, error } of this.notStarted) violations.push(`${job.workflowId}: never started: ${error}`);
+    const { logLeaks, signedUrlsInLogs } = secretsInLogs(this.dir, this.apiKey);
+    if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
+    if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
+    if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
+    return { outcomes, verdict, faultCounts, hostileFigures, logLeaks, signedUrlsInLogs };
+  }
+
+  report(followed: Followed, used: Used, judged: Judged): { report: SoakReport; detail: PhaseDetail } {
+    const { options, jobs, faults } = this;
+    const { outcomes, verdict, faultCounts } = judged;
+    const { stats, apiCalls } = used;
+    const finished = verdict.completed + verdict.failedTyped;
+    const figures = phaseFigures({ jobs, outcomes, finished, ...used, ...followed });
+    if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(this.dir, 'worker-1.log'), 'utf8'));
+    const serverUsage = this.server.process ? usageOf(this.server.process.pid) : undefined;
+    const report: SoakReport = {
+      profile: options.profileName,
+      workers: options.workers,
+      tuneflowFrom: tuneflowCommand().built ? 'bin' : 'sources',
+      completed: verdict.completed,
+      failedTyped: verdict.failedTyped,
+      failedOther: verdict.failedOther,
+      serviceLimit: options.serviceLimit ?? null,
+      serviceRate: options.serviceRate ?? null,
+      rateLimited: stats.rateLimited,
+      activityRetries: outcomes.reduce((sum, o) => sum + o.activityRetries, 0),
+      notStarted: this.notStarted.length,
+      duplicates: verdict.duplicates,
+      lost: verdict.lost,
+      stuck: verdict.stuck,
+      apiCalls,
+      apiCallsPerJob: round(apiCalls / jobs.length, 2)!,
+      apiCallsByRoute: used.routes,
+      apiCallsMinimum: jobs.reduce((sum, job) => sum + (job.kind === 'packTune' ? 2 : 1 + job.prompts), 0),
+      ...figures,
+      sizing: sizingOf(figures, {
+        workers: options.workers,
+        maxCached: options.maxCachedWorkflows,
+        // The workers run this node with its default heap limit unless --worker-heap sets one.
+        ...(options.workerHeapMiB === undefined && {
+          defaultCache: sdkDefaultCache(v8.getHeapStatistics().heap_size_limit / 2 ** 20),
+        }),
+      }),
+      serverRssMiB: round(serverUsage && serverUsage.rssBytes / 2 ** 20, 1),
+      harnessCpuMsPerJob: round(used.harnessCpuMs / jobs.length, 1)!,
+      apiKeyLeaks: verdict.keyLeaks + judged.logLeaks,
+      forgedSent: faults.forgeries.sent,
+      forgedAnswered: faults.forgeries.answered,
+      forgedAccepted: faults.forgeries.accepted + verdict.unmatchedSignals,
+      forgedWithLeakedUrls: {
+        sent: faults.forgeries.leakedSent,
+        delivered: faults.forgeries.leakedDelivered,
+        signals: verdict.forgedSignals,
+        pacedSent: faults.forgeries.pacedSent,
+        pacedDelivered: faults.forgeries.pacedDelivered,
+      },
+      forgedDataRuns: verdict.forgedData,
+      terminated: verdict.terminated,
+      signedUrlsInLogs: judged.signedUrlsInLogs,
+      signedUrlsInHistories: verdict.signedUrlLeaks,
+      faults: {
+        ...faultCounts,
+        callbacksDropped: stats.callbacks.dropped,
+        callbacksDuplicated: stats.callbacks.duplicated,
+        callbacksFailed: stats.callbacks.failed,
+      },
+      failureTypes: verdict.failureTypes,
+      ...(judged.hostileFigures && { hostile: judged.hostileFigures }),
+      slowest: slowestOf(outcomes, 3),
+      violations: this.violations,
+    };
+    return {
+      report,
+      detail: { samples: followed.samples, ...phaseDetail(jobs, outcomes), mockUrl: this.mock.url },
+    };
+  }
+
+  /** Workers first, gracefully (a CPU profile is written on exit), then everything else in reverse. */
+  async tearDown(): Promise<void> {
+    for (const cleanup of this.cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
+    if (this.violations.length === 0 && !this.options.keep) fs.rmSync(this.dir, { recursive: true, force: true });
+    else stderr(`logs kept in ${this.dir}`);
+  }
+}
+
+/** `n` to `digits` decimals; null for no figure. */
+function round(n: number | undefined, digits = 0): number | null {
+  return n === undefined ? null : Math.round(n * 10 ** digits) / 10 ** digits;
+}
+
+/**
+ * The API key and signed callback URLs in the run's logs: none may be there (a signed URL is a capability; results
+ * and histories are judged per job).
+ */
+function secretsInLogs(dir: string, apiKey: string): { logLeaks: number; signedUrlsInLogs: number } {
+  const logs = fs
+    .readdirSync(dir)
+    .filter((name) => name.endsWith('.log'))
+    .map((name) => fs.readFileSync(path.join(dir, name), 'utf8'));
+  return {
+    logLeaks: logs.reduce((sum, text) => sum + text.split(apiKey).length - 1, 0),
+    signedUrlsInLogs: logs.reduce((sum, text) => sum + (text.match(new RegExp(SIGNATURE, 'g')) ?? []).length, 0),
+  };
+}
+
+/** The `count` jobs that took longest from start to close. */
+function slowestOf(outcomes: readonly JobOutcome[], count: number): Array<{ workflowId: string; ms: number }> {
+  return outcomes
+    .flatMap(({ job, closedAt }) =>
+      closedAt !== undefined && job.startedAt !== undefined
+        ? [{ workflowId: job.workflowId, ms: closedAt - job.startedAt }]
+        : [],
+    )
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, count);
+}

@@ -1,0 +1,113 @@
+/**
+ * A phase's worker processes (`tuneflow worker`, or the floor's): started with the run's settings, sampled for CPU and
+ * memory, killed one at a time by the worker-kill fault (and started again in place, as a supervisor would), stopped
+ * gracefully at the end.
+ */
+import * as path from 'node:path';
+import { WorkerUsage } from './measure';
+import type { SoakOptions } from './options';
+import { startNode, stopGracefully, stopProcess, type TuneflowProcess } from './processes';
+
+/**
+ * The workers of one run.
+ *
+ * @example
+ * const workers = new SoakWorkers({ name: 'worker', args: [...tuneflowCommand().args, 'worker'], env, ready, dir }, log);
+ * await workers.start(2); workers.sample(); await workers.killOne(); await workers.stop();
+ */
+export class SoakWorkers {
+  /** CPU and memory over every worker the run started, the killed ones included. */
+  readonly usage = new WorkerUsage();
+  private readonly running: TuneflowProcess[] = [];
+  private starts = 0;
+  private nextKill = 0;
+
+  constructor(
+    /**
+     * Each worker's `node` arguments (flags first), environment and the line that says it is ready; `name-N` names
+     * the Nth started, and its log in `dir` (`name-N.log`).
+     */
+    private readonly settings: {
+      name: string;
+      args: string[];
+      env: Record<string, string>;
+      ready: string;
+      dir: string;
+    },
+    private readonly log: (line: string) => void,
+  ) {}
+
+  async start(count: number): Promise<void> {
+    this.running.push(...(await Promise.all(Array.from({ length: count }, () => this.startOne()))));
+  }
+
+  /** The workers' CPU since they started (the killed ones' included) and their memory now. */
+  sample(): { cpuMs: number; mainThreadCpuMs: number; rssBytes: number } {
+    return this.usage.sample(this.running.map((w) => w.child.pid));
+  }
+
+  /** SIGKILLs the next worker in turn and starts another in its place. */
+  async killOne(): Promise<void> {
+    const index = this.nextKill++ % this.running.length;
+    const victim = this.running[index];
+    this.sample();
+    this.usage.dying(victim.child.pid);
+    this.log(`fault: SIGKILL ${victim.name}`);
+    await stopProcess(victim, 'SIGKILL');
+    // As a supervisor would: a worker that cannot reach Temporal yet (the server is down) exits; start it again.
+    for (;;) {
+      try {
+        this.running[index] = await this.startOne();
+        return;
+      } catch (err) {
+        this.log(`${(err as Error).message.split('\n')[0]}; starting it again in 1 s`);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
+  }
+
+  /** Stops every worker gracefully (a CPU profile is written on exit); kills one that hangs. */
+  async stop(): Promise<void> {
+    await Promise.all(this.running.map((w) => stopGracefully(w)));
+  }
+
+  private async startOne(): Promise<TuneflowProcess> {
+    const n = ++this.starts;
+    const { name, args, env, ready, dir } = this.settings;
+    const worker = await startNode(`${name}-${n}`, args, env, ready, path.join(dir, `${name}-${n}.log`));
+    this.usage.started(worker.child.pid);
+    return worker;
+  }
+}
+
+/** The workers' settings: the run's service, task queue and receiver (each worker's own receiver listens unused). */
+export function workerEnvironment(
+  options: SoakOptions,
+  run: {
+    temporalAddress: string;
+    apiKey: string;
+    apiUrl: string;
+    taskQueue: string;
+    receiverUrl: string;
+    secret: string;
+    uploadDir: string | undefined;
+  },
+): Record<string, string> {
+  return {
+    TEMPORAL_ADDRESS: run.temporalAddress,
+    TUNEFLOW_API_KEY: run.apiKey,
+    TUNEFLOW_API_URL: run.apiUrl,
+    TUNEFLOW_TASK_QUEUE: run.taskQueue,
+    TUNEFLOW_CALLBACK_BASE_URL: run.receiverUrl,
+    TUNEFLOW_CALLBACK_SECRET: run.secret,
+    TUNEFLOW_CALLBACK_PORT: '0',
+    TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
+    TUNEFLOW_METRICS_ADDRESS: 'off',
+    TUNEFLOW_LOG_LEVEL: 'INFO',
+    ...(options.serviceRate !== undefined && { TUNEFLOW_SERVICE_RATE: String(options.serviceRate) }),
+    ...(options.maxCachedWorkflows !== undefined && {
+      TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
+    }),
+    ...(run.uploadDir && { TUNEFLOW_UPLOAD_DIR: run.uploadDir }),
+  };
+}
