@@ -188,7 +188,10 @@ class FloorPhase {
     this.say(`${options.workers} floor worker(s), task queue ${this.taskQueue}`);
   }
 
-  /** Starts the jobs on schedule (each retried for 30 s), then follows the runs until every one is closed or the deadline. */
+  /**
+   * Starts the jobs on schedule (each start tried up to 30 times, a second apart), then follows the runs until every
+   * one is closed or the deadline.
+   */
   async startAndFollow(
     inputOf: (job: SoakJob) => unknown,
   ): Promise<{ t0: number; times: StartTimes; samples: Sample[] }> {
@@ -252,7 +255,8 @@ class FloorPhase {
     if (failedCallbacks) violations.push(`floor: ${failedCallbacks} callbacks were not answered 200`);
 
     const finished = outcomes.length - incomplete.length;
-    const figures = phaseFigures({ jobs, outcomes, finished, ...used, ...followed });
+    const { peakRssBytes, baseRssBytes } = this.workers.usage;
+    const figures = phaseFigures({ jobs, outcomes, finished, ...used, ...followed, peakRssBytes, baseRssBytes });
     if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(this.dir, 'floor-worker-1.log'), 'utf8'));
     const apiCallsByRoute = apiCallsOf(this.mock.stats()).routes;
     return { figures, samples: followed.samples, ...phaseDetail(jobs, outcomes), violations, apiCallsByRoute };

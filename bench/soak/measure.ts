@@ -349,14 +349,13 @@ export interface PhaseFigures {
 }
 
 const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
-const orNull = (n: number | undefined, digits = 0) => (n === undefined ? null : round(n, digits));
+/** `n` to `digits` decimals; null for no figure. */
+export const orNull = (n: number | undefined, digits = 0) => (n === undefined ? null : round(n, digits));
 
-/** What a phase's processes used while its jobs ran: `phaseFigures` takes it as it is. */
+/** What a phase's processes used while its jobs ran: `phaseFigures` takes it as it is, with the workers' memory. */
 export interface PhaseUsage {
   workerCpuMs: number;
   workerMainThreadCpuMs: number;
-  peakRssBytes: number;
-  baseRssBytes: number;
   serverCpuMs: number | undefined;
   receiverCpuMs: number | undefined;
   machineCpuMs: number | undefined;
@@ -385,7 +384,7 @@ export class PhaseClock {
    * `workers` are sampled now (the killed ones' CPU included).
    */
   usage(
-    workers: { sample(): { cpuMs: number; mainThreadCpuMs: number }; usage: WorkerUsage },
+    workers: { sample(): { cpuMs: number; mainThreadCpuMs: number } },
     serverPid: number | undefined,
     receiverPid: number | undefined,
   ): PhaseUsage {
@@ -395,8 +394,6 @@ export class PhaseClock {
     return {
       workerCpuMs: cpuMs,
       workerMainThreadCpuMs: mainThreadCpuMs,
-      peakRssBytes: workers.usage.peakRssBytes,
-      baseRssBytes: workers.usage.baseRssBytes,
       serverCpuMs: usageOf(serverPid)?.cpuMs,
       receiverCpuMs: usageOf(receiverPid)?.cpuMs,
       machineCpuMs,
@@ -424,6 +421,8 @@ export function phaseDetail(
  */
 export function phaseFigures(
   run: PhaseUsage & {
+    peakRssBytes: number;
+    baseRssBytes: number;
     jobs: readonly SoakJob[];
     outcomes: readonly JobOutcome[];
     finished: number;

@@ -25,6 +25,7 @@ import { callbackTimes, judgeRun, readHistory, SIGNATURE, type JobOutcome } from
 import {
   apiCallsOf,
   followRuns,
+  orNull,
   PhaseClock,
   phaseDetail,
   phaseFigures,
@@ -135,20 +136,20 @@ class SoakRun {
   private readonly notStarted: Array<{ job: SoakJob; error: string }> = [];
   /** Runs closed so far, as the progress loop last counted them. */
   private closed = 0;
-  /** Set when the jobs start. */
-  private clock!: PhaseClock;
   // Set by setUp, in this order.
   private server!: SoakServer;
   private mock!: MockService;
   private proxy?: CuttableProxy;
-  private receiver!: TuneflowProcess;
   private receiverUrl!: string;
+  private receiver!: TuneflowProcess;
   private uploads?: UploadWorld;
   private workers!: SoakWorkers;
   /** The harness's own client; undefined until the workers run. */
   private client?: Client;
   private tuneflow!: TuneflowClient;
   private faults!: FaultInjection;
+  // Set when the jobs start.
+  private clock!: PhaseClock;
   private hostile?: HostileStarters;
 
   constructor(
@@ -409,7 +410,9 @@ class SoakRun {
     const { outcomes, verdict, faultCounts } = judged;
     const { stats, apiCalls } = used;
     const finished = verdict.completed + verdict.failedTyped;
-    const figures = phaseFigures({ jobs, outcomes, finished, ...used, ...followed });
+    // The workers' memory as it stands now: a worker restarted while the faults stopped counts.
+    const { peakRssBytes, baseRssBytes } = this.workers.usage;
+    const figures = phaseFigures({ jobs, outcomes, finished, ...used, ...followed, peakRssBytes, baseRssBytes });
     if (options.traceGc) figures.heaps = heapPeaks(fs.readFileSync(path.join(this.dir, 'worker-1.log'), 'utf8'));
     const serverUsage = this.server.process ? usageOf(this.server.process.pid) : undefined;
     const report: SoakReport = {
@@ -428,7 +431,7 @@ class SoakRun {
       lost: verdict.lost,
       stuck: verdict.stuck,
       apiCalls,
-      apiCallsPerJob: round(apiCalls / jobs.length, 2)!,
+      apiCallsPerJob: orNull(apiCalls / jobs.length, 2)!,
       apiCallsByRoute: used.routes,
       apiCallsMinimum: jobs.reduce((sum, job) => sum + (job.kind === 'packTune' ? 2 : 1 + job.prompts), 0),
       ...figures,
@@ -440,8 +443,8 @@ class SoakRun {
           defaultCache: sdkDefaultCache(v8.getHeapStatistics().heap_size_limit / 2 ** 20),
         }),
       }),
-      serverRssMiB: round(serverUsage && serverUsage.rssBytes / 2 ** 20, 1),
-      harnessCpuMsPerJob: round(used.harnessCpuMs / jobs.length, 1)!,
+      serverRssMiB: orNull(serverUsage && serverUsage.rssBytes / 2 ** 20, 1),
+      harnessCpuMsPerJob: orNull(used.harnessCpuMs / jobs.length, 1)!,
       apiKeyLeaks: verdict.keyLeaks + judged.logLeaks,
       forgedSent: faults.forgeries.sent,
       forgedAnswered: faults.forgeries.answered,
@@ -480,11 +483,6 @@ class SoakRun {
     if (this.violations.length === 0 && !this.options.keep) fs.rmSync(this.dir, { recursive: true, force: true });
     else stderr(`logs kept in ${this.dir}`);
   }
-}
-
-/** `n` to `digits` decimals; null for no figure. */
-function round(n: number | undefined, digits = 0): number | null {
-  return n === undefined ? null : Math.round(n * 10 ** digits) / 10 ** digits;
 }
 
 /**

@@ -42,7 +42,7 @@ export class CallbackSender {
 
   /**
    * Sends `body` to `url` now (or after `callbackDelayMs`), unless a fault drops it.
-   * @example callbacks.send(tune.callback, renderTune(tune));
+   * @example callbacks.send(tune.callback, renderTune(store.baseUrl, tune));
    */
   send(url: string, body: unknown): void {
     if (this.closed) return;

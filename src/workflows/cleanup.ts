@@ -13,7 +13,7 @@ import { failureMessage } from './waits';
  * call; it is applied inside, as the run's commands keep their order by it.
  *
  * @example
- * const tune = await createToCleanUp(() => service.createTune.execute({ tune }), counted);
+ * const tune = await createToCleanUp(() => service.createTune({ tune }), counted);
  */
 export async function createToCleanUp<T>(
   start: () => Promise<T>,
