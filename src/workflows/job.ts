@@ -62,7 +62,7 @@ export class Job {
       tune: this.tune,
       prompts: this.prompts,
       createdTuneId: () => this.createdTuneId,
-      counted: (call) => this.counted(call),
+      counted: this.counted,
     });
     this.wakeUps = new WakeUps(this, this.counts);
     setHandler(progressQuery, () =>
@@ -134,7 +134,7 @@ export class Job {
     const images = inspect ? trainingImagesOf(tune) : [];
     if (!inspect || !images.length) return;
     this.enter(Phase.inspecting);
-    const found = await inspectEach(tune.name as string, images, (call) => this.counted(call));
+    const found = await inspectEach(tune.name as string, images, this.counted);
     this.inspection = found;
     if (refusedFlags(found, inspect.refuse).length) throw inspectionRefused(inspect.refuse, found);
   }
@@ -341,8 +341,7 @@ export class Job {
 
   /** A create, counted; with `cleanupOnCancel`, one the cleanup will know of (./cleanup.ts). */
   private create<T>(start: () => Promise<T>): Promise<T> {
-    const counted = <U>(call: Promise<U>) => this.counted(call);
-    return this.options.cleanupOnCancel ? createToCleanUp(start, counted) : this.counted(start());
+    return this.options.cleanupOnCancel ? createToCleanUp(start, this.counted) : this.counted(start());
   }
 
   /**
@@ -350,17 +349,16 @@ export class Job {
    * promise a run makes (for its `__stack_trace` query), and an async function with an await makes two where this
    * makes one. Its answer reaches the caller in as many microtask turns as before, so commands keep their order.
    */
-  private counted<T>(call: Promise<T>): Promise<T> {
-    return call.then((result) => {
+  private readonly counted = <T>(call: Promise<T>): Promise<T> =>
+    call.then((result) => {
       this.counts.apiCalls++;
       return result;
     });
-  }
 
   /** Deletes what the run created: on cancellation, with `cleanupOnCancel`. */
   private cleanUp(): Promise<void> {
     this.enter(Phase.cleaningUp);
     const prompts = promptsOutlivingTune(this.prompts.all(), this.createdTuneId, this.tune.latest);
-    return deleteCreated(prompts, this.createdTuneId, this.options.promptConcurrency, (call) => this.counted(call));
+    return deleteCreated(prompts, this.createdTuneId, this.options.promptConcurrency, this.counted);
   }
 }
