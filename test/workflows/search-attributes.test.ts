@@ -64,15 +64,23 @@ async function tuneflow(args: string[], address: string): Promise<{ code: number
   }
 }
 
-/** Asks `list` until it answers `expected` (visibility lags the runs by a moment). */
-async function listedAs(list: () => Promise<string[]>, expected: string[], what: string): Promise<void> {
+/**
+ * Asks `list` until it answers `expected` (visibility lags the runs by a moment); `expected` as a function is read at
+ * each ask, for a query whose answer moves with the clock.
+ */
+async function listedAs(
+  list: () => Promise<string[]>,
+  expected: string[] | (() => string[]),
+  what: string,
+): Promise<void> {
+  const wanted = () => [...(typeof expected === 'function' ? expected() : expected)].sort();
   let last: string[] = [];
   await waitFor(
     async () => {
       last = (await list()).sort();
-      return JSON.stringify(last) === JSON.stringify([...expected].sort());
+      return JSON.stringify(last) === JSON.stringify(wanted());
     },
-    () => `${what} to list ${expected.join(', ')}; last listed: ${last.join(', ') || 'none'}`,
+    () => `${what} to list ${wanted().join(', ') || 'nothing'}; last listed: ${last.join(', ') || 'none'}`,
   );
 }
 
@@ -127,7 +135,11 @@ devServerTest(
               return answer.ok ? idsIn(await answer.text(), ours) : [];
             };
             await listedAs(viaUi, [training.workflowId], "the README's Web UI link");
-            await listedAs(ask(overBudgetToday), [overBudget.workflowId], 'the over-budget query');
+            // "Today" is the day the query asks on (UTC, as the README's `date -u`): a run that closed just before
+            // midnight is yesterday's once the day turns.
+            const closedOn = (await overBudget.describe()).closeTime!.toISOString().slice(0, 10);
+            const today = () => (new Date().toISOString().slice(0, 10) === closedOn ? [overBudget.workflowId] : []);
+            await listedAs(ask(overBudgetToday), today, 'the over-budget query');
             const tuneQuery = ofTune.replace(PRINTED_TUNE_ID, String(done.tune.id));
             // Each mock counts ids from the same start: the training run's tune, on the other mock, may share it.
             const ofThatTune = [completed, ...(trainingTuneId === done.tune.id ? [training] : [])];
