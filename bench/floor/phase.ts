@@ -30,7 +30,7 @@ import {
   type StartTimes,
 } from '../soak/measure';
 import type { SoakOptions } from '../soak/options';
-import { startNode, stopProcess, workerNodeFlags, type TuneflowProcess } from '../soak/processes';
+import { endPhase, startNode, stopProcess, workerNodeFlags, type TuneflowProcess } from '../soak/processes';
 import { startSoakServer, type SoakServer } from '../soak/server';
 import { SoakWorkers } from '../soak/workers';
 import { startMockService, type MockService } from '../../src/mock-service';
@@ -263,8 +263,6 @@ class FloorPhase {
   }
 
   async tearDown(): Promise<void> {
-    for (const cleanup of this.cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
-    if (this.violations.length === 0 && !this.options.keep) fs.rmSync(this.dir, { recursive: true, force: true });
-    else this.say(`logs kept in ${this.dir}`);
+    await endPhase(this.cleanups, this.dir, this.violations.length > 0 || this.options.keep, this.say);
   }
 }

@@ -105,6 +105,24 @@ export async function stopProcess(process: TuneflowProcess, signal: NodeJS.Signa
   await process.exited;
 }
 
+/**
+ * Ends a phase: runs its `cleanups` in reverse (the last started stops first; one that fails does not stop the rest),
+ * then removes its folder of logs, or keeps it (and says where) when the phase broke an invariant or `keep` is set.
+ *
+ * @example
+ * await endPhase(cleanups, dir, violations.length > 0 || options.keep, log);
+ */
+export async function endPhase(
+  cleanups: Array<() => Promise<unknown> | unknown>,
+  dir: string,
+  keepLogs: boolean,
+  log: (line: string) => void,
+): Promise<void> {
+  for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
+  if (keepLogs) log(`logs kept in ${dir}`);
+  else fs.rmSync(dir, { recursive: true, force: true });
+}
+
 /** Stops a worker with SIGTERM, so a CPU profile is written; SIGKILL if it hangs. */
 export async function stopGracefully(process: TuneflowProcess): Promise<void> {
   const timer = setTimeout(() => process.child.kill('SIGKILL'), 15_000);

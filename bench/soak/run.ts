@@ -38,6 +38,7 @@ import {
 import type { SoakOptions } from './options';
 import {
   CuttableProxy,
+  endPhase,
   startTuneflow,
   stopProcess,
   tuneflowCommand,
@@ -479,9 +480,7 @@ class SoakRun {
 
   /** Workers first, gracefully (a CPU profile is written on exit), then everything else in reverse. */
   async tearDown(): Promise<void> {
-    for (const cleanup of this.cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined);
-    if (this.violations.length === 0 && !this.options.keep) fs.rmSync(this.dir, { recursive: true, force: true });
-    else stderr(`logs kept in ${this.dir}`);
+    await endPhase(this.cleanups, this.dir, this.violations.length > 0 || this.options.keep, stderr);
   }
 }
 
