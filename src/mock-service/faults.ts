@@ -1,6 +1,7 @@
 /**
  * Fault injection: status faults (500, 429, 504) and slow answers on API routes, the service's rate limit per API key,
- * lost and repeated callbacks, tunes that never train. Faults are validated with zod like every other input of the mock.
+ * lost and repeated callbacks, tunes that never train, answers without `cost_mc`. Faults are validated with zod like
+ * every other input of the mock.
  */
 import { z } from 'zod';
 import { parseInput } from '../api/parse-input';
@@ -96,6 +97,15 @@ export interface Faults {
    * @default no limit
    */
   rateLimitPerSecond?: number;
+  /**
+   * Route patterns whose answers leave `cost_mc` out, as the spec allows (it does not promise the field), e.g.
+   * `['POST /tunes/:id/prompts']` for prompt creates answered without their price, with `'GET /tunes/:tune_id/prompts/:id'`
+   * for a read of one that does not say it either. What a create makes is charged all the same (`mock.ledger`);
+   * callbacks and other routes still carry `cost_mc`. Not a status fault: not counted, not limited by `faultRoutes`
+   * or `maxFaults`.
+   * @default every answer carries `cost_mc`
+   */
+  unpricedRoutes?: string[];
 }
 
 const rate = z
@@ -109,7 +119,19 @@ const millis = z
   .int({ error: 'must be an integer number of milliseconds, at least 0' })
   .min(0, { error: 'must be an integer number of milliseconds, at least 0' });
 
-/** The zod schema of Faults; `faultRoutes` must name routes among `apiRoutes`. */
+/** Route patterns among `known` (`faultRoutes`, `unpricedRoutes`). */
+function routePatterns(known: ReadonlySet<string>) {
+  return z
+    .array(
+      z.string().refine((r) => known.has(r), {
+        error: `must be an API route pattern such as 'POST /tunes' or 'GET /tunes/:id'`,
+      }),
+      { error: 'must be an array of route patterns' },
+    )
+    .optional();
+}
+
+/** The zod schema of Faults; `faultRoutes` and `unpricedRoutes` must name routes among `apiRoutes`. */
 function faultsSchema(known: ReadonlySet<string>) {
   return z
     .strictObject({
@@ -130,14 +152,8 @@ function faultsSchema(known: ReadonlySet<string>) {
       callbackJitterMs: millis.optional(),
       neverTrainRate: rate.optional(),
       neverTrainTitles: z.array(z.string(), { error: 'must be an array of tune titles' }).optional(),
-      faultRoutes: z
-        .array(
-          z.string().refine((r) => known.has(r), {
-            error: `must be an API route pattern such as 'POST /tunes' or 'GET /tunes/:id'`,
-          }),
-          { error: 'must be an array of route patterns' },
-        )
-        .optional(),
+      faultRoutes: routePatterns(known),
+      unpricedRoutes: routePatterns(known),
       maxFaults: z
         .number({ error: 'must be an integer of at least 0' })
         .int({ error: 'must be an integer of at least 0' })
@@ -187,6 +203,7 @@ interface Bucket {
 export class FaultInjector {
   private faults: Faults = {};
   private routes: Set<string> | undefined;
+  private unpriced: Set<string> | undefined;
   private injected = 0;
   private byKind = noneInjected();
   private readonly schema: ReturnType<typeof faultsSchema>;
@@ -215,6 +232,7 @@ export class FaultInjector {
     if (parsed.rateLimitPerSecond !== this.faults.rateLimitPerSecond) this.buckets.clear();
     this.faults = parsed;
     this.routes = parsed.faultRoutes ? new Set(parsed.faultRoutes) : undefined;
+    this.unpriced = parsed.unpricedRoutes?.length ? new Set(parsed.unpricedRoutes) : undefined;
     this.injected = 0;
     this.byKind = noneInjected();
     return parsed;
@@ -293,6 +311,14 @@ export class FaultInjector {
   answerDelayMs(route: string): number {
     const delay = this.faults.answerDelayMs ?? 0;
     return delay > 0 && (!this.routes || this.routes.has(route)) ? delay : 0;
+  }
+
+  /**
+   * True when the answers of `route` leave `cost_mc` out (`unpricedRoutes`).
+   * @example if (injector.unpricedAnswer('POST /tunes/:id/prompts')) answer = withoutCost(answer);
+   */
+  unpricedAnswer(route: string): boolean {
+    return this.unpriced?.has(route) ?? false;
   }
 
   /**

@@ -163,6 +163,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, parts: ServerPa
   } catch (error) {
     answer = failure(error, req, log);
   }
+  if (route.kind === 'api' && answer.status < 300 && faults.unpricedAnswer(route.key)) answer = withoutCost(answer);
   if (parts.answerStyle === AnswerStyle.rails && answer.body !== undefined) {
     const body = railsStyle(answer.body);
     answer = { ...answer, body: answer.status < 300 && ARRAY_ANSWER_ROUTES.has(route.key) ? [body] : body };
@@ -187,6 +188,18 @@ async function handle(req: IncomingMessage, res: ServerResponse, parts: ServerPa
   const slow = route.kind === 'api' ? faults.answerDelayMs(route.key) : 0;
   if (slow > 0) parts.delay(slow, () => reply(answer));
   else reply(answer);
+}
+
+/** An answer without `cost_mc` in the object it holds, or in each of a list (`unpricedRoutes`). */
+function withoutCost(answer: Reply): Reply {
+  const drop = (object: unknown): unknown => {
+    if (object === null || typeof object !== 'object' || Array.isArray(object) || !('cost_mc' in object)) return object;
+    const copy: Record<string, unknown> = { ...object };
+    delete copy.cost_mc;
+    return copy;
+  };
+  const body = answer.body;
+  return { ...answer, body: Array.isArray(body) ? body.map(drop) : drop(body) };
 }
 
 /** The path (a trailing `.json` or slash dropped, as the service's object URLs allow) and the query of a URL. */

@@ -121,6 +121,35 @@ describe('status faults', () => {
     expect(mock.stats().faults.injected).toBe(0);
   });
 
+  test('unpricedRoutes: those answers leave cost_mc out, the object is charged all the same; not a counted fault', async () => {
+    const key = newKey();
+    const tune = (await call<TuneJson>(mock.url, key, 'POST', '/tunes', tuneBody())).body;
+    const promptOf = (id: number) => `/tunes/${tune.id}/prompts/${id}`;
+    mock.setFaults({ unpricedRoutes: ['POST /tunes/:id/prompts'] });
+    const created = await call<Record<string, unknown>>(mock.url, key, 'POST', `/tunes/${tune.id}/prompts`, {
+      prompt: { text: 'ohwx man', num_images: 2 },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).not.toHaveProperty('cost_mc');
+    const id = created.body.id as number;
+    // A read says it, until its route is unpriced too; lists carry it unless named.
+    expect((await call<Record<string, unknown>>(mock.url, key, 'GET', promptOf(id))).body.cost_mc).toBe(4_000);
+    mock.setFaults({ unpricedRoutes: ['POST /tunes/:id/prompts', 'GET /tunes/:tune_id/prompts/:id'] });
+    expect((await call<Record<string, unknown>>(mock.url, key, 'GET', promptOf(id))).body).not.toHaveProperty(
+      'cost_mc',
+    );
+    const listed = (await call<Record<string, unknown>[]>(mock.url, key, 'GET', `/tunes/${tune.id}/prompts`)).body;
+    expect(listed.map((p) => p.cost_mc)).toEqual([4_000]);
+    mock.setFaults({ unpricedRoutes: ['GET /tunes/:id/prompts'] });
+    const unlisted = (await call<Record<string, unknown>[]>(mock.url, key, 'GET', `/tunes/${tune.id}/prompts`)).body;
+    expect(unlisted.map((p) => 'cost_mc' in p)).toEqual([false]);
+    expect(mock.ledger(key).charges.map((c) => [c.object, c.mc])).toEqual([
+      ['tune', 150_000],
+      ['prompt', 4_000],
+    ]);
+    expect(mock.stats().faults.injected).toBe(0);
+  });
+
   test('maxFaults stops injecting after that many', async () => {
     const key = newKey();
     mock.setFaults({ status500Rate: 1, maxFaults: 2 });
@@ -245,6 +274,7 @@ describe('/__mock routes and stats', () => {
       [{ bogus: 1 }, 'faults.bogus', 'is not an attribute the service knows'],
       [{ faultRoutes: ['GET /nope'] }, 'faults.faultRoutes[0]', expect.stringContaining('API route')],
       [{ faultRoutes: ['GET /__mock/stats'] }, 'faults.faultRoutes[0]', expect.stringContaining('API route')],
+      [{ unpricedRoutes: ['POST /prompt'] }, 'faults.unpricedRoutes[0]', expect.stringContaining('API route')],
       [{ maxFaults: -1 }, 'faults.maxFaults', 'must be an integer of at least 0'],
       [{ neverTrainTitles: 'job-1' }, 'faults.neverTrainTitles', 'must be an array of tune titles'],
       [{ status504DelayMs: 1.5 }, 'faults.status504DelayMs', expect.stringContaining('milliseconds')],
