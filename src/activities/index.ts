@@ -44,7 +44,7 @@ export interface TuneflowActivities {
    * attributes (spec 4.11) and returns it.
    */
   createPrompt(input: { tuneId: number; prompt: PromptSpec; key: string; brief?: boolean }): Promise<Prompt>;
-  retrievePrompt(input: { tuneId: number; promptId: number }): Promise<Prompt>;
+  retrievePrompt(input: { tuneId: number; promptId: number; brief?: boolean }): Promise<Prompt>;
   /**
    * The tune's prompts, newest first. With `promptIds` (a job's poll of its own prompts): only those, read with one
    * list page starting at the newest of them and by id for any it did not reach, so neither the calls nor the result
@@ -151,8 +151,8 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       );
     },
 
-    async retrievePrompt({ tuneId, promptId }) {
-      return mapped(() => api.prompts.retrieve(tuneId, promptId, options()));
+    async retrievePrompt({ tuneId, promptId, brief }) {
+      return mapped(() => api.prompts.retrieve(tuneId, promptId, options()), brief && briefPrompt);
     },
 
     async listPrompts({ tuneId, minId, limit, promptIds, brief }) {

@@ -37,6 +37,13 @@ export function costMcOf(object: { cost_mc?: unknown } | undefined): number | un
  * Decides, prompt by prompt, whether creating one more keeps the job within `maxCostMc`. The service publishes no
  * price list: a prompt's price per image is learned from the first create's answer (until then creates go one at a
  * time), and each further prompt is priced at the highest per-image price seen, in-flight ones included.
+ *
+ * A price is never assumed: a create answered without one is read once (`awaitPrice`, then `settle`), and no create
+ * starts meanwhile; when the read does not say it either, no create starts again. So a create starts only when no
+ * earlier one's price is unknown (none in flight before the first price, none answered without one), and the cost so
+ * far, the estimates in flight and its own fit the limit: if each prompt costs at most the highest per-image price
+ * seen times its images, the job stays within `maxCostMc`. Only a price learned from its own answer can pass it (the
+ * first prompt's, or one dearer per image than any before), and the run then fails instead of completing.
  */
 export class PromptBudget {
   /** Highest price per image seen, once a create has answered. */
@@ -45,18 +52,24 @@ export class PromptBudget {
   private reservedMc = 0;
   /** Creates in flight whose price could not be estimated (before the first answer). */
   private unpriced = 0;
+  /** Creates answered without their price, whose read has not answered. */
+  private priceReads = 0;
   private exhausted = false;
 
   constructor(private readonly maxMc: number) {}
 
-  /** True when a create may start now without waiting for a price: one at a time until one is known. */
+  /**
+   * True when a create may start now without waiting for a price: one at a time until one is known, none while a
+   * create answered without its price is being read.
+   */
   get ready(): boolean {
-    return this.perImageMc !== undefined || this.unpriced === 0;
+    return (this.perImageMc !== undefined || this.unpriced === 0) && this.priceReads === 0;
   }
 
   /**
    * A ticket for a prompt of `images` images when it fits, given what the job has spent (its estimate reserved);
-   * undefined when it does not. Once one does not fit, none after it does: the job stops creating prompts.
+   * undefined when it does not. Once one does not fit, or a price stayed unknown, none after it does: the job stops
+   * creating prompts.
    */
   reserve(spentMc: number, images: number): BudgetTicket | undefined {
     const priced = this.perImageMc !== undefined;
@@ -70,10 +83,23 @@ export class PromptBudget {
     return { estimateMc, priced, images };
   }
 
-  /** A create answered (`costMc`, its price) or failed (undefined): its estimate is released, its price learned. */
+  /** The create of `ticket` answered without its price: no create starts until `settle` says what it cost. */
+  awaitPrice(ticket: BudgetTicket): void {
+    ticket.awaitingPrice = true;
+    this.priceReads++;
+  }
+
+  /**
+   * A create answered (`costMc`, its price) or failed (undefined): its estimate is released, its price learned. A
+   * create whose price was awaited and is still unknown stops every later create.
+   */
   settle(ticket: BudgetTicket, costMc: number | undefined): void {
     this.reservedMc -= ticket.estimateMc;
     if (!ticket.priced) this.unpriced--;
+    if (ticket.awaitingPrice) {
+      this.priceReads--;
+      if (costMc === undefined) this.exhausted = true;
+    }
     if (costMc !== undefined) this.perImageMc = Math.max(this.perImageMc ?? 0, costMc / Math.max(1, ticket.images));
   }
 }
@@ -83,4 +109,6 @@ export interface BudgetTicket {
   estimateMc: number;
   priced: boolean;
   images: number;
+  /** Its answer did not say its price: read once before any other create starts. */
+  awaitingPrice?: boolean;
 }

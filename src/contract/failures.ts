@@ -23,6 +23,11 @@ export const FailureType = {
   missingBaseTune: 'MissingBaseTune',
   /** The job would cost more than `maxCostMc`: a pack whose class price is above it, or prompts left uncreated. */
   overBudget: 'OverBudget',
+  /**
+   * Under `maxCostMc`, the service said neither in a create's answer nor in one read after it what the create cost:
+   * creates stopped there, within the limit as far as the prices known go.
+   */
+  priceUnknown: 'PriceUnknown',
   /** The key names another job (other input, or another kind of job): refused, nothing created. */
   keyInUse: 'KeyInUse',
   /** The key's job ran before and ended without a result (cancelled, terminated, timed out): a key runs once. */
@@ -241,6 +246,60 @@ export function jobOverBudget(
     : '';
   const tune = tuneId === undefined ? '' : `; tune ${tuneId} is kept`;
   return overBudget(`${head}${left}${tune}`, details);
+}
+
+/** A create under `maxCostMc` whose price neither its answer nor one read of the object said. */
+export interface UnpricedCreate {
+  object: 'prompt';
+  id: number;
+  /** Its position in the input. */
+  position: number;
+}
+
+/** The details attached to a PriceUnknown failure: what was made and what is known of its cost. */
+export interface PriceUnknownDetails extends OverBudgetDetails {
+  /** The creates whose price stayed unknown; they count nothing in `cost`, which is the least the job cost. */
+  unpriced: UnpricedCreate[];
+}
+
+/**
+ * Under `maxCostMc`, a create's price stayed unknown (its answer, then one read of what it made, said no `cost_mc`):
+ * the job created nothing after it; what it made has settled, or, for a tune, goes on training.
+ *
+ * @example
+ * throw priceUnknown(160_000, costOf(152_000), { unpriced, notCreated: [1, 2], prompts, tuneId: 7 });
+ */
+export function priceUnknown(
+  maxCostMc: number,
+  cost: Cost,
+  made: {
+    unpriced: UnpricedCreate[];
+    notCreated: number[];
+    prompts: readonly Prompt[];
+    tuneId?: number;
+    tuneCostMc?: number;
+  },
+): ApplicationFailure {
+  const { unpriced, notCreated, prompts, tuneId, tuneCostMc } = made;
+  const details: PriceUnknownDetails = {
+    maxCostMc,
+    cost,
+    ...(tuneCostMc !== undefined && { tuneCostMc }),
+    ...(tuneId !== undefined && { tuneId }),
+    unpriced,
+    notCreated,
+    prompts: prompts.map((p) => ({ id: p.id, tune_id: p.tune_id, images: p.images, user_error: p.user_error })),
+  };
+  const which = unpriced.map((c) => `${c.object} ${c.id} (input position ${c.position})`).join(', ');
+  const left = notCreated.length
+    ? `; ${notCreated.length} of ${notCreated.length + prompts.length} prompts not created (input positions ` +
+      `${notCreated.join(', ')})`
+    : '';
+  const tune = tuneId === undefined ? '' : `; tune ${tuneId} is kept`;
+  const message =
+    `Stopped creating under maxCostMc ${maxCostMc}: the service did not say what ${which} cost, in the create's ` +
+    `answer or in a read of it${left}; the job cost at least ${cost.mc} mc ($${cost.usd}), the prices known${tune}`;
+  return ApplicationFailure.create({ type: FailureType.priceUnknown, nonRetryable: true, message, details: [details] });
 }
 
 function overBudget(message: string, details: OverBudgetDetails): ApplicationFailure {

@@ -81,6 +81,8 @@ export interface TuneflowOptions {
    * `branch: fast`; a job whose price cannot be known beforehand is refused (`InvalidOptions`), one whose price is
    * above the limit fails `OverBudget` before anything is created. Prompts stop before the cost would pass it (priced
    * per image as the first one was); a run never completes above it: it fails `OverBudget` once what it made settled.
+   * A prompt create answered without `cost_mc` is read once before any other create; when the read does not say the
+   * price either, no prompt is created after it, and the run fails `PriceUnknown` once what it made settled.
    * @default no limit
    */
   maxCostMc?: number;

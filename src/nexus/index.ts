@@ -15,6 +15,7 @@ import { FailureType, type OverBudgetDetails } from '../contract/failures';
 import type {
   InspectionRefusedDetails,
   JobEndedDetails,
+  PriceUnknownDetails,
   PromptsNeverSettledDetails,
   TuneNeverTrainedDetails,
 } from '../contract/failures';
@@ -30,7 +31,7 @@ import type {
 
 export { ErrorKind, FailureType };
 export type { InputIssue, OverBudgetDetails, PromptsNeverSettledDetails, TuneNeverTrainedDetails };
-export type { InspectionRefusedDetails, JobEndedDetails, KeyInUseDetails };
+export type { InspectionRefusedDetails, JobEndedDetails, KeyInUseDetails, PriceUnknownDetails };
 export type * from '../contract/inputs';
 
 /** The job's business key, beside the workflow's own input. */
@@ -89,6 +90,7 @@ export type TuneflowFailure =
   | { type: typeof FailureType.tuneNeverTrained; message: string; details: TuneNeverTrainedDetails }
   | { type: typeof FailureType.promptsNeverSettled; message: string; details: PromptsNeverSettledDetails }
   | { type: typeof FailureType.overBudget; message: string; details: OverBudgetDetails }
+  | { type: typeof FailureType.priceUnknown; message: string; details: PriceUnknownDetails }
   | { type: typeof FailureType.invalidInput; message: string; details: InvalidInputDetails }
   | { type: typeof FailureType.invalidOptions; message: string; details: { option: string; rule: string } }
   | { type: typeof FailureType.missingBaseTune; message: string; details: unknown }

@@ -7,7 +7,14 @@ import { InvalidInputError } from '../api/errors';
 import type { PackTuneSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt } from '../api/schemas';
 import { costMcOf, costOf, PromptBudget, type Cost } from '../contract/cost';
-import { invalidInput, jobOverBudget, packOverBudget, tuneOverBudget } from '../contract/failures';
+import {
+  invalidInput,
+  jobOverBudget,
+  packOverBudget,
+  priceUnknown,
+  tuneOverBudget,
+  type UnpricedCreate,
+} from '../contract/failures';
 import { invalidOption, type ResolvedOptions } from '../contract/options';
 import { service } from './activity-calls';
 import type { PromptLedger, TuneWatch } from './state';
@@ -27,6 +34,13 @@ export const MAX_COST_HOLDS = 'max-cost-holds';
  */
 export const FAST_PROMPTS_FREE = 'fast-prompts-free';
 
+/**
+ * Runs with this marker read a prompt whose create answered without `cost_mc` once, before any other create starts,
+ * and stop creating (failing PriceUnknown at the end) when the read does not say its price either. Runs started before
+ * it went on creating with the price unknown. Decided at the first such answer: priced runs never record it.
+ */
+export const UNKNOWN_PRICE_STOPS = 'unknown-price-stops';
+
 /** True for runs that hold maxCostMc; false when replaying a run started before (see MAX_COST_HOLDS). */
 const maxCostHolds = (): boolean => patched(MAX_COST_HOLDS);
 
@@ -45,6 +59,10 @@ export interface BudgetOf {
 export class Budget {
   /** The tune's price as known before its create (maxCostMc): counted while no copy of the tune shows `cost_mc`. */
   private tunePriceMc: number | undefined;
+  /** Prices of prompts whose create answered without one, as a read of the prompt said them. */
+  private readonly pricesRead = new Map<number, number>();
+  /** Prompts whose price neither the create's answer nor a read said: creates stopped at the first. */
+  private readonly unpriced: UnpricedCreate[] = [];
 
   constructor(private readonly job: BudgetOf) {}
 
@@ -140,7 +158,8 @@ export class Budget {
 
   /**
    * One lane of prompt creates under `lanes`: creates prompt `i` (of `images` images) once its price fits what the job
-   * has spent and reserved; else adds `i` to `notCreated`.
+   * has spent and reserved; else adds `i` to `notCreated`. A create answered without its price is read once before
+   * any other create starts (see PromptBudget).
    *
    * @example
    * await job.budget.createWithin(lanes, i, 1, () => createOne(i), notCreated);
@@ -160,12 +179,35 @@ export class Budget {
       notCreated.push(i);
       return;
     }
-    let created: Prompt | undefined;
+    let costMc: number | undefined;
     try {
-      created = await create();
+      const created = await create();
+      costMc = costMcOf(created);
+      if (costMc === undefined && patched(UNKNOWN_PRICE_STOPS)) {
+        lanes.awaitPrice(ticket);
+        costMc = await this.readPrice(created, i);
+      }
     } finally {
-      lanes.settle(ticket, costMcOf(created));
+      lanes.settle(ticket, costMc);
     }
+  }
+
+  /**
+   * One read of a prompt whose create did not say its price: the price the read (or any copy the run holds by then: a
+   * callback's read) says, or undefined, the prompt kept as unpriced.
+   */
+  private async readPrice(created: Prompt, position: number): Promise<number | undefined> {
+    const summary = { summary: `read prompt ${created.id}'s price` };
+    const read = await this.job.counted(
+      service.retrievePrompt.executeWithOptions(summary, [
+        { tuneId: created.tune_id, promptId: created.id, brief: true },
+      ]),
+    );
+    this.job.prompts.adopt(read);
+    const costMc = costMcOf(read) ?? costMcOf(this.job.prompts.all().find((p) => p.id === created.id));
+    if (costMc === undefined) this.unpriced.push({ object: 'prompt', id: created.id, position });
+    else this.pricesRead.set(created.id, costMc);
+    return costMc;
   }
 
   /**
@@ -183,8 +225,9 @@ export class Budget {
   }
 
   /**
-   * At the end, once what was made has settled: fails with OverBudget when prompts were left uncreated for
-   * `maxCostMc`, or when the job's cost passed it (a first prompt's price is only learned from its answer).
+   * At the end, once what was made has settled: fails with PriceUnknown when a prompt's price stayed unknown (creates
+   * stopped there), with OverBudget when prompts were left uncreated for `maxCostMc`, or when the job's cost passed
+   * it (a first prompt's price is only learned from its answer).
    *
    * @example
    * job.budget.requireWithinBudget(notCreated);
@@ -192,6 +235,14 @@ export class Budget {
   requireWithinBudget(notCreated: readonly number[] = []): void {
     const maxCostMc = this.job.options().maxCostMc;
     if (maxCostMc === undefined) return;
+    if (this.unpriced.length)
+      throw priceUnknown(maxCostMc, this.cost(), {
+        unpriced: [...this.unpriced],
+        notCreated: [...notCreated],
+        prompts: this.job.prompts.all(),
+        tuneId: this.job.createdTuneId(),
+        tuneCostMc: this.job.options().tuneCostMc,
+      });
     if (notCreated.length === 0 && (this.cost().mc <= maxCostMc || !maxCostHolds())) return;
     throw this.overBudget(maxCostMc, [...notCreated]);
   }
@@ -221,7 +272,8 @@ export class Budget {
 
   /**
    * What the job has cost so far: the tune it created and its prompts, as the service charged them (`cost_mc`); a
-   * tune no copy of which shows its charge counts at the price known before its create.
+   * tune no copy of which shows its charge counts at the price known before its create, a prompt at the price a read
+   * of it said (none when no read did).
    *
    * @example
    * return { tune, prompts, cost: job.budget.cost() };
@@ -230,7 +282,7 @@ export class Budget {
     const tune = this.job.tune.latest;
     const created = tune !== undefined && tune.id === this.job.createdTuneId();
     let mc = created ? (costMcOf(tune) ?? this.tunePriceMc ?? 0) : 0;
-    for (const prompt of this.job.prompts.all()) mc += costMcOf(prompt) ?? 0;
+    for (const prompt of this.job.prompts.all()) mc += costMcOf(prompt) ?? this.pricesRead.get(prompt.id) ?? 0;
     return costOf(mc);
   }
 }

@@ -43,4 +43,48 @@ describe('PromptBudget', () => {
     expect(budget.ready).toBe(true);
     expect(budget.reserve(0, 1)).toEqual({ estimateMc: 0, priced: false, images: 1 });
   });
+
+  test('a create answered without its price: no create starts until its read settles it; a price read goes on', () => {
+    const budget = new PromptBudget(20_000);
+    const first = budget.reserve(0, 1)!;
+    budget.awaitPrice(first); // answered without cost_mc: read it
+    expect(budget.ready).toBe(false);
+    budget.settle(first, 2_000); // the read said it
+    expect(budget.ready).toBe(true);
+    // Priced now: creates in flight at once, each at its estimate.
+    const second = budget.reserve(2_000, 1)!;
+    const third = budget.reserve(2_000, 1)!;
+    expect([second.estimateMc, third.estimateMc]).toEqual([2_000, 2_000]);
+    expect(budget.ready).toBe(true);
+    budget.awaitPrice(second); // one of them answered without its price
+    expect(budget.ready).toBe(false); // no other create starts, however much is left
+    budget.settle(third, 2_000); // one in flight before may still answer
+    expect(budget.ready).toBe(false);
+    budget.settle(second, 2_000);
+    expect(budget.ready).toBe(true);
+    expect(budget.reserve(6_000, 1)).toEqual({ estimateMc: 2_000, priced: true, images: 1 });
+  });
+
+  test('a price still unknown after the read stops every later create, whatever is left', () => {
+    const budget = new PromptBudget(1_000_000);
+    const first = budget.reserve(0, 1)!;
+    budget.awaitPrice(first);
+    budget.settle(first, undefined); // the read did not say it either
+    expect(budget.ready).toBe(true); // lanes wake, and find nothing more to create
+    expect(budget.reserve(0, 1)).toBeUndefined();
+    // The same once a price per image was known: the unknown price is not assumed to be it.
+    const priced = new PromptBudget(1_000_000);
+    priced.settle(priced.reserve(0, 1)!, 2_000);
+    const unpriced = priced.reserve(2_000, 1)!;
+    priced.awaitPrice(unpriced);
+    priced.settle(unpriced, undefined);
+    expect(priced.reserve(2_000, 1)).toBeUndefined();
+  });
+
+  test('a create answered without its price that is not read (a run started before the read) goes on as before', () => {
+    const budget = new PromptBudget(10_000);
+    budget.settle(budget.reserve(0, 1)!, undefined);
+    expect(budget.ready).toBe(true);
+    expect(budget.reserve(0, 1)).toEqual({ estimateMc: 0, priced: false, images: 1 });
+  });
 });

@@ -12,7 +12,7 @@ import type { Prompt, Tune } from '../../src/api/schemas';
 import { bundleForStrictReplay, replayStrictly } from './strict-replay';
 import { installQuietRuntime } from './global-setup';
 import { HistoryBuilder } from './history-builder';
-import { MAX_COST_HOLDS } from '../../src/workflows/budget';
+import { MAX_COST_HOLDS, UNKNOWN_PRICE_STOPS } from '../../src/workflows/budget';
 import { CALLBACKS_ARE_WAKE_UPS } from '../../src/workflows/wake-ups';
 
 const HOUR = 3600_000;
@@ -444,6 +444,49 @@ describe('maxCostMc on a pack that names no price for the class (runs with the m
       .scheduleActivity('2', 'createPackTune')
       .completeActivity('2', training());
     await expect(replay(history)).rejects.toThrow(/Fail workflow machine does not handle this event/);
+  });
+});
+
+describe('maxCostMc and a prompt create answered without cost_mc (runs with the unknown-price-stops marker read it)', () => {
+  const input = { tuneId: 7, prompts: [{ text: 'a' }, { text: 'b' }], options: { maxCostMc: 100_000 } };
+  /** The tune read, the first prompt created (one at a time until a price is known), its answer without cost_mc. */
+  const firstCreated = () =>
+    new HistoryBuilder('generate', input)
+      .workflowTask()
+      .callActivity('1', 'retrieveTune', trained)
+      .callActivity('2', 'createPrompt', prompt(11));
+
+  test('a run started before goes on, as it did: the next prompt created with the price still unknown', async () => {
+    await replay(firstCreated().callActivity('3', 'createPrompt', prompt(12)).waitStarts('1', HOUR, '2', 120_000));
+  });
+
+  test('a run started since reads the prompt first, then creates the next at the price the read said', async () => {
+    const history = firstCreated()
+      .patchMarker(UNKNOWN_PRICE_STOPS)
+      .callActivity('3', 'retrievePrompt', prompt(11, { cost_mc: 2_000 }))
+      .callActivity('4', 'createPrompt', prompt(12, { cost_mc: 2_000 }))
+      .waitStarts('1', HOUR, '2', 120_000);
+    await replay(history);
+  });
+
+  test('a run started since whose read says no price either creates nothing more, and fails once it settled', async () => {
+    const history = firstCreated()
+      .patchMarker(UNKNOWN_PRICE_STOPS)
+      .callActivity('3', 'retrievePrompt', prompt(11))
+      .waitStarts('1', HOUR, '2', 120_000)
+      .signal('promptSettled', settled(11))
+      .workflowTask()
+      .waitEnds('2', '1')
+      .failed();
+    await replay(history);
+  });
+
+  test('a run started since that created the next prompt without the read does not replay: the read is a command', async () => {
+    const history = firstCreated().patchMarker(UNKNOWN_PRICE_STOPS).callActivity('3', 'createPrompt', prompt(12));
+    await expect(replay(history)).rejects.toThrow(
+      'the workflow scheduled retrieveTune, createPrompt, retrievePrompt; the history has retrieveTune, createPrompt, ' +
+        'createPrompt',
+    );
   });
 });
 

@@ -17,7 +17,13 @@ import { TunesApi } from '../../src/api';
 import { TuneflowPlugin } from '../../src/plugin';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { startCallbackReceiver, temporalSignaler, type CallbackReceiver } from '../../src/callbacks/receiver';
-import { startMockService, type MockService, type MockServiceOptions, type MockStats } from '../../src/mock-service';
+import {
+  startMockService,
+  type MockJournal,
+  type MockService,
+  type MockServiceOptions,
+  type MockStats,
+} from '../../src/mock-service';
 import { progressQuery, type Progress } from '../../src/contract/messages';
 
 export { bundleWorkflows } from './bundle';
@@ -70,6 +76,8 @@ export interface Outcome<R> {
   stats: MockStats;
   /** What the mock charged the scenario's account (API_KEY). */
   ledger: ReturnType<MockService['ledger']>;
+  /** Every tune and prompt the mock made, and every callback it sent (`mock.journal()`). */
+  journal: MockJournal;
   history: History;
   /** Ids the scenario made outside the workflow (an existing tune, an older prompt), for assertions. */
   context?: Record<string, number>;
@@ -165,6 +173,7 @@ export class WorkflowHarness {
           progress: await handle.query(progressQuery),
           stats: mock.stats(),
           ledger: mock.ledger(API_KEY),
+          journal: mock.journal(),
           history: await handle.fetchHistory(),
         };
       },

@@ -7,9 +7,12 @@
 import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import type { Prompt } from '../../src/api/schemas';
 import { IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
-import type { OverBudgetDetails } from '../../src/contract/failures';
+import type { History } from '@temporalio/common/lib/proto-utils';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { OverBudgetDetails, PriceUnknownDetails } from '../../src/contract/failures';
+import { costMcOf } from '../../src/contract/cost';
 import type { PackTuneInput, PackTuneResult, TrainThenGenerateResult } from '../../src/contract/inputs';
-import { FAST_PROMPTS_FREE, MAX_COST_HOLDS } from '../../src/workflows/budget';
+import { FAST_PROMPTS_FREE, MAX_COST_HOLDS, UNKNOWN_PRICE_STOPS } from '../../src/workflows/budget';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf, trainedPaidTune, type Outcome } from './harness';
 import { summarize } from './history-summary';
@@ -168,6 +171,7 @@ workflowTest(
     expect(activities.slice(0, 4)).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'createPrompt']);
     expect(activities.slice(4).every((a) => a === 'listPrompts')).toBe(true);
     expect(patches).not.toContain(MAX_COST_HOLDS);
+    expect(patches).not.toContain(UNKNOWN_PRICE_STOPS); // every answer said its price: no read, no marker
   },
 );
 
@@ -190,6 +194,104 @@ workflowTest(
     expect(activities.slice(0, 2)).toEqual(['retrieveTune', 'createPrompt']);
     expect(activities.slice(2).every((a) => a === 'listPrompts')).toBe(true);
     expect(patches).toContain(MAX_COST_HOLDS);
+  },
+);
+
+/**
+ * The prompt creates scheduled while an earlier create had answered without `cost_mc` and its read had not answered
+ * yet: none, where no create starts while a price is unknown.
+ */
+function createsWhilePriceUnknown(history: History): number {
+  const decode = (payload: unknown) =>
+    payload
+      ? defaultPayloadConverter.fromPayload(payload as Parameters<typeof defaultPayloadConverter.fromPayload>[0])
+      : undefined;
+  const typeOf = new Map<number, string>();
+  const awaiting = new Set<number>();
+  let early = 0;
+  for (const event of history.events ?? []) {
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled) {
+      const type = scheduled.activityType?.name ?? '?';
+      typeOf.set(Number(event.eventId), type);
+      if (type === 'createPrompt' && awaiting.size) early++;
+    }
+    const completed = event.activityTaskCompletedEventAttributes;
+    if (!completed) continue;
+    const type = typeOf.get(Number(completed.scheduledEventId));
+    const answer = decode(completed.result?.payloads?.[0]) as { id: number; cost_mc?: unknown };
+    if (type === 'createPrompt' && costMcOf(answer) === undefined) awaiting.add(answer.id);
+    if (type === 'retrievePrompt') awaiting.delete(answer.id);
+  }
+  return early;
+}
+
+workflowTest(
+  'prompt creates answered without cost_mc: each is read once before another create starts; the run stays within',
+  async () => {
+    const outcome = await play(harness(), scenarios.unpricedPromptsRead);
+    const failure = failureOf(outcome);
+    // Training 150,000 + five one-image prompts of 2,000 = 160,000: the sixth would pass the limit.
+    expect(failure.type).toBe('OverBudget');
+    const details = failure.details?.[0] as OverBudgetDetails;
+    expect(details).toMatchObject({ maxCostMc: 160_000, cost: { mc: 160_000 }, notCreated: [5, 6, 7, 8, 9] });
+    expect(details.prompts).toHaveLength(5);
+    expect(outcome.ledger.totalMc).toBe(160_000);
+    expect(outcome.journal.prompts).toHaveLength(5);
+    expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(5);
+    expect(outcome.stats.routes['GET /tunes/:tune_id/prompts/:id']).toBe(5);
+    const { activities, calls, patches } = summarize(outcome.history);
+    expect(activities.slice(0, 4)).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'retrievePrompt']);
+    expect(activities.filter((a) => a === 'createPrompt')).toHaveLength(5);
+    expect(activities.filter((a) => a === 'retrievePrompt')).toHaveLength(5);
+    expect(calls.filter((c) => c.activity === 'retrievePrompt').map((c) => costMcOf(c.result as Prompt))).toEqual(
+      Array(5).fill(2_000),
+    );
+    expect(createsWhilePriceUnknown(outcome.history)).toBe(0);
+    expect(patches).toContain(UNKNOWN_PRICE_STOPS);
+    expect(outcome.progress).toMatchObject({ phase: 'failed', cost: { mc: 160_000 } });
+  },
+);
+
+workflowTest(
+  'a prompt whose price neither its create nor a read says: no other create, PriceUnknown once it settled, within',
+  async () => {
+    const outcome = await play(harness(), scenarios.unpricedPromptsStop);
+    const failure = failureOf(outcome);
+    expect(failure.type).toBe('PriceUnknown');
+    const details = failure.details?.[0] as PriceUnknownDetails;
+    const [tuneCharge, promptCharge] = outcome.ledger.charges;
+    expect(outcome.ledger.charges).toEqual([
+      { object: 'tune', id: tuneCharge.id, mc: TUNE_TRAINING_MC },
+      { object: 'prompt', id: promptCharge.id, mc: IMAGE_MC },
+    ]);
+    expect(outcome.ledger.totalMc).toBeLessThanOrEqual(160_000);
+    // The service never said the prompt's price: the cost known is the tune's, a floor.
+    expect(details).toEqual({
+      maxCostMc: 160_000,
+      cost: { mc: TUNE_TRAINING_MC, usd: 1.5 },
+      tuneCostMc: TUNE_TRAINING_MC,
+      tuneId: tuneCharge.id,
+      unpriced: [{ object: 'prompt', id: promptCharge.id, position: 0 }],
+      notCreated: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+      prompts: [expect.objectContaining({ id: promptCharge.id, images: [expect.any(String)] })],
+    });
+    expect(failure.message).toBe(
+      `Stopped creating under maxCostMc 160000: the service did not say what prompt ${promptCharge.id} (input ` +
+        "position 0) cost, in the create's answer or in a read of it; 9 of 10 prompts not created (input positions " +
+        `1, 2, 3, 4, 5, 6, 7, 8, 9); the job cost at least 150000 mc ($1.5), the prices known; tune ${tuneCharge.id} ` +
+        'is kept',
+    );
+    expect(outcome.journal.prompts.map((p) => p.id)).toEqual([promptCharge.id]);
+    expect(outcome.journal.prompts[0].settledAt).not.toBeNull();
+    expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBe(1);
+    expect(outcome.stats.routes['GET /tunes/:tune_id/prompts/:id']).toBe(1);
+    const { activities, patches } = summarize(outcome.history);
+    expect(activities.slice(0, 4)).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'retrievePrompt']);
+    // Then only the wait for the one prompt made: no create, no other read.
+    expect(activities.slice(4).every((a) => a === 'listPrompts')).toBe(true);
+    expect(patches).toContain(UNKNOWN_PRICE_STOPS);
+    expect(outcome.progress).toMatchObject({ phase: 'failed', cost: { mc: TUNE_TRAINING_MC }, prompts: { total: 1 } });
   },
 );
 

@@ -74,6 +74,13 @@ function startAndSettle(workflow: string, input: unknown, clock: 'real' | 'skipp
     s.withWorker(async () => s.settle(await s.start(workflow, input, clock, workflowId)));
 }
 
+/** A paid training (150,000 mc) and ten one-image prompts (2,000 mc each) under `maxCostMc` 160,000: five fit. */
+const tenPromptsUnder160k = (): TrainThenGenerateInput => ({
+  tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+  prompts: Array.from({ length: 10 }, (_, i) => ({ text: `sks dog, portrait ${i + 1}` })),
+  options: { maxCostMc: 160_000, tuneCostMc: 150_000 },
+});
+
 const twoPrompts: TrainThenGenerateInput['prompts'] = [
   { text: 'sks dog on a beach', num_images: 2 },
   { text: 'sks dog in the snow', num_images: 1 },
@@ -286,6 +293,33 @@ export const scenarios = {
       } satisfies TrainThenGenerateInput,
       'real',
     ),
+  },
+
+  /**
+   * Issue 42's budget that failed open: `maxCostMc` 160,000 over a 150,000 mc training and ten 2,000 mc prompts whose
+   * creates answer without `cost_mc` (the spec does not promise it). A read of each such prompt says its price: five
+   * prompts fit, and the run stops there (OverBudget), at 160,000.
+   */
+  unpricedPromptsRead: {
+    name: 'unpriced-prompts-read',
+    options: { mock: { faults: { unpricedRoutes: ['POST /tunes/:id/prompts'] } } },
+    run: startAndSettle('trainThenGenerate', tenPromptsUnder160k(), 'real'),
+  },
+
+  /**
+   * The same, and neither the read of a prompt nor a list says its price: the first prompt is created and read, no
+   * other is created, and the run fails PriceUnknown once that prompt has settled, at 152,000.
+   */
+  unpricedPromptsStop: {
+    name: 'unpriced-prompts-stop',
+    options: {
+      mock: {
+        faults: {
+          unpricedRoutes: ['POST /tunes/:id/prompts', 'GET /tunes/:tune_id/prompts/:id', 'GET /tunes/:id/prompts'],
+        },
+      },
+    },
+    run: startAndSettle('trainThenGenerate', tenPromptsUnder160k(), 'real'),
   },
 
   /** A pack whose price for the class (80,000 mc) is above `maxCostMc`: refused before anything is created. */
