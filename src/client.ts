@@ -16,6 +16,7 @@ import type {
   TrainThenGenerateResult,
 } from './contract/inputs';
 import { KeyInUseError, otherJob } from './contract/keys';
+import { DEFAULT_TENANT, TENANT_MEMO, tenantNameProblem, tenantWorkflowId } from './contract/tenants';
 import { progressQuery, type Progress } from './contract/messages';
 import { JOBS, type WorkflowName } from './contract/jobs';
 import { jobUnderKey } from './job-under-key';
@@ -37,12 +38,21 @@ export interface TuneflowClientOptions {
    * @default false
    */
   tracing?: boolean;
+  /**
+   * The tenant the starts run as: the operator's setting, never a caller's. The default tenant's jobs run under their
+   * bare keys; another tenant's under `tuneflow:nexus:<tenant>:<key>`, the IDs its Nexus endpoint's jobs have, so a key
+   * of a tenant names one job whichever way it is started.
+   * @default 'default' (`tuneflow start` reads TUNEFLOW_TENANT)
+   */
+  tenant?: string;
 }
 
 /** A start that met the contract, not yet sent (`TuneflowClient.check`); `R` is the run's result. */
 export interface CheckedStart<R> {
   readonly workflow: WorkflowName;
   readonly workflowId: string;
+  /** The tenant it runs as. */
+  readonly tenant: string;
   /** The input as checked. */
   readonly input: unknown;
   /** Types only: the result the run gives. */
@@ -96,10 +106,14 @@ export interface TuneflowHandle<R> {
 export class TuneflowClient {
   private readonly client: Client;
   private readonly taskQueue: string;
+  private readonly tenant: string;
 
   constructor(options: TuneflowClientOptions) {
     this.client = options.tracing ? tracedClient(options.client) : options.client;
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
+    this.tenant = options.tenant ?? DEFAULT_TENANT;
+    const problem = tenantNameProblem(this.tenant);
+    if (problem) throw new TypeError(`TuneflowClient: tenant ${problem}`);
   }
 
   /**
@@ -114,14 +128,18 @@ export class TuneflowClient {
     workflow: 'trainThenGenerate',
     key: string,
     input: TrainThenGenerateInput,
+    tenant?: string,
   ): CheckedStart<TrainThenGenerateResult>;
-  static check(workflow: 'generate', key: string, input: GenerateInput): CheckedStart<GenerateResult>;
-  static check(workflow: 'packTune', key: string, input: PackTuneInput): CheckedStart<PackTuneResult>;
-  static check(workflow: WorkflowName, key: string, input: unknown): CheckedStart<unknown> {
-    const workflowId = parseInput(businessKey, 'workflowId', key);
+  static check(workflow: 'generate', key: string, input: GenerateInput, tenant?: string): CheckedStart<GenerateResult>;
+  static check(workflow: 'packTune', key: string, input: PackTuneInput, tenant?: string): CheckedStart<PackTuneResult>;
+  static check(workflow: WorkflowName, key: string, input: unknown, tenant = DEFAULT_TENANT): CheckedStart<unknown> {
+    const problem = tenantNameProblem(tenant);
+    if (problem) throw new TypeError(`TuneflowClient.check: tenant ${problem}`);
+    const workflowId = tenantWorkflowId(tenant, parseInput(businessKey, 'workflowId', key));
     const checked: CheckedStart<unknown> = {
       workflow,
       workflowId,
+      tenant,
       input: JOBS[workflow].check(workflowId, input).input,
     };
     startsChecked.add(checked);
@@ -133,29 +151,29 @@ export class TuneflowClient {
     key: string,
     input: TrainThenGenerateInput,
   ): Promise<TuneflowHandle<TrainThenGenerateResult>> {
-    return this.start(TuneflowClient.check('trainThenGenerate', key, input));
+    return this.start(TuneflowClient.check('trainThenGenerate', key, input, this.tenant));
   }
 
   /** Generates prompts on an existing tune. */
   async generate(key: string, input: GenerateInput): Promise<TuneflowHandle<GenerateResult>> {
-    return this.start(TuneflowClient.check('generate', key, input));
+    return this.start(TuneflowClient.check('generate', key, input, this.tenant));
   }
 
   /** Creates a tune from a pack (spec 4.9) and waits for its prompts. */
   async packTune(key: string, input: PackTuneInput): Promise<TuneflowHandle<PackTuneResult>> {
-    return this.start(TuneflowClient.check('packTune', key, input));
+    return this.start(TuneflowClient.check('packTune', key, input, this.tenant));
   }
 
-  /** A handle to a run by its business key. */
+  /** A handle to a run by its business key (of this client's tenant). */
   getHandle<R = unknown>(key: string): TuneflowHandle<R> {
-    return toTuneflowHandle<R>(this.client.workflow.getHandle(key), false);
+    return toTuneflowHandle<R>(this.client.workflow.getHandle(tenantWorkflowId(this.tenant, key)), false);
   }
 
   /** Starts (or attaches to) a run `TuneflowClient.check` checked. */
   async start<R>(checked: CheckedStart<R>): Promise<TuneflowHandle<R>> {
     // Only what the check made: a hand-built start would skip the contract.
     if (!startsChecked.has(checked)) throw new TypeError('start: takes what TuneflowClient.check returns');
-    const { workflow: name, workflowId, input } = checked;
+    const { workflow: name, workflowId, tenant, input } = checked;
     try {
       const handle = await this.client.workflow.start(name, {
         taskQueue: this.taskQueue,
@@ -166,6 +184,8 @@ export class TuneflowClient {
         // attach as a start. A closed job is not run again (use a new key).
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        // The run refuses a tenant's ID that its tenant's starter did not make (src/contract/tenants.ts).
+        ...(tenant !== DEFAULT_TENANT && { memo: { [TENANT_MEMO]: tenant } }),
       });
       return toTuneflowHandle<R>(handle, true);
     } catch (err) {

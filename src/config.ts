@@ -8,6 +8,8 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './callbacks/receiver-limits';
 import { durationToMs, type Duration } from './duration';
+import { DEFAULT_TENANT, tenantNameProblem } from './contract/tenants';
+import type { TenantSettings } from './tenants';
 
 /** The public service's base URL. */
 export const DEFAULT_API_URL = 'https://api.astria.ai';
@@ -40,6 +42,13 @@ export const ENVIRONMENT = {
     "runs kept in the worker's cache, ~1.5 MiB each (default: the SDK's, from the heap limit)",
   TUNEFLOW_SERVICE_RATE:
     'activities started per second on the task queue, all workers together: the service calls held under its rate limit (unset: no limit)',
+  TUNEFLOW_TENANT_ENDPOINTS:
+    'the tenant of each Nexus endpoint, endpoint=tenant,...; a request through any other endpoint is refused (unset: every one)',
+  TUNEFLOW_TENANT_FALLBACK: 'the tenant of Nexus requests whose endpoint the server does not say (servers before 1.30)',
+  TUNEFLOW_TENANT_TUNES:
+    "tunes the operator gives tenants besides their jobs' own, tenant=id+id;*=id (* is every tenant)",
+  TUNEFLOW_TENANT:
+    'the tenant `tuneflow start` starts jobs as (default: default, whose jobs run under their bare keys)',
 } as const;
 
 /** What `tuneflow demo` reads besides: on the real service (TUNEFLOW_API_KEY set), its images and branch. */
@@ -101,7 +110,7 @@ export interface WorkerConfig {
   serviceRate?: number;
 }
 
-type Env = Record<string, string | undefined>;
+export type Env = Record<string, string | undefined>;
 
 const httpUrl = z.url({ protocol: /^https?$/ });
 const hostPort = z.string().regex(/^[^\s:]+:\d{1,5}$/);
@@ -337,4 +346,57 @@ function definedOnly(env: Env): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;
   return out;
+}
+
+/** A refusal of a setting, naming the variable and the rule. */
+function refuseSetting(variable: string, rule: string): never {
+  throw new ConfigError(variable, rule);
+}
+
+/** The tenant settings from the environment (TUNEFLOW_TENANT_ENDPOINTS, _FALLBACK, _TUNES). */
+export function loadTenantSettings(env: Env = process.env): TenantSettings {
+  const pairs = (variable: string, separator: string): [string, string][] =>
+    (env[variable] ?? '')
+      .split(separator)
+      .map((item) => item.trim())
+      .filter(Boolean)
+      .map((item) => {
+        const at = item.indexOf('=');
+        if (at <= 0 || at === item.length - 1) refuseSetting(variable, `${JSON.stringify(item)} is not name=value`);
+        return [item.slice(0, at).trim(), item.slice(at + 1).trim()];
+      });
+  const checked = (variable: string, tenant: string): string => {
+    const problem = tenant === '*' && variable === 'TUNEFLOW_TENANT_TUNES' ? undefined : tenantNameProblem(tenant);
+    if (problem) refuseSetting(variable, `tenant ${JSON.stringify(tenant)} ${problem}`);
+    return tenant;
+  };
+  const endpoints = Object.fromEntries(
+    pairs('TUNEFLOW_TENANT_ENDPOINTS', ',').map(([endpoint, t]) => [endpoint, checked('TUNEFLOW_TENANT_ENDPOINTS', t)]),
+  );
+  const tuneIds = z.array(z.coerce.number().int().min(1));
+  const tunes = Object.fromEntries(
+    pairs('TUNEFLOW_TENANT_TUNES', ';').map(([tenant, ids]) => {
+      const parsed = tuneIds.safeParse(ids.split('+'));
+      if (!parsed.success)
+        refuseSetting('TUNEFLOW_TENANT_TUNES', `${JSON.stringify(ids)} is not tune ids joined by "+"`);
+      return [checked('TUNEFLOW_TENANT_TUNES', tenant), parsed.data];
+    }),
+  );
+  const fallback = env.TUNEFLOW_TENANT_FALLBACK?.trim() || undefined;
+  return {
+    ...(Object.keys(endpoints).length && { endpoints }),
+    ...(fallback && { fallback: checked('TUNEFLOW_TENANT_FALLBACK', fallback) }),
+    ...(Object.keys(tunes).length && { tunes }),
+  };
+}
+
+/**
+ * The tenant a starter runs as, from TUNEFLOW_TENANT (the operator's setting for `tuneflow start` and its client):
+ * the default tenant when unset.
+ */
+export function loadStarterTenant(env: Env = process.env): string {
+  const tenant = env.TUNEFLOW_TENANT?.trim() || DEFAULT_TENANT;
+  const problem = tenantNameProblem(tenant);
+  if (problem) refuseSetting('TUNEFLOW_TENANT', problem);
+  return tenant;
 }

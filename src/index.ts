@@ -3,14 +3,9 @@
  * the inputs and results of the workflows. Workflow code imports `tuneflow-temporal/workflows` instead (this entry
  * loads undici and the worker's code); a caller in another namespace imports `tuneflow-temporal/nexus`.
  */
-export {
-  TuneflowPlugin,
-  type TuneflowCallbackOptions,
-  type TuneflowNexusOptions,
-  type TuneflowPluginOptions,
-} from './plugin';
-export type { NexusCaller } from './nexus/handler';
+export { TuneflowPlugin, type TuneflowCallbackOptions, type TuneflowPluginOptions } from './plugin';
 export { tuneflowServiceHandler } from './nexus/handler';
+export { DEFAULT_TENANT, Tenants, loadTenantSettings, type TenantSettings } from './tenants';
 export {
   TuneflowClient,
   type CheckedStart,
@@ -26,6 +21,7 @@ export { checkGenerate, checkPackTune, checkTrainThenGenerate } from './contract
 export { FailureType, MAX_PROMPTS_PER_RUN } from './contract/failures';
 export type {
   InspectionRefusedDetails,
+  ClaimHeldDetails,
   JobEndedDetails,
   PromptsNeverSettledDetails,
   TuneNeverTrainedDetails,

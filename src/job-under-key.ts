@@ -61,7 +61,9 @@ export type PriorJob =
       runId: string;
       failure: { type?: string | null; message: string; details?: unknown[]; nonRetryable: boolean };
     }
-  | { verdict: 'ended'; runId: string; status: string };
+  | { verdict: 'ended'; runId: string; status: string }
+  /** The claim was started by no run of the key (a raw start squatting it): there is no earlier job to read. */
+  | { verdict: 'claim-held'; claimRunId: string };
 
 /**
  * The earlier run of `workflowId`, the one that claimed it: whether it was this job (the same workflow and input), and
@@ -76,7 +78,8 @@ export async function priorJob(
 ): Promise<PriorJob> {
   const claim = await client.workflow.getHandle(claimWorkflowId(workflowId)).describe();
   const runId = claim.parentExecution?.runId;
-  if (!runId) throw new Error(`the claim of ${workflowId} names no run`);
+  if (!runId || claim.parentExecution?.workflowId !== workflowId)
+    return { verdict: 'claim-held', claimRunId: claim.runId };
   const earlier = await jobUnderKey(client, workflowId, runId);
   if (!earlier) throw new Error(`the run ${runId} that claimed ${workflowId} is gone`);
   const other = otherJob(workflow, input, earlier);

@@ -31,7 +31,8 @@ import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from '
 import { withPreloadedContract } from './bundling';
 import { registerCommands } from './contract/search-attributes';
 import { missingSearchAttributes } from './search-attributes';
-import { tuneflowServiceHandler, type NexusCaller } from './nexus/handler';
+import { tuneflowServiceHandler } from './nexus/handler';
+import { loadTenantSettings, Tenants, type TenantSettings } from './tenants';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -128,7 +129,15 @@ export interface TuneflowPluginOptions {
    * this namespace and task queue; the worker then also polls for Nexus tasks.
    * @default true
    */
-  nexus?: boolean | TuneflowNexusOptions;
+  nexus?: boolean;
+  /**
+   * Who the tenants are: the tenant of each Nexus endpoint (a request through any other endpoint is refused), and the
+   * tunes the operator gives tenants besides those their jobs made. A job reads, generates on and deletes only its
+   * tenant's tunes (src/tenants.ts).
+   * @default TUNEFLOW_TENANT_ENDPOINTS, TUNEFLOW_TENANT_FALLBACK and TUNEFLOW_TENANT_TUNES; unset: no endpoint is any
+   *   tenant's, and every tenant owns only the tunes its jobs made
+   */
+  tenants?: TenantSettings;
   /**
    * The only directory a job's file paths (`tune.images`, a prompt's `input_image`, `mask_image`) may name, checked
    * after symlinks before any byte is read: jobs come from starters tuneflow does not control.
@@ -146,17 +155,6 @@ export interface TuneflowPluginOptions {
    * @default TUNEFLOW_SERVICE_RATE; unset: no limit
    */
   serviceRate?: number | false;
-}
-
-/** How the Nexus service scopes its callers' keys. */
-export interface TuneflowNexusOptions {
-  /**
-   * The scope of a caller's keys, from what the request says of the caller: by default its namespace (from the link to
-   * the caller's workflow the Temporal server attaches). A key runs as workflow ID `tuneflow:nexus:<scope>:<key>`, so
-   * two scopes' keys never meet. Return undefined to refuse the call.
-   * @default the caller's namespace
-   */
-  keyScope?: (caller: NexusCaller) => string | undefined;
 }
 
 /**
@@ -195,19 +193,17 @@ export class TuneflowPlugin extends SimplePlugin {
     const given = options.api ?? apiFromEnvironment();
     const callbacks = options.callbacks === undefined ? loadCallbackConfig() : options.callbacks || undefined;
     const uploadDir = options.uploadDir ?? loadUploadDir();
+    const tenants = new Tenants(options.tenants ?? loadTenantSettings());
     const ownsApi = !(given instanceof TunesApi);
     const otel = options.tracing === undefined ? undefined : openTelemetryPlugin(options.tracing);
     const api = given instanceof TunesApi ? given : new TunesApi(given);
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
     super({
       name: 'tuneflow',
-      activities: createActivities({ api, callbacks: signer, uploadDir }),
+      activities: createActivities({ api, callbacks: signer, uploadDir, tenants }),
       // On every worker, traced or not, so a retried activity hands out the callback URLs its first attempt did.
       workerInterceptors: { activity: [rememberScheduledBy] },
-      nexusServices:
-        options.nexus === false
-          ? undefined
-          : [tuneflowServiceHandler(options.nexus === true ? undefined : options.nexus?.keyScope)],
+      nexusServices: options.nexus === false ? undefined : [tuneflowServiceHandler(tenants)],
     });
     this.#api = api;
     this.#ownsApi = ownsApi;

@@ -125,7 +125,12 @@ describe('TuneflowClient validates before it starts anything', () => {
     expect(error).toBeInstanceOf(Error);
     expect(error).not.toBeInstanceOf(InvalidInputError);
     expect(String(error)).toMatch(/Unable to convert .* to payload/);
-    const handBuilt = { workflow: 'generate', workflowId: 'k', input: { tuneId: 0, prompts } } as const;
+    const handBuilt = {
+      workflow: 'generate',
+      workflowId: 'k',
+      tenant: 'default',
+      input: { tuneId: 0, prompts },
+    } as const;
     await expect(tuneflow.start(handBuilt)).rejects.toThrow(/takes what TuneflowClient.check returns/);
   });
 

@@ -14,6 +14,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { TuneflowClient } from '../../src/client';
 import type { TrainThenGenerateInput } from '../../src/contract/inputs';
 import { KeyInUseError } from '../../src/contract/keys';
+import { titleWorkflowId } from '../../src/contract/tenants';
 import type { MockJournal } from '../../src/mock-service';
 import { jobInput, type SoakJob } from './jobs';
 import type { TuneflowOptions } from '../../src/contract/inputs';
@@ -111,10 +112,12 @@ export class HostileStarters {
   /** Judged from the mock's journal: no title with two tunes, no tune under a hostile key. */
   judge(journal: MockJournal): { secondTunes: number; hostileTunes: number } {
     const byTitle = new Map<string, number>();
-    for (const tune of journal.tunes) byTitle.set(tune.title, (byTitle.get(tune.title) ?? 0) + 1);
+    // A key's tunes: those titled with its workflow ID, whichever run made them (the title's run ID apart).
+    for (const { title } of journal.tunes)
+      byTitle.set(titleWorkflowId(title), (byTitle.get(titleWorkflowId(title)) ?? 0) + 1);
     const secondTunes = [...byTitle.values()].reduce((sum, n) => sum + Math.max(0, n - 1), 0);
     const hostile = new Set(this.keys);
-    const hostileTunes = journal.tunes.filter((t) => hostile.has(t.title)).length;
+    const hostileTunes = journal.tunes.filter((t) => hostile.has(titleWorkflowId(t.title))).length;
     if (secondTunes) this.violations.push(`${secondTunes} second tunes under a title (key)`);
     if (hostileTunes) this.violations.push(`${hostileTunes} tunes under hostile keys (a file read, or a smuggled job)`);
     return { secondTunes, hostileTunes };

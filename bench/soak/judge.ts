@@ -16,6 +16,7 @@
 import * as proto from '@temporalio/proto';
 import type { JournalPrompt, JournalTune, MockJournal } from '../../src/mock-service';
 import { FailureType } from '../../src/contract/failures';
+import { titleWorkflowId } from '../../src/contract/tenants';
 import type { SoakJob } from './jobs';
 
 /** A reaction: when the callback was sent, how long until the run's next command, and where that time went. */
@@ -362,7 +363,7 @@ function isClosing(event: HistoryEvent): boolean {
 
 /** What the mock made for one job, and what became of it. */
 export interface JobTruth {
-  /** Tunes titled with the job's workflow ID (none for generate, which uses a gallery tune). */
+  /** Tunes titled with the job's workflow ID, whatever the run (none for generate, which uses a gallery tune). */
   tunes: JournalTune[];
   /** Prompts marked with the job's workflow ID; for a pack, the prompts on the job's tunes. */
   prompts: JournalPrompt[];
@@ -376,7 +377,8 @@ export class JournalIndex {
 
   constructor(journal: MockJournal) {
     const add = <K, V>(map: Map<K, V[]>, key: K, value: V) => map.set(key, [...(map.get(key) ?? []), value]);
-    for (const tune of journal.tunes) add(this.tunesByTitle, tune.title, tune);
+    // tuneflow titles a tune `<workflow ID>#<run ID>`: a job's tunes are those of its workflow ID, every run's.
+    for (const tune of journal.tunes) add(this.tunesByTitle, titleWorkflowId(tune.title), tune);
     for (const prompt of journal.prompts) {
       add(this.promptsByTune, prompt.tuneId, prompt);
       const job = /\[(soak-[^\]\s]+) #\d+\]/.exec(prompt.text)?.[1];

@@ -20,6 +20,9 @@ import { toApplicationFailure } from './failures';
 import { resolveUploads, uploadsOfPrompt, uploadsOfTune, type UploadPath } from './uploads';
 import { priorJob, type PriorJob } from '../job-under-key';
 import { SearchAttributesCheck } from '../search-attributes';
+import { InvalidInputError } from '../api/errors';
+import { jobOfWorkflowId } from '../contract/tenants';
+import { Tenants } from '../tenants';
 
 export { toApplicationFailure } from './failures';
 
@@ -35,7 +38,11 @@ export interface TuneflowActivities {
    * On a retry it first looks for a tune with the same title and returns that instead of creating twice.
    */
   createTune(input: { tune: TuneSpec & { title: string }; brief?: boolean }): Promise<Tune>;
-  retrieveTune(input: { tuneId: number; brief?: boolean }): Promise<Tune>;
+  /**
+   * GET /tunes/:id. With `owned` (the input field that named the tune), a tune that is not the run's tenant's is
+   * refused, InvalidInput naming that field: a job reads, generates on and deletes only its tenant's tunes.
+   */
+  retrieveTune(input: { tuneId: number; brief?: boolean; owned?: string }): Promise<Tune>;
   /** DELETE /tunes/:id; a tune that is already gone counts as deleted. */
   deleteTune(input: { tuneId: number }): Promise<void>;
   /**
@@ -49,7 +56,7 @@ export interface TuneflowActivities {
    * The tune's prompts, newest first. With `promptIds` (a job's poll of its own prompts): only those, read with one
    * list page starting at the newest of them and by id for any it did not reach, so neither the calls nor the result
    * grow with other jobs' prompts on the tune (a Flux base tune is shared). Without: those with id >= minId, at most
-   * `limit` of them, one list call unless there are more than a page.
+   * `limit` of them, one list call unless there are more than a page. With `owned`, the tune is read first.
    */
   listPrompts(input: {
     tuneId: number;
@@ -57,6 +64,8 @@ export interface TuneflowActivities {
     limit?: number;
     promptIds?: number[];
     brief?: boolean;
+    /** As retrieveTune's: the tune is read first, and refused unless it is the run's tenant's. */
+    owned?: string;
   }): Promise<Prompt[]>;
   /** DELETE /tunes/:tune_id/prompts/:id; a prompt that is already gone counts as deleted. */
   deletePrompt(input: { tuneId: number; promptId: number }): Promise<void>;
@@ -106,6 +115,11 @@ export interface ActivityDeps {
    * @default none: jobs send image URLs only
    */
   uploadDir?: string;
+  /**
+   * The operator's tenants: which tunes each tenant owns besides those its jobs made (src/tenants.ts).
+   * @default none given: a tenant owns the tunes its jobs made
+   */
+  tenants?: Tenants;
 }
 
 /** The list page size: the spec's maximum, so one call covers a whole job's prompts. */
@@ -120,6 +134,23 @@ const PAGE = 120;
  */
 export function createActivities(deps: ActivityDeps): TuneflowActivities {
   const { api, callbacks, uploadDir } = deps;
+  const tenants = deps.tenants ?? new Tenants();
+  /** The tune, refused (InvalidInput naming `field`) unless the running activity's tenant owns it. */
+  const owned = async (tuneId: number, field: string): Promise<Tune> => {
+    const tune = await api.tunes.retrieve(tuneId, options());
+    const workflowId = activityInfo().workflowExecution?.workflowId;
+    const tenant = workflowId === undefined ? undefined : jobOfWorkflowId(workflowId)?.tenant;
+    if (tenant === undefined || !tenants.owns(tenant, tune))
+      throw new InvalidInputError('input', [
+        {
+          field,
+          rule:
+            `names tune ${tuneId}, which is not this tenant's: a job uses only the tunes its tenant's jobs made, ` +
+            'or that the operator gave the tenant (TUNEFLOW_TENANT_TUNES)',
+        },
+      ]);
+    return tune;
+  };
   const lookupPages = deps.lookupPages ?? 5;
   const searchAttributes = new SearchAttributesCheck();
 
@@ -136,8 +167,11 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(async () => createTuneOnce(creates, await uploadsOfTune(uploadDir, tune)), brief && briefTune);
     },
 
-    async retrieveTune({ tuneId, brief }) {
-      return mapped(() => api.tunes.retrieve(tuneId, options()), brief && briefTune);
+    async retrieveTune({ tuneId, brief, owned: field }) {
+      return mapped(
+        () => (field === undefined ? api.tunes.retrieve(tuneId, options()) : owned(tuneId, field)),
+        brief && briefTune,
+      );
     },
 
     async deleteTune({ tuneId }) {
@@ -155,14 +189,14 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(() => api.prompts.retrieve(tuneId, promptId, options()), brief && briefPrompt);
     },
 
-    async listPrompts({ tuneId, minId, limit, promptIds, brief }) {
-      return mapped(
-        () =>
-          promptIds !== undefined
-            ? listOwnPrompts(api, tuneId, promptIds, options())
-            : listNewest(api, tuneId, { minId, limit }),
-        brief && briefPrompts,
-      );
+    async listPrompts({ tuneId, minId, limit, promptIds, brief, owned: field }) {
+      return mapped(async () => {
+        // The tune first: another tenant's tune's prompts are never read.
+        if (field !== undefined) await owned(tuneId, field);
+        return promptIds !== undefined
+          ? listOwnPrompts(api, tuneId, promptIds, options())
+          : listNewest(api, tuneId, { minId, limit });
+      }, brief && briefPrompts);
     },
 
     async deletePrompt({ tuneId, promptId }) {

@@ -12,8 +12,9 @@ const PAGE = 120;
 type RequestOptions = { signal?: AbortSignal };
 
 /**
- * The newest tune titled `title`. The title is the job's business key, so any tune with it belongs to this job,
- * however old: no time bound (a time-skipping test server's clock is no guide). One call asks the service for that
+ * The newest tune titled `title`. The title is the run's own (its workflow ID and run ID, src/contract/tenants.ts
+ * tuneTitle), so a tune with it was made by this run, never by an older one or another job: no time bound (a
+ * time-skipping test server's clock is no guide). One call asks the service for that
  * title (`GET /tunes?title=`); an answer holding other titles means the filter was not honoured, and the look-up goes
  * on paging the account's tunes, newest first, at most `pages` pages in all.
  */

@@ -6,6 +6,7 @@ import { constants as fsConstants, promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { redactCallbackSignatures } from '../callbacks/signing';
+import { loadStarterTenant } from '../tenants';
 import { TuneflowClient } from '../client';
 import { DEFAULT_TASK_QUEUE, loadTaskQueue } from '../config';
 import type { TrainThenGenerateInput } from '../contract/inputs';
@@ -40,7 +41,6 @@ Options:
   --num-images N    images per prompt, 1-8 (default: the service's)
   --branch B        flux1, sd15, sdxl1, or fast (free: mock images, nothing charged)
                     (default: the service's: the base tune's branch, else sd15, which is charged)
-  --title T         the tune's title (default: the workflow ID)
   --inspect FLAGS   inspect each training image before the tune is created, and refuse the job (InspectionRefused:
                     nothing created, nothing paid for training) when an image raises one of FLAGS, comma-separated:
                     ${INSPECTION_FLAGS.join(', ')}; --inspect '' inspects and refuses nothing
@@ -51,7 +51,8 @@ Options:
   -h, --help        show this help
 
 Environment: TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE (default default), TEMPORAL_API_KEY,
-TEMPORAL_TLS* (the Temporal connection); TUNEFLOW_TASK_QUEUE.
+TEMPORAL_TLS* (the Temporal connection); TUNEFLOW_TASK_QUEUE; TUNEFLOW_TENANT (the tenant the job runs as: its
+workflow ID is tuneflow:nexus:<tenant>:<id>; default the default tenant, whose IDs are the --id as given).
 `;
 
 const FLAGS = {
@@ -62,7 +63,6 @@ const FLAGS = {
   prompt: { type: 'string', multiple: true },
   'num-images': { type: 'string' },
   branch: { type: 'string' },
-  title: { type: 'string' },
   inspect: { type: 'string' },
   'task-queue': { type: 'string' },
   wait: { type: 'boolean' },
@@ -93,7 +93,6 @@ export async function startInput(values: Flags): Promise<TrainThenGenerateInput>
   const tune = { ...(input.tune ?? {}) } as TrainThenGenerateInput['tune'];
   if (values.name) tune.name = values.name;
   if (values.branch) tune.branch = values.branch as TrainThenGenerateInput['tune']['branch'];
-  if (values.title) tune.title = values.title;
   if (values.images?.length) {
     const urls = values.images.filter((i) => /^https?:\/\//i.test(i));
     // ftp:, file:, s3:... would start a run that fails a moment later on the worker.
@@ -158,13 +157,15 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
       return ExitCode.ok;
     }
     const input = await startInput(values);
-    const workflowId = values.id ?? `tuneflow-${randomUUID()}`;
+    const key = values.id ?? `tuneflow-${randomUUID()}`;
     const taskQueue = values['task-queue'] ?? loadTaskQueue(io.env);
-    // Bad input is refused before anything is contacted: the client's check, made once, before the connection.
-    const checked = TuneflowClient.check('trainThenGenerate', workflowId, input);
+    // Bad input is refused before anything is contacted: the client's check, made once, before the connection. The
+    // tenant is the operator's setting (TUNEFLOW_TENANT); its jobs' IDs name it.
+    const checked = TuneflowClient.check('trainThenGenerate', key, input, loadStarterTenant(io.env));
+    const { workflowId } = checked;
     const temporal = await connectTemporal(io.env);
     try {
-      const tuneflow = new TuneflowClient({ client: temporal.client, taskQueue });
+      const tuneflow = new TuneflowClient({ client: temporal.client, taskQueue, tenant: checked.tenant });
       const handle = await tuneflow.start(checked);
       if (!values.json) io.stdout.write(`${handle.started ? 'started' : 'attached to'} ${workflowId}\n`);
       if (!values.wait) {

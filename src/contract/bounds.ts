@@ -26,14 +26,23 @@ export const INPUT_BOUNDS = {
   otherAttributesMax: 16,
 } as const;
 
+/**
+ * A tune's title is tuneflow's: the workflow ID and the run ID, so a retried create adopts only the run's own tune, and
+ * the title tells which tenant's job made the tune (src/contract/tenants.ts). A starter's title could name another
+ * job's, and take its tune.
+ */
+const TITLE_REFUSED =
+  "is tuneflow's own (the job's workflow ID and run ID, which say whose job made the tune): leave it out";
+
 /** Attributes of a job's input that tuneflow sets itself or takes elsewhere, never from a starter. */
 const REFUSED: Record<'tune' | 'packTune', Record<string, string>> = {
   tune: {
     prompts_attributes:
       'is not taken: give the prompts in `prompts`, where they are counted against maxCostMc, bounded, waited for ' +
       'and cleaned up',
+    title: TITLE_REFUSED,
   },
-  packTune: {},
+  packTune: { title: TITLE_REFUSED },
 };
 
 /** The attributes a kind of object lists (the spec's), each with its kind of value. */

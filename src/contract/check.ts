@@ -12,6 +12,7 @@ import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } f
 import { boundIssues, type AttributeKinds } from './bounds';
 import { MAX_PROMPTS_PER_RUN } from './failures';
 import { RESERVED_KEY_PREFIX } from './keys';
+import { MAX_KEY_LENGTH } from './tenants';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput } from './inputs';
 import { resolveOptions, type ResolvedOptions } from './options';
 
@@ -19,7 +20,9 @@ import { resolveOptions, type ResolvedOptions } from './options';
 export const businessKey = z
   .string({ error: 'must be a string' })
   .min(1, { error: 'must be a non-empty business key' })
-  .max(1000, { error: 'must be at most 1000 characters' })
+  .max(MAX_KEY_LENGTH, {
+    error: `must be at most ${MAX_KEY_LENGTH} characters (what the longest workflow ID made from it leaves of Temporal's 1000)`,
+  })
   .refine((key) => !key.startsWith(RESERVED_KEY_PREFIX), {
     error: `must not start with "${RESERVED_KEY_PREFIX}" (the workflow IDs tuneflow makes itself start so)`,
   });

@@ -32,6 +32,8 @@ export const FailureType = {
   keyInUse: 'KeyInUse',
   /** The key's job ran before and ended without a result (cancelled, terminated, timed out): a key runs once. */
   jobEnded: 'JobEnded',
+  /** The key's claim is held by a run that is no job of the key (a raw start squatting it): nothing created. */
+  claimHeld: 'ClaimHeld',
   /** A training image raised a flag `options.inspect.refuse` names: refused before anything was created. */
   inspectionRefused: 'InspectionRefused',
 } as const;
@@ -335,6 +337,26 @@ export function jobEnded(details: JobEndedDetails): ApplicationFailure {
     `The job of key ${JSON.stringify(details.key)} ran before (run ${details.runId}) and ended ` +
     `${details.status.toLowerCase().replace(/_/g, ' ')}: a key runs once, and nothing was created again; use a new key`;
   return ApplicationFailure.create({ type: FailureType.jobEnded, nonRetryable: true, message, details: [details] });
+}
+
+/** The details of a ClaimHeld failure: the key, and the run that holds its claim. */
+export interface ClaimHeldDetails {
+  key: string;
+  claimRunId: string;
+}
+
+/**
+ * A run whose key's claim is held by a run no job of the key started (a raw `keyClaim` start): it fails at once,
+ * having created nothing, rather than wait for a job that never was.
+ *
+ * @example
+ * throw claimHeld({ key: 'order-1234', claimRunId });
+ */
+export function claimHeld(details: ClaimHeldDetails): ApplicationFailure {
+  const message =
+    `The claim of key ${JSON.stringify(details.key)} is held by a run no job of the key started (run ` +
+    `${details.claimRunId}): nothing was created; an operator terminates or lets it expire, or use a new key`;
+  return ApplicationFailure.create({ type: FailureType.claimHeld, nonRetryable: true, message, details: [details] });
 }
 
 /** The details of an InspectionRefused failure. */

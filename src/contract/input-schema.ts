@@ -262,16 +262,16 @@ function definitions(): Record<string, JsonSchema> {
   const id = definition(ResourceId);
   const parts: SchemaParts = { ref: (name) => ({ $ref: `#/$defs/${name}` }), prompts, id };
   return {
-    // A new tune's title defaults to the workflow ID; its images are paths; tuneflow sets its callback.
+    // A new tune's title is tuneflow's; its images are paths; tuneflow sets its callback.
     tuneAttributes: definition(TuneCreateInput, (s) => {
       withoutRequired('title')(s);
       characteristicsAsJson(s);
-      bounded(TUNE_KINDS, ['prompts_attributes'])(s);
+      bounded(TUNE_KINDS, ['prompts_attributes', 'title'])(s);
     }),
     promptAttributes: definition(PromptCreateInput, bounded(PROMPT_KINDS)),
     packTuneAttributes: definition(PackTuneCreateInput, (s) => {
       characteristicsAsJson(s);
-      bounded(PACK_TUNE_KINDS)(s);
+      bounded(PACK_TUNE_KINDS, ['title'])(s);
     }),
     options: optionsSchema(),
     ...Object.fromEntries(WORKFLOW_NAMES.map((name) => [name, JOBS[name].schema(parts)])),

@@ -18,12 +18,11 @@ export type { Cost } from './cost';
 export type { ImageInspection, InspectionFlag, InspectOption } from './inspection';
 
 /**
- * Spec 4.1 attributes. `title` defaults to the workflow ID (so a retried create finds the tune by title);
- * `images` are paths the worker can read; `callback` is set by tuneflow. Attributes the spec does not list go to the
+ * Spec 4.1 attributes. `title` is tuneflow's (the workflow ID and the run ID: a retried create finds only the run's
+ * own tune by it, and it tells whose job made the tune): a starter's is refused. `images` are paths the worker can read; `callback` is set by tuneflow. Attributes the spec does not list go to the
  * service as they are.
  */
 export type TuneSpec = Omit<TuneCreateAttributes, 'title' | 'images' | 'callback' | 'prompts_attributes'> & {
-  title?: string;
   images?: string[];
 } & OtherAttributes;
 
@@ -33,12 +32,11 @@ export type PromptSpec = Omit<PromptCreateAttributes, 'callback' | 'input_image'
   mask_image?: string;
 } & OtherAttributes;
 
-/** Spec 4.9 attributes; callbacks are set by tuneflow. */
+/** Spec 4.9 attributes; callbacks and a new tune's title are set by tuneflow. */
 export type PackTuneSpec = Omit<
   PackTuneCreateAttributes,
   'title' | 'images' | 'callback' | 'prompt_attributes' | 'prompts_callback'
 > & {
-  title?: string;
   images?: string[];
 } & OtherAttributes;
 

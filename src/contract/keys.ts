@@ -1,24 +1,13 @@
 /**
  * Business keys: one key names one job. The same input under a key gets that key's job; other input under it is
- * refused, naming the key and the fields that differ. Keys of different callers never meet: tuneflow's own starters
- * use the key as the workflow ID (the namespace is the scope), a Nexus caller's key is scoped to its namespace.
+ * refused, naming the key and the fields that differ. Keys of different tenants never meet: a tenant's key runs under
+ * an ID that names the tenant (./tenants.ts, tenantWorkflowId).
  * Sandbox-safe: the workflows use it too.
  */
 import { InvalidInputError } from '../api/errors';
 
 /** Workflow IDs that tuneflow makes itself start with this; a caller's key may not. */
 export const RESERVED_KEY_PREFIX = 'tuneflow:';
-
-/**
- * The workflow ID of a Nexus caller's key: `tuneflow:nexus:<scope>:<key>`, where the scope is the caller's namespace
- * (or what the operator configures). A namespace name holds no `:`, so no two scopes' IDs meet.
- *
- * @example
- * nexusWorkflowId('shop', 'order-1234'); // 'tuneflow:nexus:shop:order-1234'
- */
-export function nexusWorkflowId(scope: string, key: string): string {
-  return `${RESERVED_KEY_PREFIX}nexus:${scope}:${key}`;
-}
 
 /**
  * The workflow ID of the claim a run makes on its workflow ID before it creates anything: a child that ends at once,

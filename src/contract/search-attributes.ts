@@ -1,6 +1,6 @@
 /**
  * The search attributes a run keeps current, so an operator can find jobs in the Web UI and with
- * `temporal workflow list --query`: its phase, its tune, its cost so far and, once failed, its failure type. A
+ * `temporal workflow list --query`: its tenant, its phase, its tune, its cost so far and, once failed, its failure type. A
  * namespace must have them registered (`tuneflow search-attributes`, or the `temporal operator` command below);
  * without them runs go on as before, unlisted. Shared by the workflows, the worker's check and the command line.
  */
@@ -15,6 +15,8 @@ export const SearchAttribute = {
   costMc: defineSearchAttributeKey('TuneflowCostMc', SearchAttributeType.INT),
   /** A failed run's failure type (`OverBudget`, `InspectionRefused`, `TuneNeverTrained`, ...). */
   failure: defineSearchAttributeKey('TuneflowFailure', SearchAttributeType.KEYWORD),
+  /** The tenant the job runs as (src/contract/tenants.ts): `default`, or the tenant its workflow ID names. */
+  tenant: defineSearchAttributeKey('TuneflowTenant', SearchAttributeType.KEYWORD),
 } as const;
 
 /** Every attribute with its type as the Temporal CLI spells it (`--search-attribute TuneflowPhase=Keyword`). */
@@ -28,7 +30,7 @@ export const SEARCH_ATTRIBUTES: ReadonlyArray<{ name: string; type: 'Keyword' | 
  *
  * @example
  * registerCommands('default');
- * // ['temporal operator search-attribute create --namespace default --name TuneflowPhase --name TuneflowFailure --type Keyword',
+ * // ['temporal operator search-attribute create --namespace default --name TuneflowPhase --name TuneflowFailure --name TuneflowTenant --type Keyword',
  * //  'temporal operator search-attribute create --namespace default --name TuneflowTuneId --name TuneflowCostMc --type Int']
  */
 export function registerCommands(namespace: string): string[] {

@@ -4,6 +4,7 @@
  * every other input of the mock.
  */
 import { z } from 'zod';
+import { titleWorkflowId } from '../contract/tenants';
 import { parseInput } from '../api/parse-input';
 
 /** What may go wrong, and how often. Every rate is a probability from 0 to 1. */
@@ -74,7 +75,7 @@ export interface Faults {
   neverTrainRate?: number;
   /**
    * Titles of new tunes that never train, whatever `neverTrainRate` draws: a harness picks exactly which jobs a
-   * tune that never trains hits.
+   * tune that never trains hits. A tuneflow title (`<workflow ID>#<run ID>`) is matched by its workflow ID too.
    * @default none
    */
   neverTrainTitles?: string[];
@@ -326,7 +327,10 @@ export class FaultInjector {
    * @example if (!injector.neverTrains(spec.title)) startTraining();
    */
   neverTrains(title: string): boolean {
-    return (this.faults.neverTrainTitles?.includes(title) ?? false) || this.chance('neverTrainRate');
+    // tuneflow titles a tune `<workflow ID>#<run ID>`: a harness names the workflow ID, which it knows before the run.
+    const listed = this.faults.neverTrainTitles;
+    const workflowId = titleWorkflowId(title);
+    return listed?.includes(title) || listed?.includes(workflowId) || false || this.chance('neverTrainRate');
   }
 
   /**

@@ -5,30 +5,23 @@
  */
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { startWorkflow, WorkflowRunOperationHandler, getClient } from '@temporalio/nexus';
+import { getClient, operationInfo, startWorkflow, WorkflowRunOperationHandler } from '@temporalio/nexus';
 import * as nexus from 'nexus-rpc';
 import { InvalidInputError } from '../api/errors';
 import { businessKey } from '../contract/check';
 import { JOBS, type WorkflowName } from '../contract/jobs';
 import { FailureType } from '../contract/failures';
-import { KeyInUseError, nexusWorkflowId, otherJob, type KeyInUseDetails } from '../contract/keys';
+import { KeyInUseError, otherJob, type KeyInUseDetails } from '../contract/keys';
+import { DEFAULT_TENANT, TENANT_MEMO, tenantWorkflowId } from '../contract/tenants';
 import { jobUnderKey, type JobUnderKey } from '../job-under-key';
+import type { Tenants } from '../tenants';
 import { tuneflowService, type BusinessKey, type InvalidInputDetails } from './index';
-
-/** What a Nexus request says of its caller: the links it came with, and the namespace of the caller's workflow. */
-export interface NexusCaller {
-  /** From the link to the caller's workflow the Temporal server attaches; undefined for a caller without one. */
-  namespace?: string;
-  links: readonly nexus.Link[];
-}
-
-/** Scopes a caller's keys (TuneflowNexusOptions.keyScope): its namespace by default. */
-export type KeyScope = (caller: NexusCaller) => string | undefined;
 
 /**
  * One operation: refuses bad input synchronously, as a bad request naming the field, before anything is created;
- * runs the caller's key in the caller's scope; attaches a second call of the same key and input to the run that
- * exists, refuses one with other input; cancels the run when the caller cancels.
+ * runs the caller's key as the tenant the operator mapped its endpoint to (nothing the caller sends, links and
+ * headers included, changes it); attaches a second call of the same key and input to the run that exists, refuses one
+ * with other input; cancels the run when the caller cancels.
  */
 class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I, O> {
   /** Starts a new run, refused when the key has one (running, or closed). */
@@ -38,17 +31,18 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
 
   constructor(
     private readonly workflow: WorkflowName,
-    private readonly keyScope: KeyScope,
+    private readonly tenants: Tenants,
   ) {
-    // `key` here is the scoped workflow ID (start below).
+    // `key` here is the tenant's workflow ID (start below); the memo tells the run its tenant's starter made the ID.
     const run = (conflict: 'FAIL' | 'USE_EXISTING') =>
       new WorkflowRunOperationHandler<I, O>((ctx, input) => {
-        const { key, ...job } = input;
+        const { key, tenant, ...job } = input as I & { tenant: string };
         return startWorkflow(ctx, this.workflow, {
           workflowId: key,
           args: [job],
           workflowIdConflictPolicy: conflict,
           workflowIdReusePolicy: 'REJECT_DUPLICATE',
+          ...(tenant !== DEFAULT_TENANT && { memo: { [TENANT_MEMO]: tenant } }),
         });
       });
     this.#start = run('FAIL');
@@ -56,9 +50,10 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
   }
 
   async start(ctx: nexus.StartOperationContext, input: I): Promise<nexus.HandlerStartOperationResult<O>> {
+    const tenant = this.tenantOf();
     const key = this.refuseInvalid(input);
-    const workflowId = nexusWorkflowId(this.scopeOf(ctx), key);
-    const scoped = { ...input, key: workflowId };
+    const workflowId = tenantWorkflowId(tenant, key);
+    const scoped = { ...input, key: workflowId, tenant };
     try {
       return await this.#start.start(ctx, scoped);
     } catch (err) {
@@ -80,16 +75,18 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
     return this.#start.cancel(ctx, token);
   }
 
-  /** The caller's scope; a caller the scope cannot place is refused. */
-  private scopeOf(ctx: nexus.StartOperationContext): string {
-    const scope = this.keyScope({ namespace: callerNamespace(ctx.inboundLinks), links: ctx.inboundLinks });
-    if (scope === undefined || scope === '' || scope.includes(':'))
+  /** The tenant of the endpoint the request came through; one the operator mapped to no tenant is refused. */
+  private tenantOf(): string {
+    const { endpoint } = operationInfo();
+    const tenant = this.tenants.ofEndpoint(endpoint);
+    if (tenant === undefined)
       throw new nexus.HandlerError(
-        'BAD_REQUEST',
-        "tuneflow scopes each caller's keys, and this request names no caller it can scope (no link to a caller's " +
-          'workflow in a namespace)',
+        'UNAUTHORIZED',
+        endpoint
+          ? `the endpoint ${JSON.stringify(endpoint)} is no tenant's: the operator maps each endpoint to a tenant (TUNEFLOW_TENANT_ENDPOINTS)`
+          : 'this server does not say which endpoint the request came through (servers before 1.30), and the operator set no tenant for that (TUNEFLOW_TENANT_FALLBACK)',
       );
-    return scope;
+    return tenant;
   }
 
   /** The business key, once the whole input meets the contract; a BAD_REQUEST handler error naming the field if not. */
@@ -140,25 +137,15 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
  * start on the task queue the Nexus request came on: the endpoint's target, where tuneflow's worker polls.
  *
  * @example
- * await Worker.create({ connection, namespace: 'images', taskQueue: 'tuneflow', nexusServices: [tuneflowServiceHandler()] });
+ * const tenants = new Tenants({ endpoints: { 'tuneflow-shop': 'shop' } });
+ * await Worker.create({ connection, namespace: 'images', taskQueue: 'tuneflow', nexusServices: [tuneflowServiceHandler(tenants)] });
  */
-export function tuneflowServiceHandler(
-  keyScope: KeyScope = (caller) => caller.namespace,
-): nexus.ServiceHandler<(typeof tuneflowService)['operations']> {
+export function tuneflowServiceHandler(tenants: Tenants): nexus.ServiceHandler<(typeof tuneflowService)['operations']> {
   return nexus.serviceHandler(tuneflowService, {
-    trainThenGenerate: new JobOperation('trainThenGenerate', keyScope),
-    generate: new JobOperation('generate', keyScope),
-    packTune: new JobOperation('packTune', keyScope),
+    trainThenGenerate: new JobOperation('trainThenGenerate', tenants),
+    generate: new JobOperation('generate', tenants),
+    packTune: new JobOperation('packTune', tenants),
   });
-}
-
-/** The namespace of the caller's workflow, from the link the Temporal server attaches to a Nexus request. */
-function callerNamespace(links: readonly nexus.Link[]): string | undefined {
-  for (const link of links) {
-    const match = /^\/namespaces\/([^/]+)\/workflows\//.exec(link.url.pathname);
-    if (link.url.protocol === 'temporal:' && match) return decodeURIComponent(match[1]);
-  }
-  return undefined;
 }
 
 function omitKey(input: object): unknown {

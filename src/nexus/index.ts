@@ -13,6 +13,7 @@ import * as nexus from 'nexus-rpc';
 import { ErrorKind, type InputIssue } from '../api/errors';
 import { FailureType, type OverBudgetDetails } from '../contract/failures';
 import type {
+  ClaimHeldDetails,
   InspectionRefusedDetails,
   JobEndedDetails,
   PriceUnknownDetails,
@@ -31,7 +32,7 @@ import type {
 
 export { ErrorKind, FailureType };
 export type { InputIssue, OverBudgetDetails, PromptsNeverSettledDetails, TuneNeverTrainedDetails };
-export type { InspectionRefusedDetails, JobEndedDetails, KeyInUseDetails, PriceUnknownDetails };
+export type { ClaimHeldDetails, InspectionRefusedDetails, JobEndedDetails, KeyInUseDetails, PriceUnknownDetails };
 export type * from '../contract/inputs';
 
 /** The job's business key, beside the workflow's own input. */
@@ -96,6 +97,7 @@ export type TuneflowFailure =
   | { type: typeof FailureType.missingBaseTune; message: string; details: unknown }
   | { type: typeof FailureType.keyInUse; message: string; details: KeyInUseDetails }
   | { type: typeof FailureType.jobEnded; message: string; details: JobEndedDetails }
+  | { type: typeof FailureType.claimHeld; message: string; details: ClaimHeldDetails }
   | { type: typeof FailureType.inspectionRefused; message: string; details: InspectionRefusedDetails }
   | { type: Exclude<ErrorKind, typeof ErrorKind.invalidInput>; message: string; details: ServiceFailureDetails };
 

@@ -7,8 +7,9 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { InvalidInputError, type InputIssue } from '../api/errors';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import { uploadPathsOf } from '../contract/bounds';
-import { claimWorkflowId } from '../contract/keys';
-import { FailureType, invalidInput, jobEnded, keyInUse, requireValidInput } from '../contract/failures';
+import { claimWorkflowId, RESERVED_KEY_PREFIX } from '../contract/keys';
+import { workflowIdProblem } from '../contract/tenants';
+import { claimHeld, FailureType, invalidInput, jobEnded, keyInUse, requireValidInput } from '../contract/failures';
 import type { ResolvedOptions } from '../contract/options';
 import { temporal, uploads } from './activity-calls';
 
@@ -34,6 +35,24 @@ export const claimsKey = (): boolean => patched(KEY_CLAIMED);
  * anything is created; only runs whose input names files. Runs started before it read them when they sent them.
  */
 export const UPLOADS_CHECKED = 'uploads-checked';
+
+/**
+ * Runs with this marker were refused for their workflow ID: a `tuneflow:` ID that no tuneflow starter made (a claim's,
+ * or a tenant's without its starter's memo). Asked only for such an ID: runs started before it went on under it.
+ */
+export const WORKFLOW_ID_OWNED = 'workflow-id-owned';
+
+/**
+ * Refuses a run under a workflow ID it does not own (InvalidInput naming `workflowId`, nothing created): IDs that
+ * start with `tuneflow:` are made by tuneflow's starters alone (src/contract/tenants.ts, workflowIdProblem).
+ */
+export function requireOwnWorkflowId(): void {
+  const { workflowId, memo } = workflowInfo();
+  if (!workflowId.startsWith(RESERVED_KEY_PREFIX)) return;
+  const problem = workflowIdProblem(workflowId, memo);
+  if (problem && patched(WORKFLOW_ID_OWNED))
+    throw invalidInput(new InvalidInputError('input', [{ field: 'workflowId', rule: problem }]));
+}
 
 /**
  * The run's options, resolved once from the whole input checked by the contract: a bad option fails InvalidOptions, as
@@ -66,6 +85,8 @@ export async function claimKey(input: unknown): Promise<{ result: unknown } | un
     { workflowId, workflow: workflowType, input },
   ]);
   switch (prior.verdict) {
+    case 'claim-held':
+      throw claimHeld({ key: workflowId, claimRunId: prior.claimRunId });
     case 'completed':
       return { result: prior.result };
     case 'other-job':
@@ -90,12 +111,23 @@ export async function checkUploads(input: unknown): Promise<void> {
       { paths },
     ]);
   } catch (err) {
-    // The refusal itself, as for any input the contract refuses (its details name the first field, and every one).
-    const cause = err instanceof ActivityFailure ? err.cause : err;
-    if (!(cause instanceof ApplicationFailure) || cause.type !== FailureType.invalidInput) throw err;
-    const { issues } = (cause.details?.[0] ?? {}) as { issues?: InputIssue[] };
-    throw invalidInput(new InvalidInputError('input', issues ?? [{ field: 'input', rule: cause.message }]));
+    throw refusedInput(err);
   }
+}
+
+/**
+ * An activity's refusal of the input (InvalidInput: a path outside the upload directory, a tune that is not the
+ * tenant's) as the run's own InvalidInput failure, as for any input the contract refuses (its details name the first
+ * field, and every one); any other error as it is.
+ *
+ * @example
+ * await service.retrieveTune(...).catch((err) => { throw refusedInput(err); });
+ */
+export function refusedInput(err: unknown): unknown {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== FailureType.invalidInput) return err;
+  const { issues } = (cause.details?.[0] ?? {}) as { issues?: InputIssue[] };
+  return invalidInput(new InvalidInputError('input', issues ?? [{ field: 'input', rule: cause.message }]));
 }
 
 /**

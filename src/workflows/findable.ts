@@ -30,6 +30,8 @@ const local = proxyLocalActivities<TuneflowActivities>(searchAttributesCheckOpti
 
 /** What a run shows an operator. */
 export interface Findings {
+  /** The tenant the run runs as (from its workflow ID): set once, with the first upsert. */
+  tenant: string;
   phase: Phase;
   tuneId: number | undefined;
   costMc: number;
@@ -61,6 +63,7 @@ export class Findable {
     if (!this.#kept) return;
     const last = this.#last;
     const pairs: SearchAttributeUpdatePair[] = [];
+    if (now.tenant !== last.tenant) pairs.push({ key: SearchAttribute.tenant, value: now.tenant });
     if (now.phase !== last.phase) pairs.push({ key: SearchAttribute.phase, value: now.phase });
     if (now.tuneId !== undefined && now.tuneId !== last.tuneId)
       pairs.push({ key: SearchAttribute.tuneId, value: now.tuneId });

@@ -25,7 +25,8 @@ export async function generate(input: GenerateInput): Promise<GenerateResult> {
     input,
     (options) => checkGenerate(input, options),
     async () => {
-      await job.retrieveTune(input.tuneId);
+      // The tune must be the tenant's (made by its jobs, or given it by the operator): refused, InvalidInput, if not.
+      await job.retrieveTune(input.tuneId, 'tuneId');
       // The tune was made elsewhere: its eta says nothing about how long is left, so polls start at once.
       const tune = await job.waitUntilTrained();
       const target = promptTarget(tune);

@@ -3,7 +3,8 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import { CancellationScope, isCancellation, setHandler } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
 import { polls, service } from './activity-calls';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
@@ -11,7 +12,7 @@ import type { Prompt, Tune } from '../api/schemas';
 import { inspectionRefused, promptsNeverSettled, tuneNeverTrained } from '../contract/failures';
 import { refusedFlags, trainingImagesOf, type ImageInspection } from '../contract/inspection';
 import { Phase, progressQuery } from '../contract/messages';
-import { checkedOptions, checkUploads, claimKey, claimsKey } from './admission';
+import { checkedOptions, checkUploads, claimKey, claimsKey, refusedInput, requireOwnWorkflowId } from './admission';
 import { Budget } from './budget';
 import { runBounded } from './concurrency';
 import { Findable, failureTypeOf, type Findings } from './findable';
@@ -77,7 +78,8 @@ export class Job {
   }
 
   private findings(failure?: string): Findings {
-    return { phase: this.phase, tuneId: this.tune.id, costMc: this.budget.cost().mc, failure };
+    const tenant = jobOfWorkflowId(workflowInfo().workflowId)?.tenant ?? DEFAULT_TENANT;
+    return { tenant, phase: this.phase, tuneId: this.tune.id, costMc: this.budget.cost().mc, failure };
   }
 
   /** The resolved options; set by `run` before the body starts. */
@@ -101,6 +103,7 @@ export class Job {
     body: () => Promise<T>,
   ): Promise<T> {
     try {
+      requireOwnWorkflowId();
       this.settings = checkedOptions(checkInput);
       // Decided before the search attributes' local activity: the SDK loses a patch asked for in the activation
       // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
@@ -184,15 +187,16 @@ export class Job {
    * The id after the newest prompt of a tune: prompts made from now on have this id or a higher one.
    *
    * @example
-   * const minId = await job.nextPromptId(input.tune.tune_ids[0]);
+   * const minId = await job.nextPromptId(input.tune.tune_ids[0], 'tune.tune_ids[0]');
    */
-  async nextPromptId(tuneId: number): Promise<number> {
-    // Newest first: one prompt tells, however many the reused tune has (history stays small).
+  async nextPromptId(tuneId: number, field: string): Promise<number> {
+    // Newest first: one prompt tells, however many the reused tune has (history stays small). The activity reads the
+    // tune first and refuses one that is not the tenant's, naming `field`.
     const prompts = await this.counted(
       service.listPrompts.executeWithOptions({ summary: `note the newest prompt of tune ${tuneId}` }, [
-        { tuneId, limit: 1, brief: true },
+        { tuneId, limit: 1, brief: true, owned: field },
       ]),
-    );
+    ).catch((err: unknown) => Promise.reject(refusedInput(err)));
     return prompts.reduce((max, p) => Math.max(max, p.id), 0) + 1;
   }
 
@@ -200,11 +204,13 @@ export class Job {
    * Reads an existing tune.
    *
    * @example
-   * const tune = await job.retrieveTune(input.tuneId);
+   * const tune = await job.retrieveTune(input.tuneId, 'tuneId');
    */
-  async retrieveTune(tuneId: number): Promise<Tune> {
+  async retrieveTune(tuneId: number, field: string): Promise<Tune> {
     const summary = { summary: `read tune ${tuneId}` };
-    this.tune.adopt(await this.counted(service.retrieveTune.executeWithOptions(summary, [{ tuneId, brief: true }])));
+    // The activity refuses a tune that is not the tenant's, naming `field`: the run fails InvalidInput.
+    const read = service.retrieveTune.executeWithOptions(summary, [{ tuneId, brief: true, owned: field }]);
+    this.tune.adopt(await this.counted(read).catch((err: unknown) => Promise.reject(refusedInput(err))));
     return this.tune.latest as Tune;
   }
 

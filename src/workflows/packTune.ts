@@ -4,6 +4,7 @@
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
 import { checkPackTune } from '../contract/check';
+import { tuneTitle } from '../contract/tenants';
 import type { PackTuneInput, PackTuneResult } from '../contract/inputs';
 import { Job } from './job';
 import { Phase } from '../contract/messages';
@@ -29,7 +30,7 @@ import { untilEtaMs } from '../contract/poll-schedule';
  */
 export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
   const job = new Job(Phase.creatingTune);
-  const { workflowId } = workflowInfo();
+  const { workflowId, runId } = workflowInfo();
   return job.run(
     input,
     (options) => checkPackTune(workflowId, input, options),
@@ -40,9 +41,13 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
       await job.budget.checkPackPrice(input.packId, input.tune);
       // With options.inspect: a new tune's images are inspected, and may be refused, before the pack is paid for.
       await job.inspectImages(input.tune);
-      const minId = reused ? await job.nextPromptId(reused[0]) : undefined;
-      const title = input.tune.title ?? workflowId;
-      const created = await job.createPackTune(input.packId, { ...input.tune, title }, minId);
+      // A reused tune must be the tenant's: the read that notes its newest prompt refuses another's (InvalidInput).
+      const minId = reused ? await job.nextPromptId(reused[0], 'tune.tune_ids[0]') : undefined;
+      const created = await job.createPackTune(
+        input.packId,
+        { ...input.tune, title: tuneTitle(workflowId, runId) },
+        minId,
+      );
       // A reused tune's eta is from its own training, long ago.
       await job.waitUntilTrained(reused ? 0 : untilEtaMs(created));
       await job.budget.readTunePrice();

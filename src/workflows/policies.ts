@@ -69,12 +69,13 @@ export function isTransientFailure(err: unknown): boolean {
 }
 
 /**
- * Reads of Temporal itself (the earlier run of a claimed key): retried as any call to a server that may be busy, for
- * as long as the run lives; they never reach the service.
+ * Reads of Temporal itself (the earlier run of a claimed key): retried as any call to a server that may be busy, a
+ * bounded number of times; they never reach the service.
  */
 export const temporalReadOptions: ActivityOptions = {
   startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+  // A bounded read: a run whose earlier job cannot be read fails (about 3 minutes), it never waits without end.
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
 };
 
 /**

@@ -4,6 +4,7 @@
 import { workflowInfo } from '@temporalio/workflow';
 import type { Tune } from '../api/schemas';
 import { checkTrainThenGenerate } from '../contract/check';
+import { tuneTitle } from '../contract/tenants';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../contract/inputs';
 import { Job } from './job';
 import { Phase } from '../contract/messages';
@@ -12,7 +13,8 @@ import { promptTarget } from './tune-kinds';
 
 /**
  * Trains a tune (spec 4.1) and generates the prompts (spec 4.5) with it; returns the final tune and prompts, in the
- * caller's order. The tune's title defaults to the workflow ID, so a retried create finds the tune it made. A Flux
+ * caller's order. The tune's title is the workflow ID and the run ID, so a retried create finds only the tune this run
+ * made, and the title tells which tenant's job made it. A Flux
  * LoRA's prompts run on its base tune with the LoRA in their text; a FaceID tune needs no wait. With `maxCostMc`, the
  * tune's price is `tuneCostMc` (nothing on `branch: fast`), checked before the create. With `inspect`, each training
  * image is inspected first, and the job refused (InspectionRefused) when one raises a refused flag.
@@ -26,7 +28,7 @@ import { promptTarget } from './tune-kinds';
  */
 export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<TrainThenGenerateResult> {
   const job = new Job(Phase.creatingTune, Array.isArray(input?.prompts) ? input.prompts.length : undefined);
-  const { workflowId } = workflowInfo();
+  const { workflowId, runId } = workflowInfo();
   return job.run(
     input,
     (options) => checkTrainThenGenerate(workflowId, input, options),
@@ -35,7 +37,7 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
       job.budget.checkTunePrice(input.tune, input.prompts.length);
       // With options.inspect: the images are inspected, and may be refused, before anything is paid for.
       await job.inspectImages(input.tune);
-      const created = await job.createTune({ ...input.tune, title: input.tune.title ?? workflowId });
+      const created = await job.createTune({ ...input.tune, title: tuneTitle(workflowId, runId) });
       job.budget.requireTuneWithinBudget(input.prompts.length);
       const tune = await job.waitUntilTrained(untilEtaMs(created));
       const target = promptTarget(tune);

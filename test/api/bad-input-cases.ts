@@ -462,14 +462,24 @@ export function catalogueJobs(): Array<{ name: string; job: ContractJob }> {
   const jobs: Array<{ name: string; job: ContractJob }> = [];
   for (const { name, call } of badInputCases) {
     let job: ContractJob | undefined;
+    // A job's tune carries no title (tuneflow's own, refused from a starter): the API's cases give one.
+    const untitled = (tune: unknown) => {
+      if (typeof tune !== 'object' || tune === null || Array.isArray(tune)) return tune;
+      const { title: _title, ...rest } = tune as Record<string, unknown>;
+      return rest;
+    };
     const record = {
-      tunes: { create: (tune: unknown) => (job = { workflow: 'trainThenGenerate', input: { tune, prompts: [] } }) },
+      tunes: {
+        create: (tune: unknown) =>
+          (job = { workflow: 'trainThenGenerate', input: { tune: untitled(tune), prompts: [] } }),
+      },
       prompts: {
         create: (tuneId: unknown, prompt: unknown) =>
           (job = { workflow: 'generate', input: { tuneId, prompts: [prompt] } }),
       },
       packs: {
-        createTune: (packId: unknown, tune: unknown) => (job = { workflow: 'packTune', input: { packId, tune } }),
+        createTune: (packId: unknown, tune: unknown) =>
+          (job = { workflow: 'packTune', input: { packId, tune: untitled(tune) } }),
       },
     };
     try {

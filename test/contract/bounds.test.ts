@@ -6,7 +6,8 @@ import { InvalidInputError } from '../../src/api/errors';
 import { INPUT_BOUNDS, isUploadPath } from '../../src/contract/bounds';
 import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/contract/check';
 import type { WorkflowName } from '../../src/contract/jobs';
-import { differingFields, KeyInUseError, nexusWorkflowId, otherJob } from '../../src/contract/keys';
+import { differingFields, KeyInUseError, otherJob } from '../../src/contract/keys';
+import { tenantWorkflowId } from '../../src/contract/tenants';
 import { schemaVerdict } from './input-schema-verdict';
 
 const URLS = ['https://example.com/1.jpg'];
@@ -159,7 +160,8 @@ test('a business key may not take the prefix of the workflow IDs tuneflow makes'
   expect(schemaVerdict('trainThenGenerate', { key: 'tuneflow:x', tune, prompts: [] }, { nexus: true })).toContain(
     'key',
   );
-  expect(nexusWorkflowId('shop', 'order-1')).toBe('tuneflow:nexus:shop:order-1');
+  expect(tenantWorkflowId('shop', 'order-1')).toBe('tuneflow:nexus:shop:order-1');
+  expect(tenantWorkflowId('default', 'order-1')).toBe('order-1');
 });
 
 describe('the same job', () => {

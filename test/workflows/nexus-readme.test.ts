@@ -21,6 +21,7 @@ import * as ts from 'typescript';
 import { startMockService } from '../../src/mock-service';
 import { TunesApi } from '../../src/api';
 import { tuneflowFailureOf } from '../../src/nexus';
+import { loadTenantSettings } from '../../src/tenants';
 import { TuneflowPlugin } from '../../src/plugin';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
 import { bundleWorkflows } from './bundle';
@@ -107,9 +108,12 @@ devServerTest(
     expect(commands).toEqual([
       expect.stringMatching(/^temporal operator namespace create --namespace shop$/),
       expect.stringMatching(/^temporal operator nexus endpoint create --name tuneflow /),
+      expect.stringMatching(/^TUNEFLOW_TENANT_ENDPOINTS=\S+ npx tuneflow worker$/),
     ]);
     const temporal = `temporal() { '${devServerExecutable()}' "$@" --address ${server!.address}; }`;
-    for (const command of commands) await promisify(execFile)('bash', ['-c', `${temporal}; ${command}`]);
+    for (const command of commands.slice(0, 2)) await promisify(execFile)('bash', ['-c', `${temporal}; ${command}`]);
+    // The worker's restart, as printed: its tenant map is the plugin's, from the same variable.
+    const endpoints = /^TUNEFLOW_TENANT_ENDPOINTS=(\S+)/.exec(commands[2])![1];
 
     // The caller's workflow, as printed: its types hold against the contract, and it bundles with nothing else.
     const callerFile = path.join(scratch, 'workflows.ts');
@@ -143,6 +147,7 @@ devServerTest(
             api: { apiKey: API_KEY, baseUrl: mock.url },
             callbacks: { baseUrl: `http://127.0.0.1:${callbackPort}`, secret: CALLBACK_SECRET, port: callbackPort },
             logger: new DefaultLogger('ERROR'),
+            tenants: loadTenantSettings({ TUNEFLOW_TENANT_ENDPOINTS: endpoints }),
           }),
         ],
       });
@@ -186,7 +191,9 @@ devServerTest(
         '"order-1234" names a trainThenGenerate job with other input (input.prompts[0].text differ)',
       );
       const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
-      expect(await api.tunes.list({ title: 'order-1234' })).toHaveLength(1);
+      // tuneflow titles a tune with its run's workflow ID and run ID.
+      const titles = (await api.tunes.list()).map((t) => t.title);
+      expect(titles.filter((title) => title?.startsWith('order-1234#'))).toHaveLength(1);
       await api.close();
 
       // One tune for the order that completed, one for order-1234; tuneflow's run of the order is the key's, scoped

@@ -7,7 +7,7 @@
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { MockStats } from '../../src/mock-service';
-import { nexusWorkflowId } from '../../src/contract/keys';
+import { tenantWorkflowId } from '../../src/contract/tenants';
 import { progressQuery } from '../../src/contract/messages';
 import type { TuneflowOptions } from '../../src/contract/inputs';
 import type { TrainThenGenerateOperationInput } from '../../src/nexus';
@@ -67,7 +67,7 @@ async function collect(world: NexusWorld, stats: MockStats, calls: NexusCall[]):
     outcome.caller[callerId] = await world.shop.workflow.getHandle(callerId).fetchHistory();
     // An empty key names no run (the server refuses to look one up).
     if (!key || outcome.handler[key]) continue;
-    const run = world.images.workflow.getHandle(nexusWorkflowId(CALLER_NAMESPACE, key));
+    const run = world.images.workflow.getHandle(tenantWorkflowId(CALLER_NAMESPACE, key));
     try {
       await run.describe();
     } catch (err) {
@@ -147,7 +147,7 @@ export const nexusScenarios = {
           async () => {
             try {
               return (
-                (await world.images.workflow.getHandle(nexusWorkflowId(CALLER_NAMESPACE, key)).query(progressQuery))
+                (await world.images.workflow.getHandle(tenantWorkflowId(CALLER_NAMESPACE, key)).query(progressQuery))
                   .phase === 'training'
               );
             } catch {
@@ -193,7 +193,7 @@ export const nexusScenarios = {
     name: 'failures',
     play: (world) =>
       world.withTuneflow(
-        { faults: { neverTrainTitles: [nexusWorkflowId(CALLER_NAMESPACE, 'nexus-tune-never-trained')] } },
+        { faults: { neverTrainTitles: [tenantWorkflowId(CALLER_NAMESPACE, 'nexus-tune-never-trained')] } },
         async ({ mock }) =>
           callAll(world, () => mock.stats(), [
             {

@@ -8,9 +8,10 @@ import { promisify } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
-import { nexusWorkflowId } from '../../src/contract/keys';
+import { tenantWorkflowId } from '../../src/contract/tenants';
 import { startMockService, type MockService, type MockServiceOptions } from '../../src/mock-service';
 import { TuneflowPlugin } from '../../src/plugin';
+import type { TenantSettings } from '../../src/tenants';
 import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
 import type { callTuneflow, TuneflowCall } from '../nexus/caller-workflows';
 import { bundleWorkflows } from './bundle';
@@ -19,10 +20,16 @@ import { installQuietRuntime } from './global-setup';
 
 export const TUNEFLOW_NAMESPACE = 'images';
 export const CALLER_NAMESPACE = 'shop';
-/** A second team's namespace, calling through the same endpoint: its keys are its own. */
+/** A second team's namespace, calling through an endpoint of its own: its keys are its own. */
 export const OTHER_CALLER_NAMESPACE = 'studio';
-/** The endpoint's name: what the caller's code knows of tuneflow, besides the contract. */
+/** The shop's endpoint's name: what the caller's code knows of tuneflow, besides the contract. */
 export const ENDPOINT = 'tuneflow';
+/** The studio's endpoint, onto the same task queue. */
+export const OTHER_ENDPOINT = 'tuneflow-studio';
+/** An endpoint the operator made and mapped to no tenant. */
+export const UNMAPPED_ENDPOINT = 'tuneflow-unmapped';
+/** The operator's tenants: one per endpoint, named as the team's namespace. */
+export const TENANT_ENDPOINTS = { [ENDPOINT]: CALLER_NAMESPACE, [OTHER_ENDPOINT]: OTHER_CALLER_NAMESPACE };
 export const TUNEFLOW_TASK_QUEUE = 'tuneflow';
 const CALLER_TASK_QUEUE = 'shop';
 
@@ -62,10 +69,12 @@ export class NexusWorld {
       namespace: TUNEFLOW_NAMESPACE,
       extraArgs: ['--namespace', CALLER_NAMESPACE, '--namespace', OTHER_CALLER_NAMESPACE],
     });
-    await temporalCli(cli, [
-      ...['operator', 'nexus', 'endpoint', 'create', '--address', server.address, '--name', ENDPOINT],
-      ...['--target-namespace', TUNEFLOW_NAMESPACE, '--target-task-queue', TUNEFLOW_TASK_QUEUE],
-    ]);
+    // An endpoint per team, every one onto tuneflow's one task queue; who may call which is the cluster's access control.
+    for (const name of [ENDPOINT, OTHER_ENDPOINT, UNMAPPED_ENDPOINT])
+      await temporalCli(cli, [
+        ...['operator', 'nexus', 'endpoint', 'create', '--address', server.address, '--name', name],
+        ...['--target-namespace', TUNEFLOW_NAMESPACE, '--target-task-queue', TUNEFLOW_TASK_QUEUE],
+      ]);
     const connection = await Connection.connect({ address: server.address });
     const native = await NativeConnection.connect({ address: server.address });
     const [tuneflowBundle, callerBundle] = await Promise.all([bundleWorkflows(), bundleCallerWorkflows()]);
@@ -93,7 +102,11 @@ export class NexusWorld {
    * Runs `fn` with tuneflow's side up: a fresh mock service, and tuneflow's worker (TuneflowPlugin with callbacks, as a
    * user runs it) on the endpoint's task queue; both closed afterwards.
    */
-  async withTuneflow<T>(mockOptions: MockServiceOptions, fn: (side: TuneflowSide) => Promise<T>): Promise<T> {
+  async withTuneflow<T>(
+    mockOptions: MockServiceOptions,
+    fn: (side: TuneflowSide) => Promise<T>,
+    tenants: Omit<TenantSettings, 'endpoints'> = {},
+  ): Promise<T> {
     const mock = await startMockService({ trainingTime: '1s', inferenceTime: '500ms', ...mockOptions });
     const callbackPort = await freePort();
     try {
@@ -113,6 +126,7 @@ export class NexusWorld {
               host: '127.0.0.1',
             },
             logger: new DefaultLogger('WARN'),
+            tenants: { endpoints: TENANT_ENDPOINTS, ...tenants },
           }),
         ],
       });
@@ -122,23 +136,28 @@ export class NexusWorld {
     }
   }
 
-  /** Starts the caller's workflow that calls one tuneflow operation through the endpoint. */
+  /**
+   * Starts the caller's workflow that calls one tuneflow operation through its team's endpoint (or `endpoint`);
+   * `forgeLinkTo` makes the call claim to come from that namespace (test/nexus/forged-links.ts).
+   */
   call(
     workflowId: string,
     call: TuneflowCall,
     caller: Client = this.shop,
+    { endpoint, forgeLinkTo }: { endpoint?: string; forgeLinkTo?: string } = {},
   ): Promise<WorkflowHandle<typeof callTuneflow>> {
     return caller.workflow.start<typeof callTuneflow>('callTuneflow', {
       taskQueue: CALLER_TASK_QUEUE,
       workflowId,
-      args: [ENDPOINT, call],
+      args: [endpoint ?? (caller === this.studio ? OTHER_ENDPOINT : ENDPOINT), call],
+      ...(forgeLinkTo && { memo: { forgeLinkTo } }),
     });
   }
 
   /** The history of tuneflow's run of `key`, and of the caller's workflow `workflowId`. */
   async histories(key: string, callerId: string): Promise<{ handler: History; caller: History }> {
     const [handler, caller] = await Promise.all([
-      this.images.workflow.getHandle(nexusWorkflowId(CALLER_NAMESPACE, key)).fetchHistory(),
+      this.images.workflow.getHandle(tenantWorkflowId(CALLER_NAMESPACE, key)).fetchHistory(),
       this.shop.workflow.getHandle(callerId).fetchHistory(),
     ]);
     return { handler, caller };
@@ -162,6 +181,7 @@ export class NexusWorld {
 export function bundleCallerWorkflows(): Promise<WorkflowBundle> {
   return bundleWorkflowCode({
     workflowsPath: require.resolve('../nexus/caller-workflows'),
+    workflowInterceptorModules: [require.resolve('../nexus/forged-links')],
     logger: new DefaultLogger('WARN'),
   });
 }

@@ -13,7 +13,7 @@ import { summarize } from './history-summary';
 import { nexusScenarios, type NexusOutcome } from './nexus-scenarios';
 import { API_KEY, CALLBACK_SECRET, waitFor } from './harness';
 import { CALLER_NAMESPACE, ENDPOINT, NexusWorld, OTHER_CALLER_NAMESPACE } from './nexus-world';
-import { nexusWorkflowId } from '../../src/contract/keys';
+import { tenantWorkflowId } from '../../src/contract/tenants';
 import { progressQuery } from '../../src/contract/messages';
 
 jest.setTimeout(240_000);
@@ -65,7 +65,8 @@ devServerTest(
 
     const job = completed<TrainThenGenerateResult>(trained.outcome);
     // The key, scoped to the caller's namespace, is the workflow ID, and so the tune's title.
-    expect(job.tune.title).toBe(nexusWorkflowId(CALLER_NAMESPACE, 'nexus-train-then-generate'));
+    // tuneflow's title: the run's workflow ID (the shop's tenant's) and run ID.
+    expect(job.tune.title).toMatch(/^tuneflow:nexus:shop:nexus-train-then-generate#[0-9a-f-]{36}$/);
     expect(job.prompts.map((p) => p.images?.length)).toEqual([2, 1]);
     expect(job.cost.mc).toBeGreaterThanOrEqual(0);
     const more = completed<GenerateResult>(generated.outcome);
@@ -252,7 +253,7 @@ devServerTest(
         order('order-1002', 'sks dog, cancelled'),
         world!.studio,
       );
-      const studioRun = world!.images.workflow.getHandle(nexusWorkflowId(OTHER_CALLER_NAMESPACE, 'order-1002'));
+      const studioRun = world!.images.workflow.getHandle(tenantWorkflowId(OTHER_CALLER_NAMESPACE, 'order-1002'));
       // Cancelled once its tune exists, so each of the four jobs made one.
       await waitFor(
         () =>
@@ -280,7 +281,7 @@ devServerTest(
       // Four jobs, four tunes: the refused call created nothing.
       expect(mock.stats().routes['POST /tunes']).toBe(4);
       const shopRun = await world!.images.workflow
-        .getHandle(nexusWorkflowId(CALLER_NAMESPACE, 'order-1002'))
+        .getHandle(tenantWorkflowId(CALLER_NAMESPACE, 'order-1002'))
         .describe();
       expect(shopRun.status.name).toBe('COMPLETED');
       expect((await studioRun.describe()).status.name).toBe('CANCELLED');

@@ -9,6 +9,8 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { request } from 'undici';
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { FLUX_BASE_TUNE } from '../../src/mock-service';
+import { claimWorkflowId } from '../../src/contract/keys';
+import { tuneTitle } from '../../src/contract/tenants';
 import { solidPng } from '../../src/mock-service/png';
 import { promptSettledSignal, tuneTrainedSignal } from '../../src/contract/messages';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/contract/inputs';
@@ -555,6 +557,34 @@ export const scenarios = {
         prompts: [{ text: 'sks dog', controlnet: 'canny', input_image: '/etc/hostname' }],
       };
       return startAndSettle('trainThenGenerate', input, 'real')(s, workflowId);
+    },
+  },
+
+  /**
+   * A key whose claim a raw start squats (a `keyClaim` under the key's claim ID on a task queue no worker polls): the
+   * job reads the claim once and fails ClaimHeld, naming the key, having created nothing.
+   */
+  claimHeld: {
+    name: 'claim-held',
+    options: {},
+    run: async (s, workflowId) => {
+      await s.start('keyClaim', [], 'real', claimWorkflowId(workflowId)).catch(() => undefined);
+      return startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real')(s, workflowId);
+    },
+  },
+
+  /**
+   * `generate` on a tune another tenant's job made (its title says so): the run reads the tune, refuses it
+   * (InvalidInput naming `tuneId`), and creates nothing.
+   */
+  otherTenantsTune: {
+    name: 'other-tenants-tune',
+    options: {},
+    run: async (s, workflowId) => {
+      const title = tuneTitle('tuneflow:nexus:shop:order-1', '0195c1e2-6f0a-7c3e-9d7e-2b1f0c9a8d11');
+      const tune = await s.api.tunes.create({ title, name: 'dog', branch: 'fast', image_urls: IMAGE_URLS });
+      const outcome = await startAndSettle('generate', { tuneId: tune.id, prompts: twoPrompts }, 'real')(s, workflowId);
+      return { ...outcome, context: { tuneId: tune.id } };
     },
   },
 

@@ -162,7 +162,7 @@ devServerTest(
       const started = await startWithCli('trainThenGenerate', 'cli-train', train);
       expect(started).toContain('cli-train');
       const trained = (await world!.images.workflow.getHandle('cli-train').result()) as TrainThenGenerateResult;
-      expect(trained.tune.title).toBe('cli-train');
+      expect(trained.tune.title).toMatch(/^cli-train#[0-9a-f-]{36}$/);
       expect(trained.prompts.map((p) => p.images?.length)).toEqual([2]);
       const trainActivities = await activitiesOf('cli-train');
       expect(trainActivities.filter((a) => a === 'createTune')).toHaveLength(1);
@@ -227,7 +227,7 @@ devServerTest(
         const workflowId = /--workflow-id (\S+)/.exec(startCommand)![1];
         await bash(`${temporal}; ${startCommand.replaceAll('http://127.0.0.1:8080', mock.url)}`);
         const result = (await world!.images.workflow.getHandle(workflowId).result()) as TrainThenGenerateResult;
-        expect(result.tune.title).toBe(workflowId);
+        expect(result.tune.title?.startsWith(`${workflowId}#`)).toBe(true);
         expect(result.prompts.map((p) => p.images?.length)).toEqual([2]);
         expect(mock.stats().routes['POST /tunes']).toBe(1);
 
@@ -259,7 +259,8 @@ devServerTest(
         expect(mock.stats().routes['POST /tunes/:id/prompts']).toBe(1);
         const api = new TunesApi({ apiKey: API_KEY, baseUrl: mock.url });
         try {
-          expect(await api.tunes.list({ title: workflowId })).toHaveLength(1);
+          const titles = (await api.tunes.list()).map((t) => t.title);
+          expect(titles.filter((title) => title?.startsWith(`${workflowId}#`))).toHaveLength(1);
         } finally {
           await api.close();
         }
