@@ -37,7 +37,7 @@ export const ENVIRONMENT = {
   TUNEFLOW_METRICS_ADDRESS: `Prometheus scrape address host:port, or "off" (default ${DEFAULT_METRICS_ADDRESS})`,
   TUNEFLOW_LOG_LEVEL: 'TRACE, DEBUG, INFO, WARN or ERROR (default INFO)',
   TUNEFLOW_UPLOAD_DIR:
-    "the only directory a job's file paths may name (checked after symlinks); unset: jobs send image URLs only",
+    "the only directory a job's file paths may name (each file opened once, checked and read on that handle); unset: jobs send image URLs only",
   TUNEFLOW_MAX_CACHED_WORKFLOWS:
     "runs kept in the worker's cache, ~1.5 MiB each (default: the SDK's, from the heap limit)",
   TUNEFLOW_SERVICE_RATE:

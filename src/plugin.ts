@@ -139,8 +139,9 @@ export interface TuneflowPluginOptions {
    */
   tenants?: TenantSettings;
   /**
-   * The only directory a job's file paths (`tune.images`, a prompt's `input_image`, `mask_image`) may name, checked
-   * after symlinks before any byte is read: jobs come from starters tuneflow does not control.
+   * The only directory a job's file paths (`tune.images`, a prompt's `input_image`, `mask_image`) may name: each file
+   * is opened once, checked on that handle (a regular file, its size, inside the directory after every link) and read
+   * from it. Jobs come from starters tuneflow does not control.
    * @default TUNEFLOW_UPLOAD_DIR; unset: jobs send image URLs only, and a job with a file path fails InvalidInput
    *   having created nothing
    */

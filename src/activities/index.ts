@@ -17,7 +17,15 @@ import { briefInspection, briefPrompt, briefPrompts, briefTune } from './brief';
 import { findCreatedPackPrompts, findCreatedPrompt, findCreatedTune } from './lookup';
 import { listOwnPrompts } from './poll';
 import { toApplicationFailure } from './failures';
-import { resolveUploads, uploadsOfPrompt, uploadsOfTune, type UploadPath } from './uploads';
+import {
+  checkUploadPaths,
+  readUploads,
+  uploadsOfPrompt,
+  uploadsOfTune,
+  type UploadPath,
+  type UploadReadOptions,
+  type WithFiles,
+} from './uploads';
 import { priorJob, type PriorJob } from '../job-under-key';
 import { SearchAttributesCheck } from '../search-attributes';
 import { InvalidInputError } from '../api/errors';
@@ -83,8 +91,9 @@ export interface TuneflowActivities {
   inspectImage(input: { name: string; image: TrainingImage }): Promise<ImageInspection>;
   /**
    * Checks a job's file paths against the upload directory before anything is created: InvalidInput
-   * naming each field whose file is outside it, not a regular file, too large, or when the worker has no upload
-   * directory. Reads no byte.
+   * naming each field whose file is outside it, a link, not a regular file, too large, or when the worker has no upload
+   * directory. Opens each file as the read will, and reads no byte. An early refusal only: the activity that reads a
+   * file checks it again on the handle it reads.
    */
   checkUploads(input: { paths: UploadPath[] }): Promise<void>;
   /**
@@ -111,7 +120,8 @@ export interface ActivityDeps {
    */
   lookupPages?: number;
   /**
-   * The only directory a job's file paths may name (TUNEFLOW_UPLOAD_DIR), checked after symlinks.
+   * The only directory a job's file paths may name (TUNEFLOW_UPLOAD_DIR). Each file is opened once, checked on that
+   * handle (a regular file, its size, inside the directory after every link) and read from it.
    * @default none: jobs send image URLs only
    */
   uploadDir?: string;
@@ -120,6 +130,11 @@ export interface ActivityDeps {
    * @default none given: a tenant owns the tunes its jobs made
    */
   tenants?: Tenants;
+  /**
+   * Called for each file after its handle is checked and before its bytes are read. A test seam: whatever happens to
+   * the path here, what is sent is what was checked.
+   */
+  beforeUploadRead?: UploadReadOptions['beforeRead'];
 }
 
 /** The list page size: the spec's maximum, so one call covers a whole job's prompts. */
@@ -151,6 +166,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       ]);
     return tune;
   };
+  const reading: UploadReadOptions = { beforeRead: deps.beforeUploadRead };
   const lookupPages = deps.lookupPages ?? 5;
   const searchAttributes = new SearchAttributesCheck();
 
@@ -164,7 +180,10 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
   return {
     async createTune({ tune, brief }) {
-      return mapped(async () => createTuneOnce(creates, await uploadsOfTune(uploadDir, tune)), brief && briefTune);
+      return mapped(
+        async () => createTuneOnce(creates, await uploadsOfTune(uploadDir, tune, reading)),
+        brief && briefTune,
+      );
     },
 
     async retrieveTune({ tuneId, brief, owned: field }) {
@@ -180,7 +199,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async createPrompt({ tuneId, prompt, key, brief }) {
       return mapped(
-        async () => createPromptOnce(creates, tuneId, await uploadsOfPrompt(uploadDir, prompt), key),
+        async () => createPromptOnce(creates, tuneId, await uploadsOfPrompt(uploadDir, prompt, reading), key),
         brief && briefPrompt,
       );
     },
@@ -212,7 +231,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async createPackTune({ packId, tune, brief }) {
       return mapped(
-        async () => createPackTuneOnce(creates, packId, await uploadsOfTune(uploadDir, tune)),
+        async () => createPackTuneOnce(creates, packId, await uploadsOfTune(uploadDir, tune, reading)),
         brief && briefTune,
       );
     },
@@ -222,13 +241,13 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
         const source =
           image.url !== undefined
             ? { file_url: image.url }
-            : { file: (await resolveUploads(uploadDir, [{ field: image.field, path: image.path ?? '' }]))[0] };
+            : { file: (await readUploads(uploadDir, [{ field: image.field, path: image.path ?? '' }], reading))[0] };
         return briefInspection(image, await api.images.inspect({ name, ...source }, options()));
       });
     },
 
     async checkUploads({ paths }) {
-      await mapped(() => resolveUploads(uploadDir, paths));
+      await mapped(() => checkUploadPaths(uploadDir, paths));
     },
 
     async priorJob(input) {
@@ -277,7 +296,7 @@ interface Creates {
 /** One attempt of a tune (spec 4.1). A later attempt first looks for a tune with the title. */
 async function createTuneOnce(
   { api, lookupPages, callbackUrl }: Creates,
-  tune: TuneSpec & { title: string },
+  tune: WithFiles<TuneSpec & { title: string }>,
 ): Promise<Tune> {
   if (earlierAttempt()) {
     const found = await findCreatedTune(api, tune.title, lookupPages, options());
@@ -293,7 +312,7 @@ async function createTuneOnce(
 async function createPromptOnce(
   { api, lookupPages, callbackUrl }: Creates,
   tuneId: number,
-  prompt: PromptSpec,
+  prompt: WithFiles<PromptSpec>,
   key: string,
 ): Promise<Prompt> {
   const attributes = { ...prompt, callback: callbackUrl(CallbackKind.prompt, { key }) };
@@ -313,7 +332,7 @@ async function createPromptOnce(
 async function createPackTuneOnce(
   { api, lookupPages, callbackUrl }: Creates,
   packId: number,
-  tune: PackTuneSpec & { title: string },
+  tune: WithFiles<PackTuneSpec & { title: string }>,
 ): Promise<Tune> {
   const earlier = earlierAttempt();
   const promptCallback = callbackUrl(CallbackKind.prompt, { key: 'pack' });

@@ -151,8 +151,8 @@ function otherAttribute(value: unknown): string | undefined {
 
 /**
  * A file path in a job's input names a file inside the worker's upload directory (TUNEFLOW_UPLOAD_DIR): relative to
- * it, or absolute under it; never `..`, a NUL or a backslash. The worker resolves it again after symlinks before it
- * reads a byte (the activities' upload directory check).
+ * it, or absolute under it; never `..`, a NUL or a backslash. The worker opens the file once, checks that handle (a
+ * regular file, inside the directory after every link) and reads from it (the activities' upload reads).
  */
 export const PATH_RULE =
   'must be a path inside the worker\'s upload directory (TUNEFLOW_UPLOAD_DIR): no ".." segment, no NUL or backslash, ' +
