@@ -3,6 +3,7 @@
  * - the service client against bare undici and global fetch, on the same mock endpoint;
  * - the mock service's own throughput (so it is never what the client bench measures);
  * - the callback receiver: callbacks per second and request-to-signal latency;
+ * - upload reads: a job's files checked and read from one handle, against the path checked then read again;
  * - API calls per workflow run, with callbacks and with every callback lost (needs a Temporal server);
  * - heap per run in flight and per completed run, tuneflow beside the floor (needs a Temporal dev server).
  */
@@ -11,12 +12,14 @@ import { benchCallbacks } from './callbacks';
 import { benchClient } from './client';
 import { benchMockService } from './mock-service';
 import { benchRunMemory } from './run-memory';
+import { benchUploads } from './uploads';
 
 async function run(): Promise<void> {
   for (const [name, bench] of [
     ['service client', benchClient],
     ['mock service', benchMockService],
     ['callback receiver', benchCallbacks],
+    ['upload reads', benchUploads],
     ['API calls per run', benchApiCalls],
     ['memory per run', benchRunMemory],
   ] as const) {
