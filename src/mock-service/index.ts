@@ -30,7 +30,7 @@ export { AnswerStyle } from './answer-style';
 export type { CallbackStats } from './callbacks';
 export type { Faults, InjectedByKind } from './faults';
 export { IMAGE_MC, TUNE_TRAINING_MC, type Charge } from './pricing';
-export type { JournalCallback, JournalPrompt, JournalTune, MockJournal } from './journal';
+export type { JournalCallback, JournalPrompt, JournalTune, JournalUpload, MockJournal } from './journal';
 export { FLUX_BASE_TUNE, GALLERY_TUNES, PACKS } from './fixtures';
 export type { MockStats } from './server';
 

@@ -46,8 +46,14 @@ function addPackPrompts(
   tune: TuneRecord,
   templates: PackPrompt[],
   callbacks: { prompt?: string; prompts?: string },
+  requestTitle: string | null,
 ): void {
-  const group: PromptGroup = { callback: callbacks.prompts ?? null, promptIds: [], pending: templates.length };
+  const group: PromptGroup = {
+    callback: callbacks.prompts ?? null,
+    requestTitle,
+    promptIds: [],
+    pending: templates.length,
+  };
   for (const t of templates) {
     const attributes: Record<string, unknown> = {
       text: substitute(t.text, tune.characteristics, true),
@@ -83,7 +89,9 @@ async function createPackTune(parts: ServiceParts, ctx: RequestContext): Promise
       if (!tune) throw unprocessable('tune.tune_ids', `${id} is not a tune of this account`);
       return { tune, templates: templatesFor(pack, tune.name ?? '', input.prompt_ids, 'tune.tune_ids') };
     });
-    for (const { tune, templates } of plan) addPackPrompts(simulation, account, pack, tune, templates, callbacks);
+    const requestTitle = typeof input.title === 'string' ? input.title : null;
+    for (const { tune, templates } of plan)
+      addPackPrompts(simulation, account, pack, tune, templates, callbacks, requestTitle);
     // The answer is one tune object (as documented); with several tune_ids it is the first.
     return { status: 201, body: renderPackTune(store.baseUrl, plan[0].tune) };
   }
@@ -114,7 +122,7 @@ async function createPackTune(parts: ServiceParts, ctx: RequestContext): Promise
     orig_images: await trainingImages(store, input, 'tune'),
     pack_id: pack.id,
   });
-  addPackPrompts(simulation, account, pack, tune, templates, callbacks);
+  addPackPrompts(simulation, account, pack, tune, templates, callbacks, title);
   return { status: 201, body: renderPackTune(store.baseUrl, tune) };
 }
 

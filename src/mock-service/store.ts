@@ -56,6 +56,8 @@ export interface TuneRecord {
 /** Prompts created together from a pack for one tune: `prompts_callback` fires once when all are settled. */
 export interface PromptGroup {
   readonly callback: string | null;
+  /** The title the pack create carried (the journal tells whose prompts they are by it). */
+  readonly requestTitle: string | null;
   readonly promptIds: number[];
   pending: number;
 }
@@ -221,7 +223,9 @@ export class Store {
       type: file.type || 'application/octet-stream',
       bytes: Buffer.from(await file.arrayBuffer()),
     });
-    return `${this.baseUrl}/files/${key}`;
+    const url = `${this.baseUrl}/files/${key}`;
+    this.journal.fileUploaded(url);
+    return url;
   }
 
   /** The ids of the account's tunes with exactly this title, oldest first (as `account.tuneIds`). */

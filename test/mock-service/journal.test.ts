@@ -5,7 +5,8 @@
  * callbacks out of order. A soak run is judged by it.
  */
 import { startMockService, type MockJournal, type MockService } from '../../src/mock-service';
-import { call, CallbackReceiver, until, type PromptJson, type TuneJson } from './loopback';
+import { solidPng } from '../../src/mock-service/png';
+import { call, CallbackReceiver, multipart, until, type PromptJson, type TuneJson } from './loopback';
 
 jest.setTimeout(20_000);
 
@@ -50,6 +51,7 @@ test('records every tune and prompt created, deleted ones too, over HTTP as in p
     tuneId: tune.id,
     text: 'sks dog [m #0]',
     packId: null,
+    requestTitle: null,
     createdAt: expect.any(Number),
     settledAt: null,
     deletedAt: expect.any(Number),
@@ -151,4 +153,47 @@ test('a callback that got no answer is recorded with why', async () => {
     (c) => c?.failure != null,
   );
   expect(sent).toMatchObject({ status: null, failure: expect.stringMatching(/ECONNREFUSED|connect/i) });
+});
+
+test('records each uploaded file with the tune or prompt it went into, and the title a pack create carried', async () => {
+  const key = 'journal-uploads';
+  const png = new Blob([solidPng('journal-upload', 8)], { type: 'image/png' });
+  const tune = (
+    await call<TuneJson>(
+      mock.url,
+      key,
+      'POST',
+      '/tunes',
+      multipart([
+        ['tune[title]', 'journal-upload-1'],
+        ['tune[name]', 'dog'],
+        ['tune[images][]', png, 'a.png'],
+      ]),
+    )
+  ).body;
+  const prompt = (
+    await call<PromptJson>(
+      mock.url,
+      key,
+      'POST',
+      `/tunes/${tune.id}/prompts`,
+      multipart([
+        ['prompt[text]', 'sks dog [m #1]'],
+        ['prompt[input_image]', png, 'b.png'],
+      ]),
+    )
+  ).body;
+  // Pack prompts added to that tune: the create's title says whose they are (their text is the pack's).
+  await call(mock.url, key, 'POST', '/p/261/tunes', { tune: { title: 'journal-pack-adder', tune_ids: [tune.id] } });
+
+  const journal = mock.journal();
+  const uploads = journal.uploads.filter((u) => u.tuneId === tune.id || u.promptId === prompt.id);
+  expect(uploads).toEqual([
+    { url: tune.orig_images[0], uploadedAt: expect.any(Number), tuneId: tune.id, promptId: null },
+    { url: expect.stringMatching(/\/files\//), uploadedAt: expect.any(Number), tuneId: null, promptId: prompt.id },
+  ]);
+  const added = journal.prompts.filter((p) => p.tuneId === tune.id && p.packId === 261);
+  expect(added.length).toBeGreaterThan(0);
+  for (const p of added) expect(p.requestTitle).toBe('journal-pack-adder');
+  expect(journal.prompts.find((p) => p.id === prompt.id)?.requestTitle).toBeNull();
 });
