@@ -17,7 +17,8 @@ import * as proto from '@temporalio/proto';
 import type { JournalPrompt, JournalTune, MockJournal } from '../../src/mock-service';
 import { FailureType } from '../../src/contract/failures';
 import { titleWorkflowId } from '../../src/contract/tenants';
-import type { SoakJob } from './jobs';
+import { markOf, type SoakJob } from './jobs';
+import { readTouches, type RunTouches } from './tenancy';
 
 /** A reaction: when the callback was sent, how long until the run's next command, and where that time went. */
 export interface Reaction {
@@ -106,6 +107,8 @@ export interface JobOutcome {
   forgedData: boolean;
   /** Why the run was terminated, when it was (Temporal terminates a run whose history grows too large). */
   terminated?: string;
+  /** What the run held and asked the service about, for the tenancy judge (./tenancy.ts). */
+  touches: RunTouches;
   /** From the mock's callback to the run's next command, for callbacks that alone moved the run on. */
   reactions: Reaction[];
   /** The run's Temporal shape: activities scheduled, timers started, signals taken. */
@@ -228,6 +231,7 @@ export function readHistory(
     sequence: commandSequence(events),
     activityMs: [],
     activityRetries: 0,
+    touches: readTouches(events),
   };
   readClose(outcome, events[events.length - 1]);
   readActivities(outcome, events);
@@ -365,15 +369,19 @@ function isClosing(event: HistoryEvent): boolean {
 export interface JobTruth {
   /** Tunes titled with the job's workflow ID, whatever the run (none for generate, which uses a gallery tune). */
   tunes: JournalTune[];
-  /** Prompts marked with the job's workflow ID; for a pack, the prompts on the job's tunes. */
+  /** Prompts marked with the job's workflow ID; for a pack, those on the job's tunes or that its create made. */
   prompts: JournalPrompt[];
 }
 
-/** Indexes the journal once: tunes by title, prompts by the job mark in their text and by tune. */
+/**
+ * Indexes the journal once: tunes by title, prompts by the job mark in their text, by tune and by the title a pack
+ * create carried.
+ */
 export class JournalIndex {
   private readonly tunesByTitle = new Map<string, JournalTune[]>();
   private readonly promptsByJob = new Map<string, JournalPrompt[]>();
   private readonly promptsByTune = new Map<number, JournalPrompt[]>();
+  private readonly promptsByRequest = new Map<string, JournalPrompt[]>();
 
   constructor(journal: MockJournal) {
     const add = <K, V>(map: Map<K, V[]>, key: K, value: V) => map.set(key, [...(map.get(key) ?? []), value]);
@@ -381,8 +389,9 @@ export class JournalIndex {
     for (const tune of journal.tunes) add(this.tunesByTitle, titleWorkflowId(tune.title), tune);
     for (const prompt of journal.prompts) {
       add(this.promptsByTune, prompt.tuneId, prompt);
-      const job = /\[(soak-[^\]\s]+) #\d+\]/.exec(prompt.text)?.[1];
+      const job = markOf(prompt.text)?.workflowId;
       if (job) add(this.promptsByJob, job, prompt);
+      if (prompt.requestTitle !== null) add(this.promptsByRequest, titleWorkflowId(prompt.requestTitle), prompt);
     }
   }
 
@@ -394,18 +403,21 @@ export class JournalIndex {
    */
   truth(job: SoakJob): JobTruth {
     const tunes = job.kind === 'generate' ? [] : (this.tunesByTitle.get(job.workflowId) ?? []);
-    const prompts =
-      job.kind === 'packTune'
-        ? tunes.flatMap((t) => this.promptsByTune.get(t.id) ?? [])
-        : (this.promptsByJob.get(job.workflowId) ?? []);
-    return { tunes, prompts };
+    if (job.kind !== 'packTune') return { tunes, prompts: this.promptsByJob.get(job.workflowId) ?? [] };
+    // A pack's prompts: on the tune it made, or wherever its create put them (an existing tune's, `tune_ids`).
+    const prompts = new Map<number, JournalPrompt>();
+    for (const prompt of [
+      ...tunes.flatMap((t) => this.promptsByTune.get(t.id) ?? []),
+      ...(this.promptsByRequest.get(job.workflowId) ?? []),
+    ])
+      prompts.set(prompt.id, prompt);
+    return { tunes, prompts: [...prompts.values()] };
   }
 }
 
 /** The position a prompt's mark gives it in its job's input, or undefined for a pack's own prompts. */
 function markIndex(prompt: JournalPrompt): number | undefined {
-  const index = /\[soak-[^\]\s]+ #(\d+)\]/.exec(prompt.text)?.[1];
-  return index === undefined ? undefined : Number(index);
+  return markOf(prompt.text)?.index;
 }
 
 /** One job's verdict: counts for the report, and every broken invariant in words. */
@@ -436,12 +448,18 @@ export function justification(type: string | undefined, truth: JobTruth, closedA
 
 /**
  * Judges one job against what the mock made for it. `cleanupAsked`: the job's options ask for cleanup, so objects the
- * run deleted count as accounted for.
+ * run deleted count as accounted for. `expected`: failure types the job was made to meet (a hostile start's; `*` any
+ * type), justified as the mock's truth justifies the faults'.
  *
  * @example
  * const verdict = judgeJob(outcome, index.truth(outcome.job), false);
  */
-export function judgeJob(outcome: JobOutcome, truth: JobTruth, cleanupAsked: boolean): JobVerdict {
+export function judgeJob(
+  outcome: JobOutcome,
+  truth: JobTruth,
+  cleanupAsked: boolean,
+  expected: readonly string[] = [],
+): JobVerdict {
   const { job, status } = outcome;
   const id = job.workflowId;
   const violations: string[] = [];
@@ -503,7 +521,9 @@ export function judgeJob(outcome: JobOutcome, truth: JobTruth, cleanupAsked: boo
     if (unsettled) violations.push(`${id}: completed although prompt ${unsettled.id} never settled`);
     justified = !untrained && !unsettled;
   } else if (status === 'failed') {
-    justified = justification(outcome.failureType, truth, outcome.closedAt ?? Infinity) !== undefined;
+    justified =
+      (outcome.failureType !== undefined && (expected.includes(outcome.failureType) || expected.includes('*'))) ||
+      justification(outcome.failureType, truth, outcome.closedAt ?? Infinity) !== undefined;
     if (!justified)
       violations.push(
         `${id}: failed ${outcome.failureType ?? 'untyped'}, which no injected fault explains: ${outcome.failureMessage}`,

@@ -58,6 +58,7 @@ const outcome = (j: SoakJob, closedAt: number, reactions: Array<[number, number]
   sequence: [],
   activityMs: [10, 30],
   activityRetries: 0,
+  touches: { held: { tuneIds: [], promptIds: [] }, requests: [] },
 });
 
 describe('startOnSchedule', () => {

@@ -4,7 +4,7 @@
  * seeds one defect.
  */
 import * as proto from '@temporalio/proto';
-import type { JournalCallback, JournalPrompt, JournalTune, MockJournal } from '../../src/mock-service';
+import type { JournalCallback, JournalPrompt, JournalTune, JournalUpload, MockJournal } from '../../src/mock-service';
 import type { History } from '../../bench/soak/judge';
 import type { SoakJob } from '../../bench/soak/jobs';
 
@@ -72,6 +72,24 @@ export class HistoryFixture {
     return this;
   }
 
+  /** An activity scheduled by the last workflow task, with `input`, failed at once with an ApplicationFailure of `type`. */
+  failedActivity(name: string, at: number, input: unknown, type: string): this {
+    const scheduled = this.add(at, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, {
+      activityTaskScheduledEventAttributes: {
+        activityType: { name },
+        input: payloads(input),
+        workflowTaskCompletedEventId: this.lastCompleted,
+      },
+    });
+    this.add(at, EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED, {
+      activityTaskFailedEventAttributes: {
+        scheduledEventId: scheduled,
+        failure: { message: type, applicationFailureInfo: { type, nonRetryable: true } },
+      },
+    });
+    return this;
+  }
+
   signal(name: string, payload: unknown, at: number): this {
     this.add(at, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, {
       workflowExecutionSignaledEventAttributes: { signalName: name, input: payloads(payload) },
@@ -124,6 +142,7 @@ export class HistoryFixture {
 export class JournalFixture {
   readonly tunes: JournalTune[] = [];
   readonly prompts: JournalPrompt[] = [];
+  readonly uploads: JournalUpload[] = [];
   readonly callbacks: JournalCallback[] = [];
 
   tune(id: number, title: string, at: { trainedAt?: number | null; neverTrains?: boolean } = {}): this {
@@ -141,8 +160,23 @@ export class JournalFixture {
     return this;
   }
 
-  prompt(id: number, tuneId: number, text: string, settledAt: number | null = T0 + 1_500): this {
-    this.prompts.push({ id, tuneId, text, packId: null, createdAt: T0 + 1_000, settledAt, deletedAt: null });
+  prompt(
+    id: number,
+    tuneId: number,
+    text: string,
+    settledAt: number | null = T0 + 1_500,
+    requestTitle: string | null = null,
+  ): this {
+    this.prompts.push({
+      id,
+      tuneId,
+      text,
+      packId: null,
+      requestTitle,
+      createdAt: T0 + 1_000,
+      settledAt,
+      deletedAt: null,
+    });
     if (settledAt !== null) this.callback('/callbacks/prompt', null, [id], settledAt);
     return this;
   }
@@ -152,8 +186,14 @@ export class JournalFixture {
     return this;
   }
 
+  /** A file uploaded with the create of tune `tuneId` (or prompt `promptId`). */
+  upload(url: string, into: { tuneId?: number; promptId?: number }): this {
+    this.uploads.push({ url, uploadedAt: T0 + 10, tuneId: into.tuneId ?? null, promptId: into.promptId ?? null });
+    return this;
+  }
+
   journal(): MockJournal {
-    return { tunes: this.tunes, prompts: this.prompts, callbacks: this.callbacks };
+    return { tunes: this.tunes, prompts: this.prompts, uploads: this.uploads, callbacks: this.callbacks };
   }
 }
 
