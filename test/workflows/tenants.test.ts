@@ -58,16 +58,21 @@ async function failureOf(workflowId: string): Promise<{ type?: string; details?:
 const newDog = (url: string) => ({ name: 'dog', branch: 'fast', image_urls: [`${url}/images/training-1.png`] });
 
 devServerTest(
-  "a forged Nexus-Link and a tenant header change nothing: the studio's call runs as the studio, never on the shop's job",
+  "a forged Nexus-Link, a tenant header and a tenant field change nothing: the studio's call runs as the studio, " +
+    "never on the shop's job",
   async () => {
     await world!.withTuneflow({ trainingTime: '1s' }, async ({ mock }) => {
       const order = { key: 'order-500', tune: newDog(mock.url), prompts: [{ text: 'sks dog' }] };
       const shop = await world!.call('shop-500', { operation: 'trainThenGenerate', input: order });
       const shopResult = completed<TrainThenGenerateResult>(await shop.result());
-      // The same key and input, with a link and a header that name the shop.
-      const forged = await world!.call('studio-500', { operation: 'trainThenGenerate', input: order }, world!.studio, {
-        forgeLinkTo: CALLER_NAMESPACE,
-      });
+      // The same key and input, with a link, a header and an input field that name the shop.
+      const forgedInput = { ...order, tenant: CALLER_NAMESPACE } as typeof order;
+      const forged = await world!.call(
+        'studio-500',
+        { operation: 'trainThenGenerate', input: forgedInput },
+        world!.studio,
+        { forgeLinkTo: CALLER_NAMESPACE },
+      );
       const studioResult = completed<TrainThenGenerateResult>(await forged.result());
 
       expect(titleTenant(shopResult.tune.title)).toBe(CALLER_NAMESPACE);
