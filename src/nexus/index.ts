@@ -38,11 +38,11 @@ export type * from '../contract/inputs';
 /** The job's business key, beside the workflow's own input. */
 export interface BusinessKey {
   /**
-   * The job's business key (an order ID), scoped to the caller's namespace: it runs as workflow ID
-   * `tuneflow:nexus:<namespace>:<key>`. A second call of the key with the same input attaches to the job that exists
-   * (running, or its outcome once closed); a call with other input is refused (KeyInUse), naming the fields that
-   * differ; another namespace's key of the same name is another job. Use a new key for a new job.
-   * @format 1 to 1000 characters, not starting with "tuneflow:"
+   * The job's business key (an order ID), scoped to the tenant the operator mapped the caller's endpoint to: it runs
+   * as workflow ID `tuneflow:nexus:<tenant>:<key>`. A second call of the key with the same input attaches to the job
+   * that exists (running, or its outcome once closed); a call with other input is refused (KeyInUse), naming the
+   * fields that differ; another tenant's key of the same name is another job. Use a new key for a new job.
+   * @format 1 to 905 characters, not starting with "tuneflow:"
    */
   key: string;
 }
