@@ -355,16 +355,21 @@ function refuseSetting(variable: string, rule: string): never {
 
 /** The tenant settings from the environment (TUNEFLOW_TENANT_ENDPOINTS, _FALLBACK, _TUNES). */
 export function loadTenantSettings(env: Env = process.env): TenantSettings {
-  const pairs = (variable: string, separator: string): [string, string][] =>
-    (env[variable] ?? '')
+  const pairs = (variable: string, separator: string): [string, string][] => {
+    const seen = new Set<string>();
+    return (env[variable] ?? '')
       .split(separator)
       .map((item) => item.trim())
       .filter(Boolean)
       .map((item) => {
         const at = item.indexOf('=');
         if (at <= 0 || at === item.length - 1) refuseSetting(variable, `${JSON.stringify(item)} is not name=value`);
-        return [item.slice(0, at).trim(), item.slice(at + 1).trim()];
+        const name = item.slice(0, at).trim();
+        if (seen.has(name)) refuseSetting(variable, `${JSON.stringify(name)} is named twice`);
+        seen.add(name);
+        return [name, item.slice(at + 1).trim()];
       });
+  };
   const checked = (variable: string, tenant: string): string => {
     const problem = tenant === '*' && variable === 'TUNEFLOW_TENANT_TUNES' ? undefined : tenantNameProblem(tenant);
     if (problem) refuseSetting(variable, `tenant ${JSON.stringify(tenant)} ${problem}`);
@@ -373,7 +378,12 @@ export function loadTenantSettings(env: Env = process.env): TenantSettings {
   const endpoints = Object.fromEntries(
     pairs('TUNEFLOW_TENANT_ENDPOINTS', ',').map(([endpoint, t]) => [endpoint, checked('TUNEFLOW_TENANT_ENDPOINTS', t)]),
   );
-  const tuneIds = z.array(z.coerce.number().int().min(1));
+  const tuneIds = z.array(
+    z
+      .string()
+      .regex(/^[1-9]\d{0,15}$/)
+      .transform(Number),
+  );
   const tunes = Object.fromEntries(
     pairs('TUNEFLOW_TENANT_TUNES', ';').map(([tenant, ids]) => {
       const parsed = tuneIds.safeParse(ids.split('+'));

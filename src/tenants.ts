@@ -5,7 +5,7 @@
  * field) changes either. The rules every side shares (names, IDs, titles) are in src/contract/tenants.ts.
  */
 import { ConfigError } from './config';
-import { tenantNameProblem, titleTenant } from './contract/tenants';
+import { DEFAULT_TENANT, tenantNameProblem, titleTenant } from './contract/tenants';
 
 export { DEFAULT_TENANT } from './contract/tenants';
 export { loadStarterTenant, loadTenantSettings } from './config';
@@ -55,10 +55,19 @@ export class Tenants {
       if (problem) refuse(setting, `tenant ${JSON.stringify(tenant)} ${problem}`);
       return tenant as string;
     };
+    // The default tenant is the operator's own team, with its bare keys and the account's own tunes: no Nexus team's.
+    const team = (tenant: unknown, setting: string): string => {
+      if (name(tenant, setting) === DEFAULT_TENANT)
+        refuse(
+          setting,
+          `"${DEFAULT_TENANT}" is the operator's own tenant (bare keys, the account's tunes): name the team`,
+        );
+      return tenant as string;
+    };
     this.#endpoints = new Map(
-      Object.entries(settings.endpoints ?? {}).map(([endpoint, tenant]) => [endpoint, name(tenant, 'endpoints')]),
+      Object.entries(settings.endpoints ?? {}).map(([endpoint, tenant]) => [endpoint, team(tenant, 'endpoints')]),
     );
-    this.#fallback = settings.fallback === undefined ? undefined : name(settings.fallback, 'fallback');
+    this.#fallback = settings.fallback === undefined ? undefined : team(settings.fallback, 'fallback');
     this.#tunes = new Map(
       Object.entries(settings.tunes ?? {}).map(([tenant, ids]) => {
         if (tenant !== '*') name(tenant, 'tunes');

@@ -28,9 +28,8 @@ import {
 } from './uploads';
 import { priorJob, type PriorJob } from '../job-under-key';
 import { SearchAttributesCheck } from '../search-attributes';
-import { InvalidInputError } from '../api/errors';
-import { jobOfWorkflowId } from '../contract/tenants';
 import { Tenants } from '../tenants';
+import { TuneOwnership } from './ownership';
 
 export { toApplicationFailure } from './failures';
 
@@ -150,22 +149,7 @@ const PAGE = 120;
 export function createActivities(deps: ActivityDeps): TuneflowActivities {
   const { api, callbacks, uploadDir } = deps;
   const tenants = deps.tenants ?? new Tenants();
-  /** The tune, refused (InvalidInput naming `field`) unless the running activity's tenant owns it. */
-  const owned = async (tuneId: number, field: string): Promise<Tune> => {
-    const tune = await api.tunes.retrieve(tuneId, options());
-    const workflowId = activityInfo().workflowExecution?.workflowId;
-    const tenant = workflowId === undefined ? undefined : jobOfWorkflowId(workflowId)?.tenant;
-    if (tenant === undefined || !tenants.owns(tenant, tune))
-      throw new InvalidInputError('input', [
-        {
-          field,
-          rule:
-            `names tune ${tuneId}, which is not this tenant's: a job uses only the tunes its tenant's jobs made, ` +
-            'or that the operator gave the tenant (TUNEFLOW_TENANT_TUNES)',
-        },
-      ]);
-    return tune;
-  };
+  const ownership = new TuneOwnership(api, tenants, options);
   const reading: UploadReadOptions = { beforeRead: deps.beforeUploadRead };
   const lookupPages = deps.lookupPages ?? 5;
   const searchAttributes = new SearchAttributesCheck();
@@ -180,15 +164,16 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
   return {
     async createTune({ tune, brief }) {
-      return mapped(
-        async () => createTuneOnce(creates, await uploadsOfTune(uploadDir, tune, reading)),
-        brief && briefTune,
-      );
+      return mapped(async () => {
+        // A LoRA or FaceID trains on its base: the tenant's, or one the operator gave it.
+        if (typeof tune.base_tune_id === 'number') await ownership.requireOwned('tune.base_tune_id', tune.base_tune_id);
+        return createTuneOnce(creates, await uploadsOfTune(uploadDir, tune, reading));
+      }, brief && briefTune);
     },
 
     async retrieveTune({ tuneId, brief, owned: field }) {
       return mapped(
-        () => (field === undefined ? api.tunes.retrieve(tuneId, options()) : owned(tuneId, field)),
+        () => (field === undefined ? api.tunes.retrieve(tuneId, options()) : ownership.owned(tuneId, field)),
         brief && briefTune,
       );
     },
@@ -198,10 +183,11 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     },
 
     async createPrompt({ tuneId, prompt, key, brief }) {
-      return mapped(
-        async () => createPromptOnce(creates, tuneId, await uploadsOfPrompt(uploadDir, prompt, reading), key),
-        brief && briefPrompt,
-      );
+      return mapped(async () => {
+        // The LoRAs and FaceIDs its text loads are the tenant's (each tune's title read once per worker).
+        await ownership.requireReferences(`prompts[${key}].text`, prompt.text);
+        return createPromptOnce(creates, tuneId, await uploadsOfPrompt(uploadDir, prompt, reading), key);
+      }, brief && briefPrompt);
     },
 
     async retrievePrompt({ tuneId, promptId, brief }) {
@@ -211,7 +197,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     async listPrompts({ tuneId, minId, limit, promptIds, brief, owned: field }) {
       return mapped(async () => {
         // The tune first: another tenant's tune's prompts are never read.
-        if (field !== undefined) await owned(tuneId, field);
+        if (field !== undefined) await ownership.owned(tuneId, field);
         return promptIds !== undefined
           ? listOwnPrompts(api, tuneId, promptIds, options())
           : listNewest(api, tuneId, { minId, limit });

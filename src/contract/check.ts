@@ -12,7 +12,7 @@ import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } f
 import { boundIssues, type AttributeKinds } from './bounds';
 import { MAX_PROMPTS_PER_RUN } from './failures';
 import { RESERVED_KEY_PREFIX } from './keys';
-import { MAX_KEY_LENGTH } from './tenants';
+import { MAX_KEY_LENGTH, utf8Bytes } from './tenants';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput } from './inputs';
 import { resolveOptions, type ResolvedOptions } from './options';
 
@@ -20,8 +20,10 @@ import { resolveOptions, type ResolvedOptions } from './options';
 export const businessKey = z
   .string({ error: 'must be a string' })
   .min(1, { error: 'must be a non-empty business key' })
-  .max(MAX_KEY_LENGTH, {
-    error: `must be at most ${MAX_KEY_LENGTH} characters (what the longest workflow ID made from it leaves of Temporal's 1000)`,
+  // Temporal counts an ID's bytes (UTF-8), not its characters: the schema's maxLength, then the bytes.
+  .max(MAX_KEY_LENGTH, { error: `must be at most ${MAX_KEY_LENGTH} bytes as UTF-8` })
+  .refine((key) => utf8Bytes(key) <= MAX_KEY_LENGTH, {
+    error: `must be at most ${MAX_KEY_LENGTH} bytes as UTF-8 (what the longest workflow ID made from it leaves of Temporal's 1,000)`,
   })
   .refine((key) => !key.startsWith(RESERVED_KEY_PREFIX), {
     error: `must not start with "${RESERVED_KEY_PREFIX}" (the workflow IDs tuneflow makes itself start so)`,
@@ -88,7 +90,7 @@ export function checkPackTune(
     check(issues, ResourceId, 'packId', input.packId);
     const tune = input.tune ?? {};
     if (requireObject(issues, tune, 'tune')) {
-      // Existing tunes keep their titles; a new tune's defaults to the workflow ID.
+      // Existing tunes keep their titles; a new tune's is tuneflow's (checked here as the workflow ID stands in).
       const withTitle = tune.tune_ids === undefined ? { title: workflowId, ...tune } : tune;
       check(issues, PackTuneCreateInput, 'tune', { ...withTitle, ...paths(issues, tune.images) });
       if (bounds) issues.push(...boundIssues('tune', tune, PACK_TUNE_KINDS, 'packTune'));

@@ -25,11 +25,16 @@ const TENANT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 export const MAX_WORKFLOW_ID_LENGTH = 1000;
 
 /**
- * The most characters a business key may hold: what the longest ID made from it leaves (the claim of a named
+ * The most bytes (UTF-8) a business key may hold: what the longest ID made from it leaves (the claim of a named
  * tenant's job, `tuneflow:claim:tuneflow:nexus:<64-byte tenant>:<key>`), so every key a starter takes fits the server.
  */
 export const MAX_KEY_LENGTH =
   MAX_WORKFLOW_ID_LENGTH - `${RESERVED_KEY_PREFIX}claim:${TENANT_PREFIX}${'t'.repeat(MAX_TENANT_BYTES)}:`.length;
+
+/** A string's length in bytes as UTF-8: what Temporal's limits on IDs count. */
+export function utf8Bytes(text: string): number {
+  return new TextEncoder().encode(text).length;
+}
 
 /**
  * Why a tenant's name is refused, in words; undefined for a good one.
@@ -39,7 +44,7 @@ export const MAX_KEY_LENGTH =
  */
 export function tenantNameProblem(tenant: unknown): string | undefined {
   if (typeof tenant !== 'string' || tenant === '') return 'must be a non-empty string';
-  if (new TextEncoder().encode(tenant).length > MAX_TENANT_BYTES) return `must be at most ${MAX_TENANT_BYTES} bytes`;
+  if (utf8Bytes(tenant) > MAX_TENANT_BYTES) return `must be at most ${MAX_TENANT_BYTES} bytes`;
   if (!TENANT_NAME.test(tenant))
     return 'must hold only letters, digits, ".", "_" and "-", and start with a letter or a digit';
   return undefined;

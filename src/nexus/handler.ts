@@ -12,7 +12,7 @@ import { businessKey } from '../contract/check';
 import { JOBS, type WorkflowName } from '../contract/jobs';
 import { FailureType } from '../contract/failures';
 import { KeyInUseError, otherJob, type KeyInUseDetails } from '../contract/keys';
-import { DEFAULT_TENANT, TENANT_MEMO, tenantWorkflowId } from '../contract/tenants';
+import { DEFAULT_TENANT, jobOfWorkflowId, TENANT_MEMO, tenantWorkflowId } from '../contract/tenants';
 import { jobUnderKey, type JobUnderKey } from '../job-under-key';
 import type { Tenants } from '../tenants';
 import { tuneflowService, type BusinessKey, type InvalidInputDetails } from './index';
@@ -36,7 +36,8 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
     // `key` here is the tenant's workflow ID (start below); the memo tells the run its tenant's starter made the ID.
     const run = (conflict: 'FAIL' | 'USE_EXISTING') =>
       new WorkflowRunOperationHandler<I, O>((ctx, input) => {
-        const { key, tenant, ...job } = input as I & { tenant: string };
+        const { key, ...job } = input;
+        const tenant = this.tenantOf();
         return startWorkflow(ctx, this.workflow, {
           workflowId: key,
           args: [job],
@@ -53,7 +54,7 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
     const tenant = this.tenantOf();
     const key = this.refuseInvalid(input);
     const workflowId = tenantWorkflowId(tenant, key);
-    const scoped = { ...input, key: workflowId, tenant };
+    const scoped = { ...input, key: workflowId };
     try {
       return await this.#start.start(ctx, scoped);
     } catch (err) {
@@ -71,7 +72,12 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
   }
 
   cancel(ctx: nexus.CancelOperationContext, token: string): Promise<void> {
-    // Cancels the run by its workflow ID, as a direct cancel does: cleanupOnCancel decides what is deleted.
+    // The token names a workflow ID, unsigned: only a run of the endpoint's own tenant is cancelled through it. Then
+    // as a direct cancel does: cleanupOnCancel decides what is deleted.
+    const tenant = this.tenantOf();
+    const workflowId = workflowIdOfToken(token);
+    if (!workflowId || jobOfWorkflowId(workflowId)?.tenant !== tenant)
+      throw new nexus.HandlerError('UNAUTHORIZED', `the operation is no job of tenant ${JSON.stringify(tenant)}`);
     return this.#start.cancel(ctx, token);
   }
 
@@ -98,7 +104,7 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
       const workflowId = businessKey.safeParse(key);
       const keyIssues = workflowId.success ? [] : InvalidInputError.fromZod('key', workflowId.error).issues;
       try {
-        // A new tune's title defaults to the key: a bad key is reported once, as the key, not again as the title.
+        // The key stands in for a new tune's title in the check: a bad key is reported once, as the key, not as a title.
         JOBS[this.workflow].check(workflowId.success ? workflowId.data : 'key', job);
       } catch (err) {
         if (err instanceof InvalidInputError) throw new InvalidInputError('input', [...keyIssues, ...err.issues]);
@@ -146,6 +152,16 @@ export function tuneflowServiceHandler(tenants: Tenants): nexus.ServiceHandler<(
     generate: new JobOperation('generate', tenants),
     packTune: new JobOperation('packTune', tenants),
   });
+}
+
+/** The workflow ID a workflow-run operation token names (base64url JSON, `wid`); undefined for another token. */
+function workflowIdOfToken(token: string): string | undefined {
+  try {
+    const { wid } = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { wid?: unknown };
+    return typeof wid === 'string' ? wid : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function omitKey(input: object): unknown {

@@ -42,7 +42,7 @@ export interface BusinessKey {
    * as workflow ID `tuneflow:nexus:<tenant>:<key>`. A second call of the key with the same input attaches to the job
    * that exists (running, or its outcome once closed); a call with other input is refused (KeyInUse), naming the
    * fields that differ; another tenant's key of the same name is another job. Use a new key for a new job.
-   * @format 1 to 905 characters, not starting with "tuneflow:"
+   * @format 1 to 905 bytes as UTF-8, not starting with "tuneflow:"
    */
   key: string;
 }

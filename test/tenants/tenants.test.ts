@@ -138,3 +138,18 @@ describe("the operator's settings", () => {
     expect(() => loadStarterTenant({ TUNEFLOW_TENANT: 'a b' })).toThrow(/TUNEFLOW_TENANT/);
   });
 });
+
+test('a key is bounded in bytes, as Temporal bounds IDs: 905 ASCII characters pass, 302 three-byte ones do not', () => {
+  expect(businessKey.safeParse('k'.repeat(MAX_KEY_LENGTH)).success).toBe(true);
+  expect(businessKey.safeParse('中'.repeat(301)).success).toBe(true); // 903 bytes
+  const refused = businessKey.safeParse('中'.repeat(302)); // 906 bytes
+  expect(refused.success).toBe(false);
+  expect(refused.error?.issues[0].message).toMatch(/at most 905 bytes as UTF-8/);
+});
+
+test("the default tenant is the operator's own: no endpoint or fallback maps to it; a setting named twice is refused", () => {
+  expect(() => new Tenants({ endpoints: { e: DEFAULT_TENANT } })).toThrow(/endpoints: "default" is the operator's/);
+  expect(() => new Tenants({ fallback: DEFAULT_TENANT })).toThrow(/fallback: "default"/);
+  expect(() => loadTenantSettings({ TUNEFLOW_TENANT_ENDPOINTS: 'e=shop,e=studio' })).toThrow(/"e" is named twice/);
+  expect(() => loadTenantSettings({ TUNEFLOW_TENANT_TUNES: 'shop=0x10' })).toThrow(/TUNEFLOW_TENANT_TUNES/);
+});

@@ -113,7 +113,7 @@ devServerTest(
       expect(JSON.parse(line)).toHaveProperty('level');
     expect(stdout).toMatch(/^Temporal: {2}dev server \S+ \(from \w+\) at 127\.0\.0\.1:\d+$/m);
     expect(stdout).toMatch(/^started: {3}trainThenGenerate demo-/m);
-    expect(stdout).toMatch(/^tune \d+ "demo-[\w-]+" trained at /m);
+    expect(stdout).toMatch(/^tune \d+ "demo-[\w-]+#[\w-]+" trained at /m);
     const printed = [...stdout.matchAll(/^prompt (\d+): (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/gm)];
     expect(printed).toHaveLength(3);
     expect(stdout).toMatch(/^saved 3 images to /m);

@@ -169,7 +169,8 @@ workflowTest('generate on a paid tune: its cost is its prompts, not the tune it 
   const { activities, calls } = summarize(outcome.history);
   const tuneId = prompts[0].tune_id;
   expect(activities[0]).toBe('retrieveTune');
-  expect(calls[0].input).toEqual({ tuneId, brief: true });
+  // The read that also says whose the tune is (the tenant's, or refused naming the field).
+  expect(calls[0].input).toEqual({ tuneId, brief: true, owned: 'tuneId' });
   expect(activities.filter((a) => /^(create|delete)/.test(a))).toEqual(['createPrompt', 'createPrompt']);
   const created = calls.filter((c) => c.activity === 'createPrompt');
   expect(created.map((c) => (c.input as { tuneId: number }).tuneId)).toEqual([tuneId, tuneId]);

@@ -283,7 +283,8 @@ devServerTest(
       apiUrl: mock.url,
       taskQueue,
       callbackPort: await freePort(),
-      env: { TEMPORAL_NAMESPACE: IMAGES },
+      // The operator's map: the endpoint is the shop's tenant.
+      env: { TEMPORAL_NAMESPACE: IMAGES, TUNEFLOW_TENANT_ENDPOINTS: 'tuneflow=shop' },
     });
     const orderId = `shop-order-${Date.now()}`;
     try {

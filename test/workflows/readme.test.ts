@@ -47,6 +47,7 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   '### From another namespace #1': { by: 'test/workflows/nexus-readme.test.ts' },
   '### From another namespace #2': { by: 'test/workflows/nexus-readme.test.ts' },
   '### From another namespace #3': { here: "KeyInUseError's message, as Nexus's BAD_REQUEST prints it" },
+  '### Tenants #1': { by: 'test/workflows/tenants.test.ts' },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },

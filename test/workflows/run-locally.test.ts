@@ -155,7 +155,7 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   const statusRun = run(onOurPorts(status), env);
   expect(await statusRun.exited).toBe(0);
   expect(statusRun.output()).toMatch(/^run: +my-first-run: COMPLETED after \d+s /m);
-  expect(statusRun.output()).toMatch(/^tune: +\d+ "my-first-run", class woman, branch fast, trained at /m);
+  expect(statusRun.output()).toMatch(/^tune: +\d+ "my-first-run#[\w-]+", class woman, branch fast, trained at /m);
   expect(statusRun.output()).toMatch(/^counts: +callbacks [1-9]\d*, polls 0, /m);
   expect(statusRun.output()).not.toMatch(/sig=(?!redacted)/);
   const statusJson = run(`${onOurPorts(status)} --json`, env);

@@ -14,8 +14,18 @@ import { FailureType, type GenerateResult, type TrainThenGenerateResult } from '
 import type { CallOutcome } from '../nexus/caller-workflows';
 import { GALLERY_TUNES } from '../../src/mock-service';
 import { devServerExecutable, devServerTest } from './environment';
+import { blocksUnder, commandsOf } from '../readme-blocks';
+import { loadTenantSettings } from '../../src/tenants';
 import { summarize } from './history-summary';
-import { CALLER_NAMESPACE, NexusWorld, OTHER_CALLER_NAMESPACE, UNMAPPED_ENDPOINT } from './nexus-world';
+import {
+  CALLER_NAMESPACE,
+  NexusWorld,
+  OTHER_CALLER_NAMESPACE,
+  OTHER_ENDPOINT,
+  TENANT_ENDPOINTS,
+  TUNEFLOW_NAMESPACE,
+  UNMAPPED_ENDPOINT,
+} from './nexus-world';
 
 jest.setTimeout(240_000);
 
@@ -273,7 +283,30 @@ devServerTest(
         world!.images.workflow.getHandle(claimWorkflowId(direct.workflowId)).describe(),
       ).resolves.toMatchObject({ type: 'keyClaim' });
       expect(key.length + 1).toBeGreaterThan(MAX_KEY_LENGTH);
-      await expect(client.trainThenGenerate(`${key}k`, input)).rejects.toThrow(/at most 905 characters/);
+      await expect(client.trainThenGenerate(`${key}k`, input)).rejects.toThrow(/at most 905 bytes/);
     });
+  },
+);
+
+devServerTest(
+  "the README's Tenants commands, as printed: the studio's endpoint onto tuneflow's one task queue, and the map",
+  async () => {
+    // Liberties: the endpoint targets this world's tuneflow namespace (the README's is "Run it locally"'s `default`),
+    // under a name of its own (the world made the studio's already), and the worker is TuneflowPlugin with the map.
+    const [endpoint, worker] = commandsOf(blocksUnder('### Tenants', 'text')[0]);
+    expect(endpoint).toMatch(
+      new RegExp(`^temporal operator nexus endpoint create --name ${OTHER_ENDPOINT} --target-namespace default `),
+    );
+    expect(endpoint).toMatch(/--target-task-queue tuneflow$/);
+    const made = endpoint
+      .replace(`--name ${OTHER_ENDPOINT}`, '--name tuneflow-readme')
+      .replace('--target-namespace default', `--target-namespace ${TUNEFLOW_NAMESPACE}`)
+      .split(' ')
+      .slice(1);
+    await world!.cliRun(made);
+    const { stdout } = await world!.cliRun(['operator', 'nexus', 'endpoint', 'get', '--name', 'tuneflow-readme']);
+    expect(stdout).toContain(TUNEFLOW_NAMESPACE);
+    const map = /^TUNEFLOW_TENANT_ENDPOINTS=(\S+) npx tuneflow worker/.exec(worker)![1];
+    expect(loadTenantSettings({ TUNEFLOW_TENANT_ENDPOINTS: map }).endpoints).toEqual(TENANT_ENDPOINTS);
   },
 );

@@ -31,7 +31,7 @@ export async function portraitOrder(order: PortraitOrder): Promise<PortraitOrder
     workflowId: childIdOf(workflowInfo().workflowId),
     args: [
       {
-        tune: { name: 'person', title: `portraits of ${order.customer}`, image_urls: order.imageUrls, branch: 'fast' },
+        tune: { name: 'person', image_urls: order.imageUrls, branch: 'fast' },
         prompts: order.prompts,
       },
     ],
