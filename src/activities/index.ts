@@ -167,7 +167,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(async () => {
         // A LoRA or FaceID trains on its base: the tenant's, or one the operator gave it.
         if (typeof tune.base_tune_id === 'number') await ownership.requireOwned('tune.base_tune_id', tune.base_tune_id);
-        return createTuneOnce(creates, await uploadsOfTune(uploadDir, tune, reading));
+        return ownership.remember(await createTuneOnce(creates, await uploadsOfTune(uploadDir, tune, reading)));
       }, brief && briefTune);
     },
 

@@ -32,10 +32,20 @@ export class TuneOwnership {
    * const tune = await ownership.owned(input.tuneId, 'tuneId');
    */
   async owned(tuneId: number, field: string): Promise<Tune> {
-    const tune = await this.api.tunes.retrieve(tuneId, this.options());
-    this.#titles.set(tune.id, tune.title);
+    const tune = this.remember(await this.api.tunes.retrieve(tuneId, this.options()));
     this.require(field, tune);
     if (typeof tune.base_tune_id === 'number') await this.requireOwned(`${field} (its base tune)`, tune.base_tune_id);
+    return tune;
+  }
+
+  /**
+   * Remembers the title of a tune the worker has read or made (a run's own LoRA or FaceID, loaded by its prompts).
+   *
+   * @example
+   * ownership.remember(created);
+   */
+  remember<T extends { id: number; title?: unknown }>(tune: T): T {
+    this.keep(tune.id, tune.title);
     return tune;
   }
 
@@ -52,12 +62,14 @@ export class TuneOwnership {
 
   /** Refuses tune `tuneId` (its title read once per worker) unless the job's tenant owns it. */
   async requireOwned(field: string, tuneId: number): Promise<void> {
-    if (!this.#titles.has(tuneId)) {
-      const { title } = await this.api.tunes.retrieve(tuneId, this.options());
-      if (this.#titles.size >= TITLES_KEPT) this.#titles.delete(this.#titles.keys().next().value as number);
-      this.#titles.set(tuneId, title);
-    }
+    if (!this.#titles.has(tuneId)) this.keep(tuneId, (await this.api.tunes.retrieve(tuneId, this.options())).title);
     this.require(field, { id: tuneId, title: this.#titles.get(tuneId) });
+  }
+
+  private keep(tuneId: number, title: unknown): void {
+    if (this.#titles.size >= TITLES_KEPT && !this.#titles.has(tuneId))
+      this.#titles.delete(this.#titles.keys().next().value as number);
+    this.#titles.set(tuneId, title);
   }
 
   private require(field: string, tune: { id: number; title?: unknown }): void {
