@@ -5,7 +5,7 @@
  */
 import { activityInfo } from '@temporalio/activity';
 import type { TunesApi } from '../api';
-import { InvalidInputError } from '../api/errors';
+import { InvalidInputError, NotFoundError } from '../api/errors';
 import type { Tune } from '../api/schemas';
 import { jobOfWorkflowId } from '../contract/tenants';
 import type { Tenants } from '../tenants';
@@ -62,7 +62,15 @@ export class TuneOwnership {
 
   /** Refuses tune `tuneId` (its title read once per worker) unless the job's tenant owns it. */
   async requireOwned(field: string, tuneId: number): Promise<void> {
-    if (!this.#titles.has(tuneId)) this.keep(tuneId, (await this.api.tunes.retrieve(tuneId, this.options())).title);
+    if (!this.#titles.has(tuneId)) {
+      const tune = await this.api.tunes.retrieve(tuneId, this.options()).catch((err: unknown) => {
+        if (err instanceof NotFoundError) return undefined;
+        throw err;
+      });
+      // No such tune is nobody's to take: the create goes on, and the service refuses it naming the field.
+      if (!tune) return;
+      this.keep(tuneId, tune.title);
+    }
     this.require(field, { id: tuneId, title: this.#titles.get(tuneId) });
   }
 

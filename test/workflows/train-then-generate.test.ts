@@ -307,7 +307,8 @@ workflowTest('FaceID: ready at creation, so no wait and no poll for training', a
   const { tune, prompts } = resultOf(outcome);
   expect(tune.model_type).toBe('faceid');
   expect(tune.orig_images).toHaveLength(1); // the file at the path, uploaded by the worker
-  expect(outcome.stats.routes['GET /tunes/:id']).toBeUndefined();
+  // One read, and no poll: the create's check that the base (a gallery tune) is the tenant's, once per worker.
+  expect(outcome.stats.routes['GET /tunes/:id']).toBe(1);
   expect(prompts[0].images?.length).toBe(1);
   expect(outcome.progress.counts.callbacks).toBe(0);
   // No training wait at all: the only timers are the prompt wait's deadline and its polls. The training image, a file,
