@@ -33,6 +33,7 @@ import { registerCommands } from './contract/search-attributes';
 import { missingSearchAttributes } from './search-attributes';
 import { tuneflowServiceHandler } from './nexus/handler';
 import { loadTenantSettings, Tenants, type TenantSettings } from './tenants';
+import { describeLimits, lacksQueueConfig, queueLimits, setQueueLimits } from './task-queue-limits';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -147,13 +148,16 @@ export interface TuneflowPluginOptions {
    */
   uploadDir?: string;
   /**
-   * Activities per second the worker's task queue starts, all its workers together: the Temporal server's task-queue
-   * limit (`maxTaskQueueActivitiesPerSecond`, which the plugin sets on the worker), so the service calls of every
-   * worker stay under the service's rate limit. Polls and creates share it, and so do the activities that do not call
-   * the service (checkUploads, priorJob). Every worker on the task queue must have the same value: the server keeps
-   * the one the latest poll carried, and a worker without it lifts the limit. A worker that sets
-   * `maxTaskQueueActivitiesPerSecond` itself keeps the lower of the two. `false`: no limit, whatever the variable says.
-   * @default TUNEFLOW_SERVICE_RATE; unset: no limit
+   * Activities per second the worker's task queue starts, all its workers together, under the service's rate limit.
+   * The worker sets it at start as the task queue's limit on the Temporal server (UpdateTaskQueueConfig, the same as
+   * `tuneflow queue-limits --rate`), which every worker on the queue then obeys: a worker started without it, or with
+   * another `maxTaskQueueActivitiesPerSecond`, changes nothing (the server's limit overrides a worker's). The latest
+   * worker to start with a value sets it, and says so when it replaces another. Polls and creates share it, and so do
+   * the activities that do not call the service (checkUploads, priorJob). Where the server holds no task queue limits
+   * (an older server, the time-skipping test server) the worker says so at start and limits the queue itself, as
+   * before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its own, the same on every worker.
+   * `false`: the worker sets no limit, whatever the variable says (the server's, if any, still holds).
+   * @default TUNEFLOW_SERVICE_RATE; unset: the worker sets none
    */
   serviceRate?: number | false;
 }
@@ -256,6 +260,7 @@ export class TuneflowPlugin extends SimplePlugin {
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     // Beside the start, not before it: the receiver and the polls do not wait on the namespace's answer.
     void this.#sayIfUnfindable(worker).catch(() => undefined);
+    await this.#holdServiceRate(worker);
     try {
       const callbacks = this.#callbacks;
       if (!callbacks || !this.#signer || callbacks.receive === false) return await super.runWorker(worker, next);
@@ -277,6 +282,35 @@ export class TuneflowPlugin extends SimplePlugin {
       }
     } finally {
       if (this.#ownsApi) await this.#api.close();
+    }
+  }
+
+  /**
+   * Sets `serviceRate` as the task queue's activity limit on the server, before the worker polls, and says what the
+   * server then holds; where the server cannot hold it, says so once: the worker's own limit is then the only one.
+   */
+  async #holdServiceRate(worker: Worker): Promise<void> {
+    const rate = this.#serviceRate;
+    const service = worker.client?.connection.workflowService;
+    if (rate === undefined || !service) return;
+    const logger = this.#logger ?? (await import('@temporalio/worker')).Runtime.instance().logger;
+    const target = { service, namespace: worker.options.namespace, taskQueue: worker.options.taskQueue };
+    try {
+      const before = await queueLimits(target);
+      const now = await setQueueLimits({ ...target, identity: worker.options.identity }, { queueRate: rate });
+      const replaced =
+        before.queueRate !== undefined && before.queueRate !== rate ? ` (was ${before.queueRate}/s)` : '';
+      logger.info(
+        `task queue ${target.taskQueue}: activities limited to ${rate}/s for every worker, held by the server${replaced}; ${describeLimits(now)}`,
+        { taskQueue: target.taskQueue, serviceRate: rate, ...now },
+      );
+    } catch (err) {
+      logger.warn(
+        `task queue ${target.taskQueue}: the server holds no task queue limit or fairness ` +
+          `(${lacksQueueConfig(err) ? 'not implemented on this server' : (err as Error).message}): this worker limits ` +
+          `the queue's activities to ${rate}/s itself, and every worker on the queue needs the same TUNEFLOW_SERVICE_RATE`,
+        { taskQueue: target.taskQueue, serviceRate: rate },
+      );
     }
   }
 
@@ -306,9 +340,8 @@ function apiFromEnvironment(): TunesApiOptions {
 }
 
 /**
- * The task queue's activity limit for `serviceRate`: set on the worker (the server applies it to the whole task queue;
- * the SDK then turns eager activity dispatch off, so every activity goes through the limit), the lower one when the
- * worker sets its own.
+ * The worker's own limit for `serviceRate`, the fallback where the server holds no queue limit (one the server holds
+ * overrides it): the lower one when the worker sets its own. The SDK then turns eager activity dispatch off too.
  */
 function withServiceRate(options: WorkerOptions, serviceRate: number | undefined): WorkerOptions {
   if (serviceRate === undefined) return options;

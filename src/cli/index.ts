@@ -49,6 +49,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "register tuneflow's search attributes in the namespace, so runs can be found by phase, tune and cost",
     run: async (argv) => (await import('./search-attributes')).searchAttributesCommand(argv),
   },
+  'queue-limits': {
+    summary: "the service's rate held by the server for every worker on the task queue, and each tenant's share",
+    run: async (argv) => (await import('./queue-limits')).queueLimitsCommand(argv),
+  },
   'dev-server': {
     summary: 'run a Temporal dev server with its Web UI (localhost:7233, UI on :8233), for a worker of your own',
     run: async (argv) => (await import('./dev-server')).devServerCommand(argv),

@@ -9,6 +9,18 @@ import * as net from 'node:net';
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../contract/search-attributes';
 
+/**
+ * The dynamic config a dev server needs for tuneflow's fair share: fairness on (the server dispatches each tenant's
+ * activity tasks in proportion to its weight, and holds per-tenant rate limits), and one partition per task queue, where
+ * fairness and the queue's rate limit are exact (a queue's limit is split between its partitions otherwise). A
+ * self-hosted cluster needs the first (README "Operating"); the second is for one-process servers and tests.
+ */
+export const FAIRNESS_DYNAMIC_CONFIG: readonly string[] = [
+  'matching.enableFairness=true',
+  'matching.numTaskqueueReadPartitions=1',
+  'matching.numTaskqueueWritePartitions=1',
+];
+
 export interface DevServerProcessOptions {
   /** The Temporal CLI. */
   executable: string;
@@ -27,6 +39,11 @@ export interface DevServerProcessOptions {
    * @default true
    */
   searchAttributes?: boolean;
+  /**
+   * Fairness and one partition per task queue (FAIRNESS_DYNAMIC_CONFIG).
+   * @default true
+   */
+  fairness?: boolean;
 }
 
 export interface DevServerProcess {
@@ -70,6 +87,8 @@ export async function startDevServerProcess(options: DevServerProcessOptions): P
   if (options.dbFilename) args.push('--db-filename', options.dbFilename);
   if (options.searchAttributes !== false)
     args.push(...SEARCH_ATTRIBUTES.flatMap(({ name, type }) => ['--search-attribute', `${name}=${type}`]));
+  if (options.fairness !== false)
+    args.push(...FAIRNESS_DYNAMIC_CONFIG.flatMap((setting) => ['--dynamic-config-value', setting]));
   args.push(...(options.extraArgs ?? []));
   const child = spawn(options.executable, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

@@ -1,16 +1,74 @@
 /**
- * The activities as workflow code calls them, one proxy per retry policy (src/workflows/policies.ts), made once for
- * every step of a job.
+ * The activities as workflow code calls them, one proxy per retry policy (src/workflows/policies.ts), made once per run
+ * (at its first call) for every step of a job.
+ *
+ * Every activity carries the run's tenant as its fairness key, so the server's matching shares the task queue (and its
+ * rate limit) between tenants in proportion to their weights: one tenant's flood delays another's jobs by little.
+ * The key is set explicitly, never inherited (a priority a starter set on the workflow would be otherwise), and the
+ * weight is 1: the operator weighs tenants on the server (`tuneflow queue-limits --weight shop=2`), whose overrides win
+ * over a task's weight. Eager dispatch is off: an activity handed to the worker with the workflow task skips the
+ * server's matching, its rate limit and its fairness.
+ *
+ * No patch: the priority and eager dispatch are options of the ScheduleActivityTask command, and replay compares
+ * commands by type and activity type, not by options, so every recorded history replays (test/replay.test.ts).
  */
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { TuneflowActivities } from '../activities';
+import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
 import { pollActivityOptions, serviceActivityOptions, temporalReadOptions, uploadCheckOptions } from './policies';
 
+/** The weight every activity carries; the server's overrides per tenant win over it. */
+export const FAIRNESS_WEIGHT = 1;
+
+const POLICIES = {
+  service: serviceActivityOptions,
+  polls: pollActivityOptions,
+  temporal: temporalReadOptions,
+  uploads: uploadCheckOptions,
+} as const;
+type Policy = keyof typeof POLICIES;
+type Calls = ReturnType<typeof proxyActivities<TuneflowActivities>>;
+
+/** The run the proxies were made for, and the proxies: one slot, so a context shared by runs never mixes tenants. */
+let made: { runId: string; calls: Record<Policy, Calls> } | undefined;
+
+/** The tenant's share of the queue: its fairness key, weight 1, through the server's matching. */
+export function fairShare(workflowId: string): Pick<ActivityOptions, 'priority' | 'allowEagerDispatch'> {
+  // A run under an ID that is no job's ends at admission before any activity; its key is the default tenant's.
+  const tenant = jobOfWorkflowId(workflowId)?.tenant ?? DEFAULT_TENANT;
+  return { priority: { fairnessKey: tenant, fairnessWeight: FAIRNESS_WEIGHT }, allowEagerDispatch: false };
+}
+
+function callsOfThisRun(policy: Policy): Calls {
+  const { runId, workflowId } = workflowInfo();
+  if (made?.runId !== runId) {
+    const share = fairShare(workflowId);
+    const proxy = (options: ActivityOptions) => proxyActivities<TuneflowActivities>({ ...options, ...share });
+    made = {
+      runId,
+      calls: {
+        service: proxy(POLICIES.service),
+        polls: proxy(POLICIES.polls),
+        temporal: proxy(POLICIES.temporal),
+        uploads: proxy(POLICIES.uploads),
+      },
+    };
+  }
+  return made.calls[policy];
+}
+
+/** The run's proxy for `policy`, made at its first use (workflowInfo() exists only inside a run). */
+function perRun(policy: Policy): Calls {
+  return new Proxy({} as Calls, {
+    get: (_, activity) => callsOfThisRun(policy)[activity as keyof Calls],
+  });
+}
+
 /** Creates, deletes and the reads a workflow cannot go on without: the service's full retry policy. */
-export const service = proxyActivities<TuneflowActivities>(serviceActivityOptions);
+export const service = perRun('service');
 /** Polls: a few attempts; a poll that still fails is counted and the wait goes on. */
-export const polls = proxyActivities<TuneflowActivities>(pollActivityOptions);
+export const polls = perRun('polls');
 /** Reads of Temporal (the earlier run of a claimed key). */
-export const temporal = proxyActivities<TuneflowActivities>(temporalReadOptions);
+export const temporal = perRun('temporal');
 /** The upload directory's check, before anything is created (runs whose input names files). */
-export const uploads = proxyActivities<TuneflowActivities>(uploadCheckOptions);
+export const uploads = perRun('uploads');

@@ -66,6 +66,7 @@ describe('tuneflow', () => {
       'packs',
       'schema',
       'search-attributes',
+      'queue-limits',
     ])
       expect(stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
   });
@@ -89,12 +90,25 @@ describe('tuneflow', () => {
     'schema',
     'mock-service',
     'search-attributes',
+    'queue-limits',
   ])('%s --help and -h print its usage, exit 0', async (name) => {
     for (const flag of ['--help', '-h']) {
       const { code, stdout } = await tuneflow([name, flag]);
       expect({ flag, code }).toEqual({ flag, code: 0 });
       expect(stdout).toContain(`Usage: tuneflow ${name}`);
     }
+  });
+
+  test.each([
+    [['--rate', '0'], '--rate: must be a positive number of tasks per second or off, got "0"'],
+    [['--tenant-rate', 'fast'], '--tenant-rate: must be a positive number of tasks per second or off, got "fast"'],
+    [['--weight', 'shop=0'], '--weight: shop\'s weight must be a number from 0.001 to 1000, got "0"'],
+    [['--weight', 'shop'], '--weight: must be TENANT=WEIGHT, got "shop"'],
+    [['--weight', 'a:b=2'], '--weight: tenant "a:b" must hold only letters'],
+  ])('queue-limits %j: refused naming the flag before Temporal is asked, exit 2', async (args, message) => {
+    // An address nothing listens on: a flag checked after connecting would exit 3.
+    const { code, stderr } = await tuneflow(['queue-limits', ...args], baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1' }));
+    expect({ code, stderr }).toEqual({ code: 2, stderr: expect.stringContaining(message) });
   });
 
   test('--version and -V name the version and the package, exit 0', async () => {
@@ -228,6 +242,7 @@ describe('missing or bad settings', () => {
     ['status', 'job-1'],
     ['cancel', 'job-1'],
     ['search-attributes'],
+    ['queue-limits', '--rate', '8'],
   ])('%s with Temporal unreachable: one line naming the address and TEMPORAL_ADDRESS, exit 3', async (...args) => {
     const address = `127.0.0.1:${await closedPort()}`;
     const { code, stderr } = await tuneflow(args, baseEnv({ TEMPORAL_ADDRESS: address }));

@@ -8,6 +8,7 @@
  * the network, the PostgreSQL profile is Temporal's current set-up (no auto-setup image, no tctl), and the tracing
  * profile's collector is where the worker's OTEL_* variables send spans.
  */
+import { FAIRNESS_DYNAMIC_CONFIG } from '../../src/temporal-server/dev-server';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -91,6 +92,11 @@ describe('docker-compose.yml', () => {
     expect((services.temporal.command as string[]).join(' ')).toContain(flags);
     const setup = (services['temporal-namespace'].command as string[]).join(' ');
     for (const command of registerCommands('default')) expect(setup).toContain(command);
+  });
+
+  test('turns fairness on as `tuneflow dev-server` does: the same dynamic config, one partition per task queue', () => {
+    const flags = FAIRNESS_DYNAMIC_CONFIG.map((setting) => `--dynamic-config-value ${setting}`).join(' ');
+    expect((services.temporal.command as string[]).join(' ')).toContain(flags);
   });
 
   test('validates against the Compose Specification', () => {

@@ -1,0 +1,134 @@
+/**
+ * The service's rate held in one place: the Temporal server's configuration of the task queue's activity tasks (its
+ * queue limit, a default limit per tenant scaled by the tenant's weight, the weights themselves), which every worker on
+ * the queue obeys whatever it was started with. `tuneflow queue-limits` and the plugin at a worker's start set it.
+ */
+import type { WorkflowService } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { tenantNameProblem } from './contract/tenants';
+
+const { TaskQueueType, TaskQueueKind } = temporal.api.enums.v1;
+
+/** What the server holds for a task queue's activity tasks. */
+export interface QueueLimits {
+  /** Activity tasks per second the server dispatches from the whole queue, all workers together; undefined: none set. */
+  queueRate?: number;
+  /** Each tenant's tasks per second, scaled by its weight (a tenant of weight 2 gets twice this); undefined: none. */
+  tenantRate?: number;
+  /** The operator's weight of each tenant, over the weight its tasks carry (tuneflow's carry 1). */
+  weights: Record<string, number>;
+}
+
+/** What to change: a field left out is left as the server holds it; `null` removes a limit. */
+export interface QueueLimitsUpdate {
+  queueRate?: number | null;
+  tenantRate?: number | null;
+  weights?: Record<string, number>;
+}
+
+/** Where the queue is, and who asks (the server records it beside the limit). */
+export interface QueueLimitsTarget {
+  service: WorkflowService;
+  namespace: string;
+  taskQueue: string;
+  identity?: string;
+}
+
+/** Weights the server takes: it clamps others to this range. */
+export const MIN_WEIGHT = 0.001;
+export const MAX_WEIGHT = 1000;
+
+/**
+ * Why a weight is refused, in words; undefined for a good one.
+ *
+ * @example
+ * weightProblem(2); // undefined
+ */
+export function weightProblem(weight: number): string | undefined {
+  if (!Number.isFinite(weight) || weight < MIN_WEIGHT || weight > MAX_WEIGHT)
+    return `must be a number from ${MIN_WEIGHT} to ${MAX_WEIGHT}`;
+  return undefined;
+}
+
+/**
+ * The limits the server holds for `taskQueue`'s activity tasks.
+ *
+ * @example
+ * await queueLimits({ service: client.workflowService, namespace: 'default', taskQueue: 'tuneflow' }); // { queueRate: 9, weights: {} }
+ */
+export async function queueLimits(target: QueueLimitsTarget): Promise<QueueLimits> {
+  const described = await target.service.describeTaskQueue({
+    namespace: target.namespace,
+    taskQueue: { name: target.taskQueue, kind: TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+    taskQueueType: TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    reportConfig: true,
+  });
+  return limitsOf(described.config);
+}
+
+/**
+ * Sets what `update` names on the server, for every worker of the queue; returns what the server then holds. Refuses a
+ * bad rate, weight or tenant before anything is sent.
+ *
+ * @example
+ * await setQueueLimits(target, { queueRate: 9, tenantRate: 3, weights: { shop: 2 } });
+ */
+export async function setQueueLimits(target: QueueLimitsTarget, update: QueueLimitsUpdate): Promise<QueueLimits> {
+  for (const [name, rate] of [
+    ['queueRate', update.queueRate],
+    ['tenantRate', update.tenantRate],
+  ] as const)
+    if (rate != null && !(Number.isFinite(rate) && rate > 0))
+      throw new RangeError(`${name}: must be a positive number of tasks per second, got ${String(rate)}`);
+  for (const [tenant, weight] of Object.entries(update.weights ?? {})) {
+    const problem = tenantNameProblem(tenant) ?? weightProblem(weight);
+    if (problem) throw new RangeError(`weights.${tenant}: ${problem}`);
+  }
+  const rateUpdate = (rate: number | null | undefined, reason: string) =>
+    rate === undefined ? undefined : { rateLimit: rate === null ? undefined : { requestsPerSecond: rate }, reason };
+  const answer = await target.service.updateTaskQueueConfig({
+    namespace: target.namespace,
+    identity: target.identity ?? 'tuneflow',
+    taskQueue: target.taskQueue,
+    taskQueueType: TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    updateQueueRateLimit: rateUpdate(update.queueRate, "tuneflow: the service's rate limit"),
+    updateFairnessKeyRateLimitDefault: rateUpdate(update.tenantRate, "tuneflow: each tenant's share"),
+    setFairnessWeightOverrides: update.weights ?? {},
+  });
+  return limitsOf(answer.config);
+}
+
+function limitsOf(config: temporal.api.taskqueue.v1.ITaskQueueConfig | null | undefined): QueueLimits {
+  const rate = (limit: temporal.api.taskqueue.v1.IRateLimitConfig | null | undefined) =>
+    limit?.rateLimit?.requestsPerSecond ?? undefined;
+  return {
+    queueRate: rate(config?.queueRateLimit),
+    tenantRate: rate(config?.fairnessKeysRateLimitDefault),
+    weights: { ...(config?.fairnessWeightOverrides ?? {}) },
+  };
+}
+
+/**
+ * True when the server has no task queue configuration to set (the time-skipping test server, an older server):
+ * the workers' own limit is all there is.
+ */
+export function lacksQueueConfig(err: unknown): boolean {
+  // UNIMPLEMENTED, FAILED_PRECONDITION (numbers from the gRPC spec; @grpc/grpc-js is not a direct dependency).
+  const code = (err as { code?: unknown }).code;
+  return code === 12 || code === 9;
+}
+
+/**
+ * The limits in words, for a log line or the command's answer.
+ *
+ * @example
+ * describeLimits({ queueRate: 9, weights: { shop: 2 } }); // 'queue 9/s, no per-tenant limit, weights shop=2'
+ */
+export function describeLimits(limits: QueueLimits): string {
+  const weights = Object.entries(limits.weights);
+  return [
+    limits.queueRate === undefined ? 'no queue limit' : `queue ${limits.queueRate}/s`,
+    limits.tenantRate === undefined ? 'no per-tenant limit' : `each tenant ${limits.tenantRate}/s times its weight`,
+    weights.length ? `weights ${weights.map(([tenant, weight]) => `${tenant}=${weight}`).join(',')}` : 'every weight 1',
+  ].join(', ');
+}
