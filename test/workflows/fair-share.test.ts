@@ -22,8 +22,12 @@ jest.setTimeout(300_000);
 
 const { RateLimitSource, TaskQueueType, TaskQueueKind } = temporal.api.enums.v1;
 
-/** The mock's rate limit per API key, and the queue's (at or below it: no 429 may come). */
-const SERVICE_RATE = 10;
+/**
+ * The mock's rate limit per API key, and the queue's, below it: no 429 may come. The margin is for the worker's own
+ * delays on a machine shared with other runs, which bunch requests the server dispatched apart (at 8 against 10, one
+ * 429 in about 500 requests once, under load).
+ */
+const SERVICE_RATE = 12;
 const QUEUE_RATE = 8;
 /** Polls a second apart: no callbacks here, and jobs that end in seconds. */
 const QUICK = {
@@ -160,10 +164,10 @@ devServerTest(
         `${seconds([median(line.flood)])} s; 429s ${mock.stats().rateLimited - rateLimitedBefore}\n`,
     );
     // In one line each of the ordinary job's tasks waits behind the flood's backlog (about 400 activities at 8/s); with
-    // fairness behind about one task of the flood's. Measured about 5x apart; 2x leaves a wide margin for a busy
-    // machine, and both sides share it.
-    expect(median(line.ordinary)).toBeGreaterThan(2 * median(fair.ordinary));
-    // The queue's limit (8/s) is under the service's (10/s): not one 429.
+    // fairness behind about one task of the flood's. Measured 3.2x to 3.7x apart, 2.0x with a whole unit test run on
+    // the same two cores (the fair side is then bound by the worker's CPU, the line by the queue's rate): 1.5x.
+    expect(median(line.ordinary)).toBeGreaterThan(1.5 * median(fair.ordinary));
+    // The queue's limit (8/s) is under the service's (12/s): not one 429.
     expect(mock.stats().rateLimited - rateLimitedBefore).toBe(0);
 
     // Every activity of a run carries its tenant, weight 1, and no eager dispatch (the server's matching holds it).
