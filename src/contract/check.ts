@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import { InvalidInputError, type InputIssue } from '../api/errors';
 import { PackTuneCreateInput, PromptCreateInput, ResourceId, TuneCreateInput } from '../api/schemas';
-import { boundIssues, type AttributeKinds } from './bounds';
+import { boundIssues, inputShape, sizeIssue, withoutPrototypeNames, type AttributeKinds } from './bounds';
 import { MAX_PROMPTS_PER_RUN } from './failures';
 import { RESERVED_KEY_PREFIX } from './keys';
 import { MAX_KEY_LENGTH, utf8Bytes } from './tenants';
@@ -50,14 +50,19 @@ export function checkTrainThenGenerate(
   { bounds = true }: CheckOptions = {},
 ): CheckedInput<TrainThenGenerateInput> {
   const issues: InputIssue[] = [];
-  const checked = new Checked(issues);
-  if (requireObject(issues, input, 'input')) {
+  const checked = new Checked(issues, bounds);
+  if (requireObject(issues, input, 'input') && checked.shaped(input)) {
     const tune = input.tune;
     if (requireObject(issues, tune, 'tune')) {
       // A refused attribute is named once, as refused, not again for what it holds.
       const { prompts_attributes: refused, ...held } = tune;
       const checkedTune = bounds ? held : { ...held, prompts_attributes: refused };
-      check(issues, TuneCreateInput, 'tune', { title: workflowId, ...checkedTune, ...paths(issues, tune.images) });
+      check(issues, TuneCreateInput, 'tune', {
+        title: workflowId,
+        ...checkedTune,
+        ...paths(issues, tune.images),
+        ...characteristicsRead(tune, bounds),
+      });
       if (bounds) issues.push(...boundIssues('tune', tune, TUNE_KINDS, 'tune'));
     }
     checkPrompts(issues, input.prompts, true, bounds);
@@ -69,8 +74,8 @@ export function checkTrainThenGenerate(
 /** Checks a `generate` input; throws InvalidInputError naming every field that breaks a rule. */
 export function checkGenerate(input: unknown, { bounds = true }: CheckOptions = {}): CheckedInput<GenerateInput> {
   const issues: InputIssue[] = [];
-  const checked = new Checked(issues);
-  if (requireObject(issues, input, 'input')) {
+  const checked = new Checked(issues, bounds);
+  if (requireObject(issues, input, 'input') && checked.shaped(input)) {
     check(issues, ResourceId, 'tuneId', input.tuneId);
     checkPrompts(issues, input.prompts, false, bounds);
     checked.options(input.options);
@@ -85,14 +90,18 @@ export function checkPackTune(
   { bounds = true }: CheckOptions = {},
 ): CheckedInput<PackTuneInput> {
   const issues: InputIssue[] = [];
-  const checked = new Checked(issues);
-  if (requireObject(issues, input, 'input')) {
+  const checked = new Checked(issues, bounds);
+  if (requireObject(issues, input, 'input') && checked.shaped(input)) {
     check(issues, ResourceId, 'packId', input.packId);
     const tune = input.tune ?? {};
     if (requireObject(issues, tune, 'tune')) {
       // Existing tunes keep their titles; a new tune's is tuneflow's (checked here as the workflow ID stands in).
       const withTitle = tune.tune_ids === undefined ? { title: workflowId, ...tune } : tune;
-      check(issues, PackTuneCreateInput, 'tune', { ...withTitle, ...paths(issues, tune.images) });
+      check(issues, PackTuneCreateInput, 'tune', {
+        ...withTitle,
+        ...paths(issues, tune.images),
+        ...characteristicsRead(tune, bounds),
+      });
       if (bounds) issues.push(...boundIssues('tune', tune, PACK_TUNE_KINDS, 'packTune'));
     }
     checked.options(input.options);
@@ -120,12 +129,20 @@ function checkPrompts(issues: InputIssue[], prompts: unknown, allowEmpty: boolea
 }
 
 /**
- * `bounds: false` leaves out the rules added since the first releases (INPUT_BOUNDS, upload paths, refused
- * attributes): a workflow replaying a run started before them (src/workflows/job.ts, INPUT_BOUNDED) checks so.
+ * `bounds: false` leaves out the rules added since the first releases (INPUT_BOUNDS, the whole input's depth and size,
+ * upload paths, refused attributes and names): a workflow replaying a run started before them, or before the one that
+ * refuses its input (src/workflows/admission.ts, INPUT_BOUNDED), checks so.
  */
 export interface CheckOptions {
   /** @default true */
   bounds?: boolean;
+}
+
+/** The characteristics the spec's schema reads: with every bound, without the names the bounds refuse in words. */
+function characteristicsRead(tune: Record<string, unknown>, bounds: boolean): { characteristics?: unknown } {
+  if (bounds !== true || tune.characteristics === undefined) return {};
+  const read = withoutPrototypeNames(tune.characteristics);
+  return read === tune.characteristics ? {} : { characteristics: read };
 }
 
 /** Each attribute the spec lists for an object, by the bound its value has (scalars other than strings: none). */
@@ -154,7 +171,7 @@ export const PACK_TUNE_KINDS = kindsOf(PackTuneCreateInput.shape, {
   characteristics: 'other',
   tune_ids: 'ids',
   prompt_ids: 'ids',
-  prompt_attributes: 'other',
+  prompt_attributes: 'attributes',
 });
 
 /** One check's verdict: the issues found, and the options resolved once (or the InvalidOptions failure). */
@@ -162,7 +179,25 @@ class Checked {
   private resolved: ResolvedOptions | undefined;
   private optionsFailure: unknown;
 
-  constructor(private readonly issues: InputIssue[]) {}
+  /** Whether the whole input may be larger than its bound: weighed last, once no field was refused. */
+  private mayBeTooLarge = false;
+
+  constructor(
+    private readonly issues: InputIssue[],
+    private readonly bounds: boolean,
+  ) {}
+
+  /**
+   * The whole input within its depth (with every bound): one too deep is refused for that alone, and nothing else in
+   * it is read. Its size is weighed in `result`, once no field was refused: a field too long is named as that.
+   */
+  shaped(input: unknown): boolean {
+    if (this.bounds !== true) return true;
+    const { tooDeep, mayBeTooLarge } = inputShape(input);
+    if (tooDeep) this.issues.push(tooDeep);
+    this.mayBeTooLarge = mayBeTooLarge;
+    return !tooDeep;
+  }
 
   /** The workflows' own option rules (defaults, durations, the poll bound). */
   options(options: unknown): void {
@@ -182,6 +217,9 @@ class Checked {
    * option broke a rule (a workflow fails with that one, as documented).
    */
   result<I>(input: I): CheckedInput<I> {
+    // The whole input's size, once every field is within its own bounds (each bounded, their sum may not be).
+    const size = this.issues.length || !this.mayBeTooLarge ? undefined : sizeIssue(input);
+    if (size) this.issues.push(size);
     if (this.issues.length || !this.resolved) {
       const err = new InvalidInputError('input', this.issues);
       throw this.optionsFailure === undefined ? err : Object.assign(err, { cause: this.optionsFailure });

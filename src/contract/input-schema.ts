@@ -2,9 +2,10 @@
  * The workflows' input contract as JSON Schema (draft 2020-12), for callers in any language: generated from the one
  * contract (the spec's zod schemas in src/api/schemas.ts, the option rules and bounds of src/workflows), never written
  * twice. What zod cannot render is said here, once: refinements (an http(s) URL, a non-blank string, files as paths)
- * and the cross-field rules (as if/then, each naming the field the workflow names). Two rules no JSON Schema can hold
- * are left to the workflow and said in the schema's descriptions: the polls bound of the options and characteristics
- * sent as a JSON string. `tuneflow schema` prints these; the package ships them (lib/schemas/).
+ * and the cross-field rules (as if/then, each naming the field the workflow names). Three rules no JSON Schema can
+ * hold are left to the workflow and said in the schema's descriptions: the polls bound of the options, characteristics
+ * sent as a JSON string, and the whole input's size in bytes. `tuneflow schema` prints these; the package ships them
+ * (lib/schemas/).
  */
 import { z } from 'zod';
 import {
@@ -17,7 +18,7 @@ import {
   ResourceId,
   TuneCreateInput,
 } from '../api/schemas';
-import { attributesMax, INPUT_BOUNDS, UPLOAD_PATH_SCHEMA, type AttributeKinds } from './bounds';
+import { attributesMax, INPUT_BOUNDS, PROTOTYPE_NAMES, UPLOAD_PATH_SCHEMA, type AttributeKinds } from './bounds';
 import { businessKey, PACK_TUNE_KINDS, PROMPT_KINDS, TUNE_KINDS } from './check';
 import { RESERVED_KEY_PREFIX } from './keys';
 import { MAX_PROMPTS_PER_RUN } from './failures';
@@ -136,9 +137,28 @@ function fromContract(schema: z.ZodType): JsonSchema {
   }) as JsonSchema;
 }
 
+/** A scalar attribute the spec does not list: sent to the service as it is. */
+const OTHER_SCALAR: JsonSchema = {
+  anyOf: [
+    { type: 'string', maxLength: INPUT_BOUNDS.stringMax },
+    { type: 'number' },
+    { type: 'boolean' },
+    { type: 'null' },
+  ],
+};
+
+/** No attribute named as a property every JavaScript object has (`__proto__`, `toString`, ...). */
+const NOT_PROTOTYPE_NAME: JsonSchema = {
+  not: { enum: [...PROTOTYPE_NAMES] },
+  description: 'not the name of a property every JavaScript object has (Object.prototype)',
+};
+
+/** A key of characteristics or prompt_attributes. */
+const KEY: JsonSchema = { maxLength: INPUT_BOUNDS.keyMax, ...NOT_PROTOTYPE_NAME };
+
 /**
  * The bounds of src/contract/bounds.ts on an object's attributes: lengths, counts, upload paths, the attributes the
- * spec does not list as scalars, and those a job may not send.
+ * spec does not list as scalars, no attribute named as a property every object has, and those a job may not send.
  */
 function bounded(kinds: AttributeKinds, refused: string[] = []) {
   return (s: JsonSchema): void => {
@@ -163,22 +183,61 @@ function bounded(kinds: AttributeKinds, refused: string[] = []) {
         for (const option of (p.anyOf as JsonSchema[] | undefined) ?? [p]) {
           if (option.type === 'string') option.maxLength = INPUT_BOUNDS.stringMax;
           if (option.type !== 'object') continue;
-          Object.assign(option, { maxProperties: INPUT_BOUNDS.characteristicsMax, propertyNames: { maxLength: 256 } });
+          Object.assign(option, { maxProperties: INPUT_BOUNDS.characteristicsMax, propertyNames: KEY });
           maxLength(option.additionalProperties as JsonSchema, INPUT_BOUNDS.stringMax);
         }
+      }
+      if (kind === 'attributes') {
+        // A prompt's attributes: each a scalar, the callback a URL.
+        maxLength((p.properties as Record<string, JsonSchema>).callback, INPUT_BOUNDS.urlMax);
+        Object.assign(p, {
+          additionalProperties: OTHER_SCALAR,
+          maxProperties: INPUT_BOUNDS.characteristicsMax,
+          propertyNames: KEY,
+        });
       }
     }
     for (const key of refused) (properties as Record<string, unknown>)[key] = false;
     s.additionalProperties = {
-      anyOf: [
-        { type: 'string', maxLength: INPUT_BOUNDS.stringMax },
-        { type: 'number' },
-        { type: 'boolean' },
-        { type: 'null' },
-      ],
+      ...OTHER_SCALAR,
       description: 'an attribute the spec does not list: sent to the service as it is',
     };
     s.maxProperties = attributesMax(kinds);
+    s.propertyNames = NOT_PROTOTYPE_NAME;
+  };
+}
+
+/**
+ * A JSON value nesting at most `depth` objects and arrays (`jsonValue0`, a scalar), up to the whole input's depth:
+ * the depth bound said as JSON Schema can, by nested definitions. For the fields of a job's input no rule reads.
+ */
+function nestedValues(): Record<string, JsonSchema> {
+  const scalar = { anyOf: ['string', 'number', 'boolean', 'null'].map((type) => ({ type })) };
+  const values: Record<string, JsonSchema> = { jsonValue0: scalar };
+  for (let depth = 1; depth < INPUT_BOUNDS.depthMax; depth++) {
+    const inner = { $ref: `#/$defs/jsonValue${depth - 1}` };
+    values[`jsonValue${depth}`] = {
+      anyOf: [
+        { $ref: '#/$defs/jsonValue0' },
+        { type: 'array', items: inner },
+        { type: 'object', additionalProperties: inner },
+      ],
+    };
+  }
+  return values;
+}
+
+/**
+ * A job's whole input: its depth (a field no rule reads nests what is left of it) and its size, which only the
+ * workflow measures.
+ */
+function wholeInput(job: JsonSchema): JsonSchema {
+  return {
+    ...job,
+    additionalProperties: { $ref: `#/$defs/jsonValue${INPUT_BOUNDS.depthMax - 1}` },
+    description:
+      `The whole input nests at most ${INPUT_BOUNDS.depthMax} objects and arrays deep, itself counted. One rule is ` +
+      `the workflow's alone: the input is at most ${INPUT_BOUNDS.inputBytesMax} bytes as JSON (UTF-8).`,
   };
 }
 
@@ -274,7 +333,8 @@ function definitions(): Record<string, JsonSchema> {
       bounded(PACK_TUNE_KINDS, ['title'])(s);
     }),
     options: optionsSchema(),
-    ...Object.fromEntries(WORKFLOW_NAMES.map((name) => [name, JOBS[name].schema(parts)])),
+    ...nestedValues(),
+    ...Object.fromEntries(WORKFLOW_NAMES.map((name) => [name, wholeInput(JOBS[name].schema(parts))])),
   };
 }
 

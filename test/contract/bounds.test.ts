@@ -3,7 +3,7 @@
  * published JSON Schema, and the business key's rules (src/contract/keys.ts): which inputs are the same job.
  */
 import { InvalidInputError } from '../../src/api/errors';
-import { INPUT_BOUNDS, isUploadPath } from '../../src/contract/bounds';
+import { INPUT_BOUNDS, isUploadPath, PROTOTYPE_NAMES, prototypeNameRule } from '../../src/contract/bounds';
 import { businessKey, checkGenerate, checkPackTune, checkTrainThenGenerate } from '../../src/contract/check';
 import type { WorkflowName } from '../../src/contract/jobs';
 import { differingFields, KeyInUseError, otherJob } from '../../src/contract/keys';
@@ -14,16 +14,28 @@ const URLS = ['https://example.com/1.jpg'];
 const tune = { name: 'dog', branch: 'fast', image_urls: URLS };
 const long = (n: number) => 'x'.repeat(n);
 
-function contractFields(workflow: WorkflowName, input: unknown): 'ok' | string[] {
+function contractIssues(workflow: WorkflowName, input: unknown): 'ok' | InvalidInputError['issues'] {
   try {
     if (workflow === 'trainThenGenerate') checkTrainThenGenerate('order-1', input);
     else if (workflow === 'generate') checkGenerate(input);
     else checkPackTune('order-1', input);
     return 'ok';
   } catch (err) {
-    if (err instanceof InvalidInputError) return err.issues.map((i) => i.field);
+    if (err instanceof InvalidInputError) return err.issues;
     throw err;
   }
+}
+
+function contractFields(workflow: WorkflowName, input: unknown): 'ok' | string[] {
+  const issues = contractIssues(workflow, input);
+  return issues === 'ok' ? 'ok' : issues.map((i) => i.field);
+}
+
+/** `[[[...[value]...]]]`: `value` inside `depth` arrays. */
+function nested(depth: number, value: unknown = 1): unknown {
+  let out = value;
+  for (let i = 0; i < depth; i++) out = [out];
+  return out;
 }
 
 /** Each case: a job a starter may not send, and the field both the contract and the schema name. */
@@ -103,6 +115,27 @@ const REFUSED: Array<{ name: string; workflow: WorkflowName; input: unknown; fie
     field: 'prompts[0].extra',
   },
   {
+    name: "a pack's prompt attribute that is an object",
+    workflow: 'packTune',
+    input: { packId: 260, tune: { ...tune, prompt_attributes: { num_images: 2, layout: { rows: [1, 2] } } } },
+    field: 'tune.prompt_attributes.layout',
+  },
+  {
+    name: 'a callback in prompt_attributes over the URL bound',
+    workflow: 'packTune',
+    input: {
+      packId: 260,
+      tune: { ...tune, prompt_attributes: { callback: `https://example.com/${long(INPUT_BOUNDS.urlMax)}` } },
+    },
+    field: 'tune.prompt_attributes.callback',
+  },
+  {
+    name: 'a field no rule reads, nested deeper than the whole input may',
+    workflow: 'trainThenGenerate',
+    input: { tune, prompts: [], note: nested(INPUT_BOUNDS.depthMax) },
+    field: `note${'[0]'.repeat(INPUT_BOUNDS.depthMax - 1)}`,
+  },
+  {
     name: 'more attributes the spec does not list than the bound',
     workflow: 'generate',
     input: {
@@ -122,6 +155,152 @@ test.each(REFUSED)(
     expect(schema).toContain(field);
   },
 );
+
+describe('the whole input: its depth and its size', () => {
+  test('a value nested 20,000 deep is refused for that alone, named where it passes the depth bound', () => {
+    const deep = { packId: 260, tune: { ...tune, prompt_attributes: { x: nested(20_000) } } };
+    expect(contractIssues('packTune', deep)).toEqual([
+      {
+        field: 'tune.prompt_attributes.x[0][0][0][0][0]',
+        rule: 'must nest at most 8 objects and arrays deep, the input itself counted (this one is at depth 9)',
+      },
+    ]);
+    // The schema refuses it at the attribute (no object or list there): ajv reads no deeper.
+    expect(schemaVerdict('packTune', deep)).toEqual(['tune.prompt_attributes.x']);
+  });
+
+  test('as deep as the bound passes both; one level more is refused by both', () => {
+    const at = (depth: number) => ({ tune, prompts: [], note: nested(depth - 1) });
+    expect(contractFields('trainThenGenerate', at(INPUT_BOUNDS.depthMax))).toBe('ok');
+    expect(schemaVerdict('trainThenGenerate', at(INPUT_BOUNDS.depthMax))).toBe('ok');
+    expect(contractFields('trainThenGenerate', at(INPUT_BOUNDS.depthMax + 1))).toEqual([
+      `note${'[0]'.repeat(INPUT_BOUNDS.depthMax - 1)}`,
+    ]);
+    expect(schemaVerdict('trainThenGenerate', at(INPUT_BOUNDS.depthMax + 1))).not.toBe('ok');
+  });
+
+  test('a cycle (a TuneflowClient caller can make one) is refused as too deep, not followed', () => {
+    const loop: Record<string, unknown> = {};
+    loop.self = loop;
+    expect(contractFields('trainThenGenerate', { tune, prompts: [], loop })).toEqual([
+      `loop${'.self'.repeat(INPUT_BOUNDS.depthMax - 1)}`,
+    ]);
+  });
+
+  const prompts = (n: number, text: string) =>
+    Array.from({ length: n }, () => ({ text, negative_prompt: text, ar: text }));
+
+  test('each field within its bound, the whole over 1 MiB as JSON: refused as `input` (the schema cannot say it)', () => {
+    const big = { tuneId: 7, prompts: prompts(120, long(INPUT_BOUNDS.promptTextMax)) };
+    expect(JSON.stringify(big).length).toBeGreaterThan(INPUT_BOUNDS.inputBytesMax);
+    const issues = contractIssues('generate', big);
+    expect(issues).toEqual([{ field: 'input', rule: expect.stringMatching(/^must be at most 1048576 bytes as JSON/) }]);
+    expect(schemaVerdict('generate', big)).toBe('ok');
+    expect(contractFields('generate', { tuneId: 7, prompts: prompts(80, long(4_000)) })).toBe('ok');
+  });
+
+  test('bytes, not characters: a text of three-byte characters counts three a character', () => {
+    const euros = { tuneId: 7, prompts: prompts(120, '€'.repeat(1_500)) };
+    expect(JSON.stringify(euros).length).toBeLessThan(INPUT_BOUNDS.inputBytesMax);
+    expect(Buffer.byteLength(JSON.stringify(euros))).toBeGreaterThan(INPUT_BOUNDS.inputBytesMax);
+    expect(contractFields('generate', euros)).toEqual(['input']);
+  });
+
+  test("a field too long is named as that, not as the whole input's size", () => {
+    const input = { tuneId: 7, prompts: [{ text: 'x', negative_prompt: long(5_000_000) }] };
+    expect(contractFields('generate', input)).toEqual(['prompts[0].negative_prompt']);
+  });
+});
+
+describe('names every JavaScript object has, in each place attributes are checked', () => {
+  const image = JSON.stringify(URLS);
+  const newTune = `"name":"dog","branch":"fast","image_urls":${image}`;
+  /** Each place, as JSON text (JSON.parse makes `__proto__` an own key, as a caller's JSON does). */
+  const PLACES: Array<{ place: string; workflow: WorkflowName; json: (name: string) => string; schema: boolean }> = [
+    {
+      place: 'tune',
+      workflow: 'trainThenGenerate',
+      json: (n) => `{"tune":{${newTune},"${n}":"x"},"prompts":[]}`,
+      schema: true,
+    },
+    {
+      place: 'prompts[0]',
+      workflow: 'trainThenGenerate',
+      json: (n) => `{"tune":{${newTune}},"prompts":[{"text":"sks dog","${n}":"x"}]}`,
+      schema: true,
+    },
+    {
+      place: 'prompts[0]',
+      workflow: 'generate',
+      json: (n) => `{"tuneId":7,"prompts":[{"text":"x","${n}":1}]}`,
+      schema: true,
+    },
+    {
+      place: 'tune',
+      workflow: 'packTune',
+      json: (n) => `{"packId":260,"tune":{${newTune},"${n}":null}}`,
+      schema: true,
+    },
+    {
+      place: 'tune.characteristics',
+      workflow: 'trainThenGenerate',
+      json: (n) => `{"tune":{${newTune},"characteristics":{"eye_color":"blue","${n}":"x"}},"prompts":[]}`,
+      schema: true,
+    },
+    {
+      place: 'tune.characteristics',
+      workflow: 'packTune',
+      json: (n) => `{"packId":260,"tune":{${newTune},"characteristics":${JSON.stringify(`{"${n}":"x"}`)}}}`,
+      // Inside a JSON string: the workflow's alone (WORKFLOW_ONLY in input-schema.test.ts).
+      schema: false,
+    },
+    {
+      place: 'tune.prompt_attributes',
+      workflow: 'packTune',
+      json: (n) => `{"packId":260,"tune":{${newTune},"prompt_attributes":{"num_images":2,"${n}":"x"}}}`,
+      schema: true,
+    },
+    {
+      place: 'options',
+      workflow: 'trainThenGenerate',
+      json: (n) => `{"tune":{${newTune}},"prompts":[],"options":{"${n}":1}}`,
+      schema: true,
+    },
+    {
+      place: 'options.inspect',
+      workflow: 'packTune',
+      json: (n) => `{"packId":260,"tune":{${newTune}},"options":{"inspect":{"${n}":1}}}`,
+      schema: true,
+    },
+  ];
+  const cases = PLACES.flatMap((p) => PROTOTYPE_NAMES.map((name) => ({ ...p, name })));
+
+  test('the list is every property Object.prototype has', () => {
+    expect([...PROTOTYPE_NAMES].sort()).toEqual(Object.getOwnPropertyNames(Object.prototype).sort());
+  });
+
+  test.each(cases)(
+    '$workflow $place.$name: refused in words, naming the attribute',
+    ({ workflow, place, name, json, schema }) => {
+      const input = JSON.parse(json(name)) as unknown;
+      const issues = contractIssues(workflow, input);
+      const field = `${place}.${name}`;
+      expect(issues).toEqual([{ field, rule: expect.any(String) }]);
+      const [{ rule }] = issues as readonly { rule: string }[];
+      if (place.startsWith('options')) expect(rule).toMatch(/^is not an (inspect )?option \(known: /);
+      else expect(rule).toBe(prototypeNameRule(name));
+      expect(rule).not.toMatch(/\[object|native code|function/);
+      if (schema) expect(schemaVerdict(workflow, input)).toEqual([field]);
+    },
+  );
+
+  test('the rule says what is wrong', () => {
+    expect(prototypeNameRule('toString')).toBe(
+      'is the name of a property every JavaScript object has (Object.prototype.toString): it is not taken as an ' +
+        'attribute name, so nothing on the way mistakes it for that property',
+    );
+  });
+});
 
 test('within every bound, the same kinds of value pass both', () => {
   const input = {
@@ -145,6 +324,23 @@ test('the first releases took what the bounds refuse: `bounds: false` checks as 
   const smuggled = { tune: { ...tune, prompts_attributes: [{ text: 'x' }] }, prompts: [] };
   expect(() => checkTrainThenGenerate('order-1', smuggled)).toThrow(/tune.prompts_attributes: is not taken/);
   expect(() => checkTrainThenGenerate('order-1', smuggled, { bounds: false })).not.toThrow();
+});
+
+test('`bounds: false` takes what the depth, size and key bounds refuse, as runs started before them did', () => {
+  const nestedAttribute = { packId: 260, tune: { ...tune, prompt_attributes: { layout: { rows: [1] } } } };
+  const deepNote = { tune, prompts: [], note: nested(40) };
+  const characteristics = JSON.parse(
+    `{"packId":260,"tune":{"name":"dog","image_urls":["${URLS[0]}"],"characteristics":{"toString":"x"}}}`,
+  );
+  for (const [workflow, input] of [
+    ['packTune', nestedAttribute],
+    ['trainThenGenerate', deepNote],
+    ['packTune', characteristics],
+  ] as const) {
+    expect(contractFields(workflow, input)).not.toBe('ok');
+    const check = workflow === 'packTune' ? checkPackTune : checkTrainThenGenerate;
+    expect(() => check('order-1', input, { bounds: false })).not.toThrow();
+  }
 });
 
 test('upload paths: relative or absolute, never "..", NUL or a backslash', () => {

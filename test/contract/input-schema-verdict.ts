@@ -21,6 +21,9 @@ function fieldOf(error: ErrorObject): string | undefined {
   if (error.keyword === 'required') parts.push((error.params as { missingProperty: string }).missingProperty);
   if (error.keyword === 'additionalProperties')
     parts.push((error.params as { additionalProperty: string }).additionalProperty);
+  // A name refused by `propertyNames`: the attribute of that name, as the contract names it.
+  const name = error.propertyName ?? (error.params as { propertyName?: string }).propertyName;
+  if (name !== undefined) parts.push(name);
   // "must match the then schema", at the object: what the `then` said at the field is the news.
   if (error.keyword === 'if') return undefined;
   return parts.reduce((out, part) => (/^\d+$/.test(part) ? `${out}[${part}]` : out ? `${out}.${part}` : part), '');

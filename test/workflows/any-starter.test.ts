@@ -2,8 +2,9 @@
  * Any starter, any team. One key, one job, one payment, whoever starts it: raw starts that Temporal lets through
  * (allow duplicate after the job closed, terminate-and-restart) create nothing and end with the first job's outcome;
  * other input under a key is refused naming the fields; TuneflowClient refuses other input and attaches the same. And
- * a file path reaches nothing outside the upload directory. Each asserts on the mock's requests and ledger and on the
- * runs' histories, on the time-skipping test server in real time.
+ * a file path reaches nothing outside the upload directory. A JSON start no TypeScript client could send (an attribute
+ * nested 20,000 deep) ends typed, never stuck on a failing workflow task. Each asserts on the mock's requests, journal
+ * and ledger and on the runs' histories, on the time-skipping test server in real time.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -11,12 +12,16 @@ import {
   type WorkflowHandle,
   type WorkflowHandleWithFirstExecutionRunId,
 } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, RawValue } from '@temporalio/common';
+import { encode } from '@temporalio/common/lib/encoding';
+import type { History } from '@temporalio/common/lib/proto-utils';
+import { temporal } from '@temporalio/proto';
 import { TuneflowClient } from '../../src/client';
+import { INPUT_BOUNDED } from '../../src/workflows/admission';
 import type { TrainThenGenerateResult } from '../../src/contract/inputs';
 import { KeyInUseError } from '../../src/contract/keys';
 import { useWorkflowHarness, workflowTest } from './environment';
-import type { Scenario } from './harness';
+import { waitFor, type Scenario } from './harness';
 import { summarize } from './history-summary';
 
 jest.setTimeout(120_000);
@@ -171,6 +176,97 @@ workflowTest("a prompt's file path outside the upload directory: InvalidInput be
       expect(made(s)).toEqual({ tunes: 0, prompts: 0 });
       // Checked before anything else: the upload check is the run's one activity.
       expect(summarize(await handle.fetchHistory()).activities).toEqual(['checkUploads']);
+    }),
+  );
+});
+
+/**
+ * Starts `workflow` with `json` as its one argument, as the Temporal CLI or another SDK sends it: the bytes as given,
+ * which the TypeScript client's own converter could not make (JSON.stringify stops near 5,000 deep).
+ */
+function rawJsonStart(s: Scenario, workflow: string, json: string): Promise<WorkflowHandle> {
+  const payload = { metadata: { encoding: encode('json/plain') }, data: encode(json) };
+  return harness().realTime.workflow.start(workflow, {
+    taskQueue: s.taskQueue,
+    workflowId: `order-${randomUUID()}`,
+    args: [RawValue.fromPayload(payload)],
+  });
+}
+
+/** A pack tune whose `prompt_attributes` holds an array 20,000 deep. */
+const deepPackTune = (imageUrl: string) =>
+  `{"packId":261,"tune":{"name":"dog","image_urls":["${imageUrl}"],"prompt_attributes":{"x":` +
+  `${'['.repeat(20_000)}${']'.repeat(20_000)}}}}`;
+
+/** Waits until the run closes; a run left running (a workflow task failing on every attempt) fails the test here. */
+async function closed(handle: WorkflowHandle): Promise<History> {
+  await waitFor(
+    async () => (await handle.describe()).status.name !== 'RUNNING',
+    () => `${handle.workflowId} to close (still RUNNING: stuck on a failing workflow task?)`,
+  );
+  return handle.fetchHistory();
+}
+
+/** What the mock made for the scenario: tunes and prompts in its journal, requests that create, charges. */
+const created = (s: Scenario) => ({
+  tunes: s.mock.journal().tunes.length,
+  prompts: s.mock.journal().prompts.length,
+  packTunes: s.mock.stats().routes['POST /p/:pack_id/tunes'] ?? 0,
+  charged: s.mock.ledger('tuneflow-test-key').totalMc,
+});
+
+/**
+ * Workflow tasks the worker failed. Not the server's UNHANDLED_COMMAND: a task that tried to close the run while an
+ * event (the key's claim closing) came in, which the worker retries at once with the event.
+ */
+const failedTasks = (history: History) =>
+  (history.events ?? []).filter((e) => {
+    const cause = e.workflowTaskFailedEventAttributes?.cause;
+    if (cause === undefined) return false;
+    // The history's JSON form names the cause; the proto form numbers it.
+    const name = typeof cause === 'number' ? temporal.api.enums.v1.WorkflowTaskFailedCause[cause] : String(cause);
+    return name !== 'WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND';
+  });
+
+workflowTest(
+  'a raw JSON start whose prompt_attributes nests 20,000 deep: FAILED InvalidInput at once, nothing created',
+  async () => {
+    await harness().scenario({}, (s) =>
+      s.withWorker(async () => {
+        const handle = await rawJsonStart(s, 'packTune', deepPackTune('https://example.com/1.jpg'));
+        const history = await closed(handle);
+        const failure = await failureOf(handle);
+        expect(failure.type).toBe('InvalidInput');
+        expect(failure.nonRetryable).toBe(true);
+        expect(failure.details?.[0]).toMatchObject({
+          field: 'tune.prompt_attributes.x[0][0][0][0][0]',
+          rule: 'must nest at most 8 objects and arrays deep, the input itself counted (this one is at depth 9)',
+        });
+        // Refused by its first workflow task: no activity, no child, no task failed on the way.
+        expect(summarize(history).activities).toEqual([]);
+        expect((history.events ?? []).filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)).toEqual([]);
+        expect(failedTasks(history)).toEqual([]);
+        expect(summarize(history).patches).toContain(INPUT_BOUNDED);
+        expect(created(s)).toEqual({ tunes: 0, prompts: 0, packTunes: 0, charged: 0 });
+      }),
+    );
+  },
+);
+
+workflowTest('an attribute named `__proto__` in a raw JSON start: InvalidInput saying why in words', async () => {
+  await harness().scenario({}, (s) =>
+    s.withWorker(async () => {
+      const json =
+        '{"tune":{"name":"dog","branch":"fast","image_urls":["https://example.com/1.jpg"],"__proto__":{}},"prompts":[]}';
+      const handle = await rawJsonStart(s, 'trainThenGenerate', json);
+      await closed(handle);
+      const failure = await failureOf(handle);
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.message).toContain(
+        'tune.__proto__: is the name of a property every JavaScript object has (Object.prototype.__proto__)',
+      );
+      expect(failure.message).not.toContain('[object Object]');
+      expect(created(s)).toEqual({ tunes: 0, prompts: 0, packTunes: 0, charged: 0 });
     }),
   );
 });

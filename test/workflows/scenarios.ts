@@ -701,6 +701,24 @@ export const scenarios = {
     ),
   },
 
+  /**
+   * Started by name with a pack tune whose `prompt_attributes` nests deeper than a job's input may (as a raw JSON
+   * start can): the workflow refuses it with InvalidInput naming where, before anything is created (marker
+   * input-bounded).
+   */
+  deepAttributeRefused: {
+    name: 'deep-attribute-refused',
+    options: {},
+    run: startAndSettle(
+      'packTune',
+      {
+        packId: PET_PACK_ID,
+        tune: { name: 'dog', image_urls: IMAGE_URLS, prompt_attributes: { layout: [[[[[[[['x']]]]]]]] } },
+      },
+      'skipping',
+    ),
+  },
+
   /** A pack on a new tune: the pack's prompts for the class, with the tune's characteristics in their text. */
   pack: {
     name: 'pack',

@@ -143,6 +143,18 @@ function refusedDocuments(imageUrl: string) {
       document: { packId: 260, tune: { ...tune, tune_ids: [12] } },
       fields: ['tune.tune_ids'],
     },
+    {
+      why: "a pack's prompt attribute that is an object",
+      workflow: 'packTune',
+      document: { packId: 260, tune: { ...tune, prompt_attributes: { num_images: 2, layout: { rows: [1, 2] } } } },
+      fields: ['tune.prompt_attributes.layout'],
+    },
+    {
+      why: 'an attribute named as a property every JavaScript object has',
+      workflow: 'trainThenGenerate',
+      document: { tune: { ...tune, toString: 'x' }, prompts: [] },
+      fields: ['tune.toString'],
+    },
   ] satisfies Array<{ why: string; workflow: WorkflowName; document: unknown; fields: string[]; type?: string }>;
 }
 
