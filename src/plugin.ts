@@ -29,6 +29,7 @@ import {
 } from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
+import { WORKFLOW_NAMES } from './contract/jobs';
 import { registerCommands } from './contract/search-attributes';
 import { missingSearchAttributes } from './search-attributes';
 import { tuneflowServiceHandler } from './nexus/handler';
@@ -226,7 +227,7 @@ export class TuneflowPlugin extends SimplePlugin {
    */
   override configureWorker(options: WorkerOptions): WorkerOptions {
     const configured = withServiceRate(
-      withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined),
+      withFailingConversions(withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined)),
       this.#serviceRate,
     );
     return this.#otel ? this.#otel.configureWorker(configured) : configured;
@@ -234,7 +235,9 @@ export class TuneflowPlugin extends SimplePlugin {
 
   /** The replay worker gets the same workflows (and interceptors) as the worker. */
   override configureReplayWorker(options: ReplayWorkerOptions): ReplayWorkerOptions {
-    const configured = withTuneflowWorkflows(super.configureReplayWorker(options), this.#otel !== undefined);
+    const configured = withFailingConversions(
+      withTuneflowWorkflows(super.configureReplayWorker(options), this.#otel !== undefined),
+    );
     return this.#otel ? this.#otel.configureReplayWorker(configured) : configured;
   }
 
@@ -347,6 +350,21 @@ function withServiceRate(options: WorkerOptions, serviceRate: number | undefined
   if (serviceRate === undefined) return options;
   const own = options.maxTaskQueueActivitiesPerSecond;
   return { ...options, maxTaskQueueActivitiesPerSecond: own === undefined ? serviceRate : Math.min(own, serviceRate) };
+}
+
+/** tuneflow's workflow types: its jobs, and the claim a job leaves on its key. */
+const TUNEFLOW_WORKFLOW_TYPES: readonly string[] = [...WORKFLOW_NAMES, 'keyClaim'];
+
+/**
+ * A tuneflow run that throws the SDK's ValueError (a value no payload can carry: "Unable to convert ... to payload")
+ * fails, typed by that name, instead of failing its workflow task on every attempt. The net under the runs' own
+ * conversion to UnconvertiblePayload (src/workflows/job.ts), for tuneflow's workflow types only, beside the worker's
+ * own choices; the replay worker gets the same, so such a run replays as it ran.
+ */
+function withFailingConversions<T extends WorkerOptions | ReplayWorkerOptions>(options: T): T {
+  const own: Record<string, string[]> = options.workflowFailureErrorTypes ?? {};
+  const ours = TUNEFLOW_WORKFLOW_TYPES.map((type) => [type, [...new Set([...(own[type] ?? []), 'ValueError'])]]);
+  return { ...options, workflowFailureErrorTypes: { ...own, ...Object.fromEntries(ours) } };
 }
 
 function withTuneflowWorkflows<T extends WorkerOptions | ReplayWorkerOptions>(options: T, traced: boolean): T {

@@ -36,6 +36,11 @@ export const FailureType = {
   claimHeld: 'ClaimHeld',
   /** A training image raised a flag `options.inspect.refuse` names: refused before anything was created. */
   inspectionRefused: 'InspectionRefused',
+  /**
+   * A value the run had to send (an activity's arguments, its result) that no payload can carry: the run ends instead
+   * of failing its workflow task on every attempt.
+   */
+  unconvertiblePayload: 'UnconvertiblePayload',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -389,5 +394,21 @@ export function inspectionRefused(refuse: InspectionFlag[], inspection: ImageIns
     nonRetryable: true,
     message,
     details: [details],
+  });
+}
+
+/**
+ * A value the run could not convert to a payload (the SDK's ValueError, "Unable to convert ... to payload": a value
+ * nested deeper than JSON.stringify goes, a cycle, a BigInt). Where the SDK would fail the workflow task again on every
+ * attempt, a run stuck for good, this ends it, non-retryable, naming what could not be sent.
+ *
+ * @example
+ * throw unconvertiblePayload('the result', err);
+ */
+export function unconvertiblePayload(what: string, cause: Error): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.unconvertiblePayload,
+    nonRetryable: true,
+    message: `${what} cannot be converted to a payload (${cause.message}): the run ends here, and sends nothing more`,
   });
 }

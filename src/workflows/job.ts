@@ -4,12 +4,13 @@
  * at a time, and on cancellation delete what it created when asked.
  */
 import { CancellationScope, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ValueError } from '@temporalio/common';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
 import { polls, service } from './activity-calls';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt, Tune } from '../api/schemas';
-import { inspectionRefused, promptsNeverSettled, tuneNeverTrained } from '../contract/failures';
+import { inspectionRefused, promptsNeverSettled, tuneNeverTrained, unconvertiblePayload } from '../contract/failures';
 import { refusedFlags, trainingImagesOf, type ImageInspection } from '../contract/inspection';
 import { Phase, progressQuery } from '../contract/messages';
 import { checkedOptions, checkUploads, claimKey, claimsKey, refusedInput, requireOwnWorkflowId } from './admission';
@@ -111,9 +112,12 @@ export class Job {
       await this.findable.start(this.findings());
       const prior = claiming ? await claimKey(input) : undefined;
       const result = prior ? (prior.result as T) : await checkUploads(input).then(body);
+      requireConvertible(result);
       this.enter(Phase.completed);
       return result;
-    } catch (err) {
+    } catch (thrown) {
+      // An activity's arguments no payload can carry: the SDK throws where the command is made, before it is sent.
+      const err = thrown instanceof ValueError ? unconvertiblePayload('A value the run sends', thrown) : thrown;
       if (isCancellation(err)) {
         if (this.settings?.cleanupOnCancel) await CancellationScope.nonCancellable(() => this.cleanUp());
         this.enter(Phase.cancelled);
@@ -366,5 +370,17 @@ export class Job {
     this.enter(Phase.cleaningUp);
     const prompts = promptsOutlivingTune(this.prompts.all(), this.createdTuneId, this.tune.latest);
     return deleteCreated(prompts, this.createdTuneId, this.options.promptConcurrency, this.counted);
+  }
+}
+
+/**
+ * The result as the SDK will convert it (JSON, as its default converter does): one it cannot would fail the workflow
+ * task on every attempt, out of the run's reach, so it fails the run here instead.
+ */
+function requireConvertible(result: unknown): void {
+  try {
+    JSON.stringify(result);
+  } catch (err) {
+    throw unconvertiblePayload('The result', err as Error);
   }
 }

@@ -147,3 +147,26 @@ describe("the service rate: the task queue's activity limit on every worker the 
     );
   });
 });
+
+describe("a value no payload can carry fails tuneflow's runs (ValueError), not their workflow tasks", () => {
+  const plugin = new TuneflowPlugin({ api: { apiKey: 'k', baseUrl: 'http://127.0.0.1:1' }, callbacks: false });
+  const typesOf = (own: Partial<WorkerOptions> = {}) =>
+    plugin.configureWorker({ taskQueue: 'tuneflow', ...own } as WorkerOptions).workflowFailureErrorTypes;
+
+  test("for tuneflow's workflow types only, the worker's own choices kept beside", () => {
+    expect(typesOf()).toEqual({
+      trainThenGenerate: ['ValueError'],
+      generate: ['ValueError'],
+      packTune: ['ValueError'],
+      keyClaim: ['ValueError'],
+    });
+    const own = typesOf({ workflowFailureErrorTypes: { '*': ['MyError'], generate: ['NondeterminismError'] } });
+    expect(own).toMatchObject({ '*': ['MyError'], generate: ['NondeterminismError', 'ValueError'] });
+    expect(own?.myOwnWorkflow).toBeUndefined();
+  });
+
+  test('the replay worker gets the same, so such a run replays as it ran', () => {
+    const replay = plugin.configureReplayWorker({});
+    expect(replay.workflowFailureErrorTypes?.packTune).toEqual(['ValueError']);
+  });
+});

@@ -253,6 +253,29 @@ workflowTest(
   },
 );
 
+workflowTest(
+  'had the bound been missed (a worker that leaves it off), the unconvertible activity input ends the run typed',
+  async () => {
+    // The run takes the deep input as a run started before the bounds did; the pack's create cannot be sent.
+    const worker = { patchActivationCallback: ({ patchId }: { patchId: string }) => patchId !== INPUT_BOUNDED };
+    await harness().scenario({ worker }, (s) =>
+      s.withWorker(async () => {
+        const handle = await rawJsonStart(s, 'packTune', deepPackTune('https://example.com/1.jpg'));
+        const history = await closed(handle);
+        const failure = await failureOf(handle);
+        expect(failure.type).toBe('UnconvertiblePayload');
+        expect(failure.nonRetryable).toBe(true);
+        expect(failure.message).toContain('Unable to convert');
+        // The create was never scheduled: the SDK converts its arguments before the command leaves the run.
+        expect(summarize(history).activities).not.toContain('createPackTune');
+        expect(failedTasks(history)).toEqual([]);
+        expect(summarize(history).patches).not.toContain(INPUT_BOUNDED);
+        expect(created(s)).toEqual({ tunes: 0, prompts: 0, packTunes: 0, charged: 0 });
+      }),
+    );
+  },
+);
+
 workflowTest('an attribute named `__proto__` in a raw JSON start: InvalidInput saying why in words', async () => {
   await harness().scenario({}, (s) =>
     s.withWorker(async () => {

@@ -93,6 +93,8 @@ export interface ScenarioOptions {
    * @default true
    */
   callbacks?: boolean;
+  /** Worker options beside the scenario's own: a run made as an earlier release made it (`patchActivationCallback`). */
+  worker?: Pick<WorkerOptions, 'patchActivationCallback'>;
 }
 
 /** The receiver and clients every scenario of one environment shares. */
@@ -150,6 +152,7 @@ export class WorkflowHarness {
           namespace: env.namespace ?? 'default',
           plugins: [new TuneflowPlugin({ api, callbacks: callbacks ?? false, nexus: false, uploadDir: UPLOAD_DIR })],
           ...scenarioWorkerOptions(bundle, taskQueue, identity),
+          ...options.worker,
         });
         return worker.runUntil(fn);
       },
