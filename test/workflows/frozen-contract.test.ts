@@ -55,9 +55,9 @@ workflowTest(
     const outside = jobs.map(verdictOf);
     expect(outside.slice(0, VALID.length)).toEqual(['ok', 'ok', 'ok']);
     // Every case is refused by the contract, but what only the worker can judge (whether a path can be read) and what
-    // the workflow fills in itself (a tune's title defaults to the workflow ID).
+    // tuneflow sets itself (a tune's title, which a job's tune leaves out: the catalogue's jobs carry none).
     const passed = catalogue.filter((_, i) => outside[VALID.length + i] === 'ok').map((c) => c.name);
-    expect(passed).toEqual(['an image path that cannot be read', 'pack tune without a title']);
+    expect(passed).toEqual(['an image path that cannot be read', 'blank title', 'pack tune without a title']);
 
     const frozen = await runInSandbox(await bundleOf(true), jobs);
     expect(frozen.shared).toBe(true);
