@@ -263,7 +263,8 @@ export class TuneflowPlugin extends SimplePlugin {
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
     // Beside the start, not before it: the receiver and the polls do not wait on the namespace's answer.
     void this.#sayIfUnfindable(worker).catch(() => undefined);
-    await this.#holdServiceRate(worker);
+    // Only with a rate: a worker without one opens its receiver as soon as before.
+    if (this.#serviceRate !== undefined) await this.#holdServiceRate(worker);
     try {
       const callbacks = this.#callbacks;
       if (!callbacks || !this.#signer || callbacks.receive === false) return await super.runWorker(worker, next);
