@@ -48,6 +48,10 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   '### From another namespace #2': { by: 'test/workflows/nexus-readme.test.ts' },
   '### From another namespace #3': { here: "KeyInUseError's message, as Nexus's BAD_REQUEST prints it" },
   '### Tenants #1': { by: 'test/workflows/tenants.test.ts' },
+  '### A fair share #1': {
+    notRun:
+      "an operator's commands on a server that holds task queue limits; test/cli/cli.test.ts runs queue-limits with these flags and test/workflows/fair-share.test.ts sets the same limits on a dev server (a test that runs this block as printed is left to do)",
+  },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },
