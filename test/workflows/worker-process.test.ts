@@ -81,7 +81,7 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
     const status = await statusOf(workflowId, env!.address);
     expect(status.code).toBe(0);
     expect(status.stdout).toMatch(new RegExp(`^run: +${workflowId}: COMPLETED after \\d+s `, 'm'));
-    expect(status.stdout).toMatch(/^tune: +\d+ "worker-process-\d+", class dog, branch sd15, trained at /m);
+    expect(status.stdout).toMatch(/^tune: +\d+ "worker-process-\d+#[\w-]+", class dog, branch sd15, trained at /m);
     expect(status.stdout).toMatch(/^prompts: +2 settled$/m);
     expect(status.stdout).toMatch(/^cost: +156000 mc \(\$1\.56\)$/m);
     expect(status.stdout).toMatch(/^counts: +callbacks [3-9]\d*, polls 0, api calls \d+$/m);
