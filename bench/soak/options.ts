@@ -20,8 +20,10 @@ export const PROFILES = {
   'receiver-cut':
     "the receiver's Temporal connection cut for 20 s while a callback is due (callbacks refused meanwhile)",
   'hostile-starters':
-    'starters tuneflow does not control: other input under live keys, raw "allow duplicate" starts after close, file ' +
-    'paths outside the upload directory, prompts smuggled past the budget',
+    'two tenants, and starters tuneflow does not control against each other: other input under live keys, raw ' +
+    '"allow duplicate" starts after close, titles of other runs, the other tenant\'s tune ids, squatted claims, raw ' +
+    'starts under tenant IDs without the memo, the longest keys, 20,000-deep attributes, answers without cost under ' +
+    'maxCostMc, file paths outside the upload directory, prompts smuggled past the budget',
 } as const;
 export type ProfileName = keyof typeof PROFILES;
 

@@ -5,7 +5,7 @@
 import * as os from 'node:os';
 import type { FaultCounts } from './faults';
 import type { HeapPeak } from './gc-trace';
-import type { HostileCounts } from './hostile';
+import type { AttacksVerdict, HostileCounts } from './hostile';
 import { HISTORY_PARTS } from './judge';
 import {
   COMPARED,
@@ -18,6 +18,7 @@ import {
   type Round,
 } from './measure';
 import { sizingLines, type Sizing } from './sizing';
+import type { TenancyVerdict } from './tenancy';
 
 /**
  * The figures of a run; the JSON line is this object. With --compare-floor, `floor` holds the floor's figures for the
@@ -74,11 +75,17 @@ export interface SoakReport extends PhaseFigures {
   /** Runs whose history holds data only a forged callback carried. */
   forgedDataRuns: number;
   /**
-   * The hostile starters (`--profile hostile-starters`): what they tried and how it ended, second tunes under any
-   * title (key) and tunes under hostile keys (a file read outside the upload directory, a smuggled job), from the
-   * mock's journal.
+   * The hostile starters (`--profile hostile-starters`): what they tried and how it ended, second tunes under any key
+   * (from the mock's journal), and the runs the attacks started, judged: made and ended as they must, by kind, and
+   * the stuck, duplicated and lost over them (hostile.ts).
    */
-  hostile?: HostileCounts & { secondTunes: number; hostileTunes: number };
+  hostile?: HostileCounts & { secondTunes: number } & Omit<AttacksVerdict, 'violations'>;
+  /**
+   * With two tenants (hostile-starters): each tenant's runs, objects, uploads and charges from the journal, and what
+   * crossed tenants (each must be 0): objects read, created on or deleted across them, other requests on another
+   * tenant's, runs over their maxCostMc, and objects or charges joined to no run (tenancy.ts).
+   */
+  tenancy?: Omit<TenancyVerdict, 'violations'>;
   /** Runs Temporal terminated (a history grown too large, say). */
   terminated: number;
   /** Signed callback URLs in the logs of the workers and the receiver. */
@@ -167,6 +174,39 @@ export function comparisonRows(report: SoakReport): string[][] {
   ];
 }
 
+/** The hostile starters' and the tenants' rows of the table: none without hostile-starters. */
+function hostileRows(report: SoakReport): Array<[string, string]> {
+  const rows: Array<[string, string]> = [];
+  const { hostile, tenancy } = report;
+  if (tenancy) {
+    rows.push([
+      'across tenants: read / created on / deleted / acted on',
+      `${tenancy.read} / ${tenancy.createdOn} / ${tenancy.deleted} / ${tenancy.actedOn}`,
+    ]);
+    rows.push(['over maxCostMc / unattributed', `${tenancy.overMaxCost} / ${tenancy.unattributed}`]);
+    for (const [tenant, t] of Object.entries(tenancy.tenants))
+      rows.push([
+        `  tenant ${tenant.length > 24 ? `${tenant.slice(0, 21)}...` : tenant}`,
+        `${t.runs} runs, ${t.tunes} tunes, ${t.prompts} prompts, ${t.uploads} uploads, ${t.deleted} deleted, ` +
+          `${t.chargedMc} mc`,
+      ]);
+  }
+  if (hostile) {
+    const { attacks, stuck, duplicates, lost, secondTunes, ...counts } = hostile;
+    rows.push(['hostile starters', JSON.stringify(counts)]);
+    rows.push([
+      'attacks: stuck / duplicates / lost / second tunes',
+      `${stuck} / ${duplicates} / ${lost} / ${secondTunes}`,
+    ]);
+    for (const [kind, a] of Object.entries(attacks))
+      rows.push([
+        `  attack ${kind}: made / as they must`,
+        `${a.made} / ${a.asExpected} ${JSON.stringify(a.endings)}${a.slowestMs === null ? '' : `, slowest ${a.slowestMs} ms`}`,
+      ]);
+  }
+  return rows;
+}
+
 /** The report as the table printed at the end of a run. */
 export function reportTable(report: SoakReport): string {
   const rows: Array<[string, string | number | null]> = [
@@ -224,7 +264,7 @@ export function reportTable(report: SoakReport): string {
       `${report.forgedDataRuns} / ${report.terminated} / ${report.signedUrlsInLogs} / ${report.signedUrlsInHistories}`,
     ],
     ['faults', JSON.stringify(report.faults)],
-    ...(report.hostile ? [['hostile starters', JSON.stringify(report.hostile)] as [string, string]] : []),
+    ...hostileRows(report),
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   const lines = [...rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`), '', ...sizingLines(report.sizing)];

@@ -11,7 +11,8 @@ import * as v8 from 'node:v8';
 import { Client, Connection } from '@temporalio/client';
 import { TuneflowClient } from '../../src/client';
 import { durationToMs } from '../../src/duration';
-import { startMockService, type MockService } from '../../src/mock-service';
+import { DEFAULT_TENANT } from '../../src/contract/tenants';
+import { GALLERY_TUNES, startMockService, type MockService } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
 import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/contract/inputs';
@@ -19,9 +20,18 @@ import { sdkDefaultCache, sizingOf } from './sizing';
 import type { SoakReport } from './report';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { heapPeaks } from './gc-trace';
-import { HostileStarters, prepareUploads, type UploadWorld } from './hostile';
-import { planJobs, startJob, type SoakJob } from './jobs';
-import { callbackTimes, judgeRun, readHistory, SIGNATURE, type JobOutcome } from './judge';
+import {
+  HostileStarters,
+  judgeAttacks,
+  prepareUploads,
+  SECOND_TENANT,
+  SOAK_TENANT_TUNES,
+  UNPRICED_ROUTES,
+  type UploadWorld,
+} from './hostile';
+import { planJobs, startJob, tenantOf, type SoakJob } from './jobs';
+import { callbackTimes, JournalIndex, judgeRun, readHistory, SIGNATURE, type JobOutcome } from './judge';
+import { judgeTenancy } from './tenancy';
 import {
   apiCallsOf,
   followRuns,
@@ -119,6 +129,7 @@ interface Judged {
   verdict: ReturnType<typeof judgeRun>;
   faultCounts: FaultCounts;
   hostileFigures: SoakReport['hostile'];
+  tenancy: SoakReport['tenancy'];
   logLeaks: number;
   signedUrlsInLogs: number;
 }
@@ -133,6 +144,8 @@ class SoakRun {
   private readonly cleanups: Array<() => Promise<unknown> | unknown> = [];
   private readonly violations: string[] = [];
   private readonly jobs: SoakJob[];
+  /** The tenants the plan's jobs take turns as: a second one under hostile-starters, whose attacks cross them. */
+  private readonly tenants: string[];
   private readonly started: SoakJob[] = [];
   private readonly notStarted: Array<{ job: SoakJob; error: string }> = [];
   /** Runs closed so far, as the progress loop last counted them. */
@@ -147,11 +160,13 @@ class SoakRun {
   private workers!: SoakWorkers;
   /** The harness's own client; undefined until the workers run. */
   private client?: Client;
-  private tuneflow!: TuneflowClient;
+  /** A TuneflowClient per tenant (`{ tenant }`: the IDs and memo of that tenant's starter). */
+  private tuneflows!: Map<string, TuneflowClient>;
   private faults!: FaultInjection;
   // Set when the jobs start.
   private clock!: PhaseClock;
   private hostile?: HostileStarters;
+  private launching?: Promise<void>;
 
   constructor(
     private readonly options: SoakOptions,
@@ -159,7 +174,12 @@ class SoakRun {
   ) {
     this.taskQueue = `soak-${runId}`;
     this.jobOptions = jobOptions(options);
-    this.jobs = planJobs(runId, options.jobs);
+    this.tenants = this.hostileStarters ? [DEFAULT_TENANT, SECOND_TENANT] : [DEFAULT_TENANT];
+    this.jobs = planJobs(runId, options.jobs, this.tenants);
+  }
+
+  private get hostileStarters(): boolean {
+    return this.options.profiles.includes('hostile-starters');
   }
 
   async setUp(): Promise<void> {
@@ -212,8 +232,7 @@ class SoakRun {
 
   /** The workers: their callbacks go to the receiver above (each worker's own receiver listens unused on a free port). */
   private async startWorkers(): Promise<void> {
-    if (this.options.profiles.includes('hostile-starters'))
-      this.uploads = prepareUploads(this.dir, solidPng('soak-upload', 64));
+    if (this.hostileStarters) this.uploads = prepareUploads(this.dir, solidPng('soak-upload', 64));
     const env = workerEnvironment(this.options, {
       temporalAddress: this.server.address,
       apiKey: this.apiKey,
@@ -222,6 +241,8 @@ class SoakRun {
       receiverUrl: this.receiverUrl,
       secret: this.secret,
       uploadDir: this.uploads?.uploadDir,
+      // The operator's grants: the base tune every tenant's generate jobs use.
+      tenantTunes: this.tenants.length > 1 ? SOAK_TENANT_TUNES : undefined,
     });
     const args = [...workerNodeFlags(this.options), ...tuneflowCommand().args, 'worker'];
     this.workers = new SoakWorkers(
@@ -242,7 +263,10 @@ class SoakRun {
     const connection = await Connection.connect({ address: this.server.address });
     this.cleanups.push(() => connection.close());
     this.client = new Client({ connection });
-    this.tuneflow = new TuneflowClient({ client: this.client, taskQueue: this.taskQueue });
+    const client = this.client;
+    this.tuneflows = new Map(
+      this.tenants.map((tenant) => [tenant, new TuneflowClient({ client, taskQueue: this.taskQueue, tenant })]),
+    );
   }
 
   /** Resolves once the harness's client is answered (at once before it exists): the server is back after a restart. */
@@ -282,7 +306,11 @@ class SoakRun {
       neverTrainIds(this.jobs, options.profiles),
       stderr,
       {},
-      options.serviceLimit === undefined ? {} : { rateLimitPerSecond: options.serviceLimit },
+      {
+        ...(options.serviceLimit !== undefined && { rateLimitPerSecond: options.serviceLimit }),
+        // Answers without their price, all along: the hostile starters' maxCostMc jobs must stay within it.
+        ...(this.hostileStarters && { unpricedRoutes: UNPRICED_ROUTES }),
+      },
     );
   }
 
@@ -298,19 +326,25 @@ class SoakRun {
     this.cleanups.push(() => this.faults.stop());
     const client = this.client!;
     this.hostile = this.uploads
-      ? new HostileStarters({
-          client,
-          tuneflow: this.tuneflow,
-          taskQueue: this.taskQueue,
-          mockUrl: this.mock.url,
-          uploads: this.uploads,
-          options: this.jobOptions,
-        })
+      ? new HostileStarters(
+          {
+            client,
+            tuneflows: this.tuneflows,
+            taskQueue: this.taskQueue,
+            mockUrl: this.mock.url,
+            uploads: this.uploads,
+            options: this.jobOptions,
+            started: () => this.started,
+            journal: () => this.mock.journal(),
+          },
+          this.runId,
+          Math.max(2, Math.round(jobs.length / 20)),
+        )
       : undefined;
-    this.hostile?.startRefused(this.runId, Math.max(2, Math.round(jobs.length / 20)));
+    this.launching = this.hostile?.launch();
     const start = async (job: SoakJob) => {
       try {
-        await startJob(this.tuneflow, job, this.mock.url, this.jobOptions);
+        await startJob(this.tuneflows.get(tenantOf(job).tenant)!, job, this.mock.url, this.jobOptions);
         this.hostile?.onStarted(job, jobs.indexOf(job));
         this.started.push(job);
       } catch (err) {
@@ -323,10 +357,13 @@ class SoakRun {
       taskQueue: this.taskQueue,
       t0,
       deadline: clock.deadline,
-      allStarted: () => this.started.length + this.notStarted.length === jobs.length,
+      // The attacks' runs too: they run on the same task queue, and are judged as the jobs are.
+      allStarted: () =>
+        this.started.length + this.notStarted.length === jobs.length && (this.hostile?.launched ?? true),
       sample: () => this.workers.sample(),
       progress: (running, failed) => {
-        this.closed = this.started.length - running;
+        // The attacks' runs count as running too: the jobs closed are at least these (the process faults wait on them).
+        this.closed = Math.max(0, this.started.length - running);
         return this.progressLine(t0, running, failed);
       },
       log: stderr,
@@ -371,6 +408,8 @@ class SoakRun {
    */
   async settle(): Promise<void> {
     await this.faults.stop();
+    await this.launching;
+    await this.hostile?.endSquatters();
     const pastDeadline = Date.now() > this.clock.deadline;
     if (pastDeadline) {
       await this.workers.stop();
@@ -396,14 +435,39 @@ class SoakRun {
     );
     const verdict = judgeRun(outcomes, journal, this.jobOptions.cleanupOnCancel ?? false);
     violations.push(...verdict.violations);
-    const hostileFigures = hostile && { ...hostile.counts, ...hostile.judge(journal) };
-    if (hostile) violations.push(...hostile.violations);
+    // The attacks' runs, judged as the jobs are and by what each attack must come to.
+    const attackOutcomes = hostile
+      ? await readOutcomes(this.client!, hostile.runs, this.clock.deadline, (job, history) =>
+          readHistory(job, history, this.apiKey, callbackTimes(journal), faults.forgeries.leakedIds),
+        )
+      : [];
+    const index = new JournalIndex(journal);
+    let hostileFigures: SoakReport['hostile'];
+    if (hostile) {
+      const { violations: attackViolations, ...attacks } = judgeAttacks(attackOutcomes, (job) => index.truth(job));
+      hostileFigures = { ...hostile.counts, ...hostile.judge(journal), ...attacks };
+      violations.push(...hostile.violations, ...attackViolations);
+    }
+    // Every object, upload and charge joined to a tenant; nothing of one reached, made on or deleted by another.
+    const tenancy =
+      this.tenants.length > 1
+        ? judgeTenancy(
+            [...outcomes, ...attackOutcomes].map(({ job, touches }) => ({ workflowId: job.workflowId, touches })),
+            journal,
+            this.mock.ledger(this.apiKey).charges,
+            {
+              grants: SOAK_TENANT_TUNES,
+              fixtures: GALLERY_TUNES,
+            },
+          )
+        : undefined;
+    if (tenancy) violations.push(...tenancy.violations);
     for (const { job, error } of this.notStarted) violations.push(`${job.workflowId}: never started: ${error}`);
     const { logLeaks, signedUrlsInLogs } = secretsInLogs(this.dir, this.apiKey);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
     if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
     if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
-    return { outcomes, verdict, faultCounts, hostileFigures, logLeaks, signedUrlsInLogs };
+    return { outcomes, verdict, faultCounts, hostileFigures, tenancy, logLeaks, signedUrlsInLogs };
   }
 
   report(followed: Followed, used: Used, judged: Judged): { report: SoakReport; detail: PhaseDetail } {
@@ -469,6 +533,7 @@ class SoakRun {
       },
       failureTypes: verdict.failureTypes,
       ...(judged.hostileFigures && { hostile: judged.hostileFigures }),
+      ...(judged.tenancy && { tenancy: judged.tenancy }),
       slowest: slowestOf(outcomes, 3),
       violations: this.violations,
     };

@@ -91,6 +91,8 @@ export function workerEnvironment(
     receiverUrl: string;
     secret: string;
     uploadDir: string | undefined;
+    /** The operator's grants of tunes to tenants (TUNEFLOW_TENANT_TUNES), by tenant (`*`: every one). */
+    tenantTunes?: Readonly<Record<string, readonly number[]>>;
   },
 ): Record<string, string> {
   return {
@@ -109,5 +111,10 @@ export function workerEnvironment(
       TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
     }),
     ...(run.uploadDir && { TUNEFLOW_UPLOAD_DIR: run.uploadDir }),
+    ...(run.tenantTunes && {
+      TUNEFLOW_TENANT_TUNES: Object.entries(run.tenantTunes)
+        .map(([tenant, ids]) => `${tenant}=${ids.join('+')}`)
+        .join(';'),
+    }),
   };
 }

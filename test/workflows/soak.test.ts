@@ -6,6 +6,7 @@
  */
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
+import { SECOND_TENANT } from '../../bench/soak/hostile';
 import { devServerTest } from './environment';
 
 jest.setTimeout(420_000);
@@ -90,6 +91,22 @@ devServerTest(
     expect(leaked.delivered).toBeGreaterThan(0);
     // Jobs whose tune never trained failed as they should, and only those.
     expect(report.failureTypes).toEqual({ TuneNeverTrained: faults.neverTrain });
+
+    // Two tenants (hostile-starters): nothing of one read, made on or deleted by the other's runs, every object,
+    // upload and charge joined to one, no run over its maxCostMc.
+    const tenancy = report.tenancy as Record<string, unknown> & { tenants: Record<string, { runs: number }> };
+    expect(tenancy).toMatchObject({ read: 0, createdOn: 0, deleted: 0, actedOn: 0, overMaxCost: 0, unattributed: 0 });
+    expect(tenancy.tenants.default.runs).toBeGreaterThan(0);
+    expect(tenancy.tenants[SECOND_TENANT].runs).toBeGreaterThan(0);
+    // Every attack was made, and each ended as it must (refused, ClaimHeld fast, completed, within the budget).
+    const hostile = report.hostile as { attacks: Record<string, { made: number; asExpected: number }> } & {
+      stuck: number;
+      duplicates: number;
+      lost: number;
+    };
+    expect(hostile).toMatchObject({ stuck: 0, duplicates: 0, lost: 0 });
+    for (const [kind, { made, asExpected }] of Object.entries(hostile.attacks))
+      expect({ kind, made: made > 0, asExpected }).toEqual({ kind, made: true, asExpected: made });
     expect(run.code).toBe(0);
   },
 );
