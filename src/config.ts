@@ -67,6 +67,37 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * The one answer for a port a server cannot have: a ConfigError naming `setting` (the command line answers it with
+ * exit 2). `advice` says what to change, when more than the setting; `detail` is the error the listen met.
+ *
+ * @example
+ * throw portTaken('TUNEFLOW_METRICS_ADDRESS', '0.0.0.0:9464', 'choose another port, or "off"');
+ */
+export function portTaken(setting: string, address: string, advice?: string, detail?: string): ConfigError {
+  return new ConfigError(
+    setting,
+    `${address} is taken (${detail ?? 'another server on this machine?'})${advice ? `: ${advice}` : ''}`,
+  );
+}
+
+/**
+ * Why a server could not listen, when the fault is its port setting (taken, or not allowed): a ConfigError naming
+ * `setting`, with the listen's own error in its message and as its cause. Undefined for any other error.
+ *
+ * @example
+ * const mock = await startMockService({ port }).catch((err) => { throw portProblem(err, '--port', address) ?? err; });
+ */
+export function portProblem(err: unknown, setting: string, address: string, advice?: string): ConfigError | undefined {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  const detail = (err as Error | undefined)?.message;
+  let problem: ConfigError | undefined;
+  if (code === 'EADDRINUSE') problem = portTaken(setting, address, advice, detail);
+  if (code === 'EACCES')
+    problem = new ConfigError(setting, `${address} is not allowed here (${detail}; a port below 1024?)`);
+  return problem && Object.assign(problem, { cause: err });
+}
+
 export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 

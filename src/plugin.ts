@@ -26,6 +26,7 @@ import {
   loadCallbackConfig,
   loadServiceRate,
   loadUploadDir,
+  portProblem,
 } from './config';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
@@ -183,6 +184,8 @@ export class TuneflowPlugin extends SimplePlugin {
   readonly #logger: Logger | undefined;
   readonly #otel: OpenTelemetryPlugin | undefined;
   readonly #serviceRate: number | undefined;
+  /** What names the receiver's port in an error: the variable, or the option given in code. */
+  readonly #callbackPortSetting: string;
 
   constructor(options: TuneflowPluginOptions = {}) {
     // Every setting is read before anything is opened, so a bad one leaves nothing behind.
@@ -218,6 +221,7 @@ export class TuneflowPlugin extends SimplePlugin {
     this.#logger = options.logger;
     this.#otel = otel;
     this.#serviceRate = serviceRate;
+    this.#callbackPortSetting = options.callbacks === undefined ? 'TUNEFLOW_CALLBACK_PORT' : 'callbacks.port';
   }
 
   /**
@@ -271,13 +275,18 @@ export class TuneflowPlugin extends SimplePlugin {
       const client = callbacks.client ?? worker.client;
       if (!client) throw new TypeError('TuneflowPlugin: the worker has no connection to signal workflows through');
       // Traced, the signal is a span of the callback's trace and carries it into the run.
+      const port = callbacks.port ?? DEFAULT_CALLBACK_PORT;
       const receiver = await startCallbackReceiver({
-        port: callbacks.port ?? DEFAULT_CALLBACK_PORT,
+        port,
         host: callbacks.host,
         signer: this.#signer,
         signaler: temporalSignaler(this.#otel ? tracedClient(client) : client),
         logger: this.#logger,
         limits: callbacks.limits,
+      }).catch(async (err: unknown) => {
+        // The worker never ran: it lets go of its connection (which the caller closes next) before the error goes up.
+        await releaseUnrun(worker, next);
+        throw portProblem(err, this.#callbackPortSetting, `port ${port}`, CALLBACK_PORT_ADVICE) ?? err;
       });
       try {
         await super.runWorker(worker, next);
@@ -337,6 +346,21 @@ export class TuneflowPlugin extends SimplePlugin {
       { namespace, missing },
     );
   }
+}
+
+/** What to change when the receiver's port is taken, beside the setting itself. */
+export const CALLBACK_PORT_ADVICE =
+  'stop what listens there (a `tuneflow worker`?), or choose another port and point TUNEFLOW_CALLBACK_BASE_URL at it';
+
+/**
+ * A worker that will not run lets go of its connection: one created and never run holds a reference to it, and
+ * `connection.close()` would then throw IllegalStateError in place of the error that stopped it. It is run and
+ * stopped at once (the run sets it RUNNING before its first wait, so it stops before it polls for long).
+ */
+async function releaseUnrun(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
+  const running = next(worker);
+  if (worker.getState() === 'RUNNING') worker.shutdown();
+  await running.catch(() => undefined);
 }
 
 function apiFromEnvironment(): TunesApiOptions {

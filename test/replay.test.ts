@@ -98,28 +98,47 @@ test('runs in flight at the brief-answers upgrade are kept: whole answers in bef
   for (const tune of brief) expect(tune).not.toHaveProperty('orig_images');
 });
 
+/**
+ * A replay's time depends on the machine and its load (a replay worker is created for each; 0.2 s idle, over 5 s, jest's
+ * default, on two cores shared with other test runs), not on the history: this timeout catches a replay that hangs,
+ * never one that is slow.
+ */
+const REPLAY_HANG_MS = 300_000;
+
 for (const file of files) {
-  test(`${label(file)} replays with the current workflow code: same commands, activity types and timer durations`, async () => {
-    const history = readHistory(file);
-    await replayStrictly(bundle, history, replayedWorkflowId(history, path.basename(file, '.json')));
-  });
+  test(
+    `${label(file)} replays with the current workflow code: same commands, activity types and timer durations`,
+    async () => {
+      const history = readHistory(file);
+      await replayStrictly(bundle, history, replayedWorkflowId(history, path.basename(file, '.json')));
+    },
+    REPLAY_HANG_MS,
+  );
 }
 
-test('a deliberately broken workflow change fails the replay of the recorded histories', async () => {
-  const happyPath = named('callbacks-happy-path.json');
-  expect(happyPath).toBeDefined();
-  const broken = await bundleForStrictReplay(require.resolve('./replay-fixtures/broken-workflows'));
-  await expect(replayStrictly(broken, readHistory(happyPath), 'callbacks-happy-path')).rejects.toThrow(
-    /nondeterminism/i,
-  );
-}, 120_000);
+test(
+  'a deliberately broken workflow change fails the replay of the recorded histories',
+  async () => {
+    const happyPath = named('callbacks-happy-path.json');
+    expect(happyPath).toBeDefined();
+    const broken = await bundleForStrictReplay(require.resolve('./replay-fixtures/broken-workflows'));
+    await expect(replayStrictly(broken, readHistory(happyPath), 'callbacks-happy-path')).rejects.toThrow(
+      /nondeterminism/i,
+    );
+  },
+  REPLAY_HANG_MS,
+);
 
-test('a replay worker given only TuneflowPlugin gets its workflows; one with workflows of its own keeps them', async () => {
-  const plugin = new TuneflowPlugin({ api: { apiKey: API_KEY } });
-  const history = readHistory(named('callbacks-happy-path.json'));
-  await Worker.runReplayHistory({ plugins: [plugin] }, history, 'callbacks-happy-path');
-  const own = require.resolve('./replay-fixtures/broken-workflows');
-  await expect(
-    Worker.runReplayHistory({ plugins: [plugin], workflowsPath: own }, history, 'callbacks-happy-path'),
-  ).rejects.toThrow(/nondeterminism/i);
-}, 120_000);
+test(
+  'a replay worker given only TuneflowPlugin gets its workflows; one with workflows of its own keeps them',
+  async () => {
+    const plugin = new TuneflowPlugin({ api: { apiKey: API_KEY } });
+    const history = readHistory(named('callbacks-happy-path.json'));
+    await Worker.runReplayHistory({ plugins: [plugin] }, history, 'callbacks-happy-path');
+    const own = require.resolve('./replay-fixtures/broken-workflows');
+    await expect(
+      Worker.runReplayHistory({ plugins: [plugin], workflowsPath: own }, history, 'callbacks-happy-path'),
+    ).rejects.toThrow(/nondeterminism/i);
+  },
+  REPLAY_HANG_MS,
+);

@@ -8,39 +8,12 @@ import { ErrorKind, InvalidInputError, TunesError } from '../api/errors';
 import { ConfigError, loadTemporalConfig, temporalAddressOf } from '../config';
 import { ExitCode } from './exit-codes';
 
+export { portProblem, portTaken } from '../config';
 export { ExitCode, exitCodeForInterrupt, exitCodeForStop } from './exit-codes';
 
 /** A mistake in how the command was called. */
 export class UsageError extends Error {
   override name = 'UsageError';
-}
-
-/**
- * The one answer for a port a server cannot have: a ConfigError naming `setting`, which runCommand answers with exit 2.
- * `advice` says what to change, when more than the setting.
- *
- * @example
- * throw portTaken('TUNEFLOW_METRICS_ADDRESS', '0.0.0.0:9464', 'choose another port, or "off"');
- */
-export function portTaken(setting: string, address: string, advice?: string): ConfigError {
-  return new ConfigError(
-    setting,
-    `${address} is taken (another server on this machine?)${advice ? `: ${advice}` : ''}`,
-  );
-}
-
-/**
- * Why a server could not listen, when the fault is its port setting (taken, or not allowed): a ConfigError naming
- * `setting`, which runCommand answers with exit 2. Undefined for any other error.
- *
- * @example
- * const mock = await startMockService({ port }).catch((err) => { throw portProblem(err, '--port', address) ?? err; });
- */
-export function portProblem(err: unknown, setting: string, address: string, advice?: string): ConfigError | undefined {
-  const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'EADDRINUSE') return portTaken(setting, address, advice);
-  if (code === 'EACCES') return new ConfigError(setting, `${address} is not allowed here (a port below 1024?)`);
-  return undefined;
 }
 
 export interface CommandIO {

@@ -58,10 +58,10 @@ Options:
   -h, --help      show this help
 
 Ctrl-C stops the demo and everything it started, and exits 130 (the run, if it is still going, stays in the dev
-server's memory only until then).
+server's memory only until then); SIGTERM the same with 143, and its output closed (\`| head\`) with 141.
 `;
 
-/** Ctrl-C or SIGTERM while the demo runs. */
+/** Ctrl-C, SIGTERM or its output closed while the demo runs. */
 class DemoStopped extends Error {
   constructor(readonly signal: NodeJS.Signals | 'abort') {
     super(signal === 'SIGINT' ? 'Ctrl-C' : signal);
@@ -319,8 +319,9 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
     const say = (text: string) => line.print(text);
     // Quiet SDK logs: the demo's own lines are the story.
     Runtime.install({ logger: createLogger(line.sink(io.stderr), 'WARN') });
-    // Ctrl-C or SIGTERM ends the demo through the cleanups below, not by killing the process under them.
-    const stop = listenForStop();
+    // Ctrl-C, SIGTERM or a closed stdout (`| head -2`) ends the demo through the cleanups below, not by killing the
+    // process under them (which would leave its dev server running).
+    const stop = listenForStop(undefined, { output: io.stdout });
     const following = new AbortController();
     const stopped = stop.stopped.then((signal) => {
       following.abort(signal);
@@ -377,7 +378,9 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
     } catch (err) {
       if (!(err instanceof DemoStopped)) throw err;
       line.end();
-      say(`stopped by ${err.message}: stopping what the demo started`);
+      // A closed output is told on stderr, the one left.
+      if (err.signal === 'SIGPIPE') io.stderr.write('tuneflow demo: its output was closed: stopping what it started\n');
+      else say(`stopped by ${err.message}: stopping what the demo started`);
       return exitFor(err);
     } finally {
       stop.dispose();

@@ -18,6 +18,8 @@ export const ExitCode = {
   cancelled: 5,
   /** Stopped by Ctrl-C (SIGINT), after cleaning up: 128 + 2, as shells (and npx) report it. */
   interrupted: 130,
+  /** Its output was closed (`| head`), after cleaning up: 128 + 13, as a shell reports a writer killed by SIGPIPE. */
+  outputClosed: 141,
   /** Stopped by SIGTERM, after cleaning up: 128 + 15. */
   terminated: 143,
 } as const;
@@ -37,10 +39,11 @@ export function exitCodeForStop(stoppedBy: NodeJS.Signals | 'abort'): ExitCode {
 
 /**
  * The exit code of a command stopped before its work was done (a run followed, a demo): 130 after Ctrl-C (SIGINT),
- * 143 after SIGTERM, as a shell reports a command a signal ended.
+ * 143 after SIGTERM, 141 when its output was closed, as a shell reports a command a signal ended.
  *
  * @example return exitCodeForInterrupt(following.signal.reason); // 143 after SIGTERM
  */
 export function exitCodeForInterrupt(signal: NodeJS.Signals | 'abort'): ExitCode {
+  if (signal === 'SIGPIPE') return ExitCode.outputClosed;
   return signal === 'SIGTERM' ? ExitCode.terminated : ExitCode.interrupted;
 }

@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ExitCode } from './exit-codes';
+import { toleratePipeClosed } from './stop-signal';
 
 interface Command {
   /** One line for the list of commands. */
@@ -106,6 +107,8 @@ export async function main(argv: string[]): Promise<number> {
 
 /** The `tuneflow` executable (bin/tuneflow.js) and `node lib/cli/index.js`. */
 export function run(): void {
+  toleratePipeClosed(process.stdout);
+  toleratePipeClosed(process.stderr);
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

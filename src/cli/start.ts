@@ -44,6 +44,9 @@ Options:
   --inspect FLAGS   inspect each training image before the tune is created, and refuse the job (InspectionRefused:
                     nothing created, nothing paid for training) when an image raises one of FLAGS, comma-separated:
                     ${INSPECTION_FLAGS.join(', ')}; --inspect '' inspects and refuses nothing
+  --max-cost-mc N   the most the job may cost, in millicents (100,000 = 1 USD): options.maxCostMc
+  --tune-cost-mc N  what training the tune costs your account, in millicents: options.tuneCostMc, needed with
+                    --max-cost-mc on any branch but fast (the service publishes no price)
   --task-queue Q    (default: TUNEFLOW_TASK_QUEUE, else ${DEFAULT_TASK_QUEUE})
   --wait            follow the run until it ends: what it waits for, elapsed time, the workers on its task queue;
                     exit 0 completed, 1 failed, 5 cancelled; Ctrl-C stops following (exit 130), the run goes on
@@ -64,6 +67,8 @@ const FLAGS = {
   'num-images': { type: 'string' },
   branch: { type: 'string' },
   inspect: { type: 'string' },
+  'max-cost-mc': { type: 'string' },
+  'tune-cost-mc': { type: 'string' },
   'task-queue': { type: 'string' },
   wait: { type: 'boolean' },
   json: { type: 'boolean' },
@@ -117,9 +122,21 @@ export async function startInput(values: Flags): Promise<TrainThenGenerateInput>
     numImages === undefined ? p : { ...p, num_images: numImages },
   );
   if (prompts.length === 0) throw new UsageError('--prompt is required at least once (or prompts in --file)');
-  const options =
-    values.inspect === undefined ? input.options : { ...input.options, inspect: inspectFlag(values.inspect) };
+  const flagged = {
+    ...(values.inspect !== undefined && { inspect: inspectFlag(values.inspect) }),
+    ...(values['max-cost-mc'] !== undefined && { maxCostMc: millicentsFlag('--max-cost-mc', values['max-cost-mc']) }),
+    ...(values['tune-cost-mc'] !== undefined && {
+      tuneCostMc: millicentsFlag('--tune-cost-mc', values['tune-cost-mc']),
+    }),
+  };
+  const options = Object.keys(flagged).length ? { ...input.options, ...flagged } : input.options;
   return { tune, prompts, options };
+}
+
+/** `--max-cost-mc 150000`: a whole number of millicents (the contract then checks its rules). */
+function millicentsFlag(flag: string, value: string): number {
+  if (!/^\d+$/.test(value.trim())) throw new UsageError(`${flag}: must be a whole number of millicents, 0 or more`);
+  return Number(value);
 }
 
 /** `--inspect blurry,selfie`: the flags to refuse, each a flag of the service's inspection, once. */
@@ -178,9 +195,10 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
         if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started })}\n`);
         return ExitCode.ok;
       }
-      const line = new LiveLine(values.json ? (io.stderr as NodeJS.WriteStream) : (io.stdout as NodeJS.WriteStream));
-      // Ctrl-C stops following, not the run.
-      const stop = listenForStop();
+      const output = values.json ? io.stderr : io.stdout;
+      const line = new LiveLine(output as NodeJS.WriteStream);
+      // Ctrl-C (or the output closed) stops following, not the run.
+      const stop = listenForStop(undefined, { output });
       const following = new AbortController();
       void stop.stopped.then((signal) => following.abort(signal));
       let result;

@@ -18,7 +18,7 @@ import {
 import { listenForStop } from './stop-signal';
 import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from '../config';
 import { createLogger } from '../logging';
-import { TuneflowPlugin } from '../plugin';
+import { CALLBACK_PORT_ADVICE, TuneflowPlugin } from '../plugin';
 import { portIsFree } from '../temporal-server/dev-server';
 import type { TuneflowTracingOptions } from '../tracing';
 import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT } from '../tracing-environment';
@@ -184,8 +184,13 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
     try {
       await tuneflow.run();
     } catch (err) {
-      // Taken between the check and the listen: the worker did not poll, and stops here.
-      throw portProblem(err, 'TUNEFLOW_CALLBACK_PORT', `port ${config.callbacks?.port}`, CALLBACK_PORT_ADVICE) ?? err;
+      // Taken between the check and the listen: the worker did not poll, and stops here. The plugin names its option
+      // (the config passes it in code); here it is the variable.
+      const listenError = err instanceof ConfigError && err.cause ? err.cause : err;
+      throw (
+        portProblem(listenError, 'TUNEFLOW_CALLBACK_PORT', `port ${config.callbacks?.port}`, CALLBACK_PORT_ADVICE) ??
+        err
+      );
     } finally {
       stopping.dispose();
     }
@@ -195,8 +200,6 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
   logger.info('tuneflow worker stopped');
   return stoppedBy ? exitCodeForStop(stoppedBy) : ExitCode.ok;
 }
-
-const CALLBACK_PORT_ADVICE = 'choose another, and point TUNEFLOW_CALLBACK_BASE_URL at it';
 
 /** The metrics and callback ports, free to listen on; a ConfigError names the variable of a taken one. */
 async function checkPortsFree(config: WorkerConfig): Promise<void> {

@@ -3,7 +3,10 @@
  * its input, and its input's JSON Schema. The client, the Nexus handler, the schema writer and the command line read
  * it; adding a job is a row here, its workflow function and its Nexus operation.
  */
+import { InvalidInputError } from '../api/errors';
 import { checkGenerate, checkPackTune, checkTrainThenGenerate, type CheckedInput, type CheckOptions } from './check';
+import type { TrainThenGenerateInput } from './inputs';
+import { unpricedTraining } from './options';
 
 /** A JSON Schema, as a plain object. */
 export type JsonSchema = { [keyword: string]: unknown };
@@ -28,7 +31,8 @@ export interface JobKind {
 
 export const JOBS = {
   trainThenGenerate: {
-    check: checkTrainThenGenerate,
+    check: (workflowId: string, input: unknown, options?: CheckOptions) =>
+      withKnownTunePrice(checkTrainThenGenerate(workflowId, input, options)),
     schema: ({ ref, prompts }) => ({
       type: 'object',
       required: ['tune', 'prompts'],
@@ -52,6 +56,16 @@ export const JOBS = {
     }),
   },
 } as const satisfies Record<string, JobKind>;
+
+/**
+ * A start the run would refuse at once for its price is refused before it starts: the workflow checks this when it
+ * prices the tune (src/workflows/budget.ts), after its input check, so the input check alone lets it through.
+ */
+function withKnownTunePrice(checked: CheckedInput<TrainThenGenerateInput>): CheckedInput<TrainThenGenerateInput> {
+  const rule = unpricedTraining(checked.input.tune, checked.options);
+  if (rule !== undefined) throw new InvalidInputError('input', [{ field: 'options.tuneCostMc', rule }]);
+  return checked;
+}
 
 /** The workflow type names: the public contract. */
 export type WorkflowName = keyof typeof JOBS;

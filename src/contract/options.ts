@@ -119,6 +119,27 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
  */
 export const invalidOption = (option: string, rule: string): ApplicationFailure => invalid(option, rule);
 
+/**
+ * The rule a training breaks when `maxCostMc` is held and its price cannot be known before the tune is created: on a
+ * paid branch (any but `fast`, which is free), the service publishes no price and charges at the create, so the
+ * caller states it (`tuneCostMc`). Undefined when the training meets it. The one check of it: the workflow refuses
+ * such a run (src/workflows/budget.ts), and the starters refuse the start (src/contract/jobs.ts).
+ *
+ * @example
+ * unpricedTraining({ branch: 'sd15' }, { maxCostMc: 100_000, tuneCostMc: undefined }); // 'is needed with maxCostMc ...'
+ */
+export function unpricedTraining(
+  tune: { branch?: unknown },
+  { maxCostMc, tuneCostMc }: Pick<ResolvedOptions, 'maxCostMc' | 'tuneCostMc'>,
+): string | undefined {
+  if (maxCostMc === undefined || tune.branch === 'fast' || tuneCostMc !== undefined) return undefined;
+  return (
+    'is needed with maxCostMc to train a tune not on branch fast: the service publishes no price for a tune ' +
+    "and charges it when the tune is created; state your account's price (the tune's cost_mc) or leave " +
+    'maxCostMc out'
+  );
+}
+
 function millicents(key: 'maxCostMc' | 'tuneCostMc', value: unknown): number | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)

@@ -15,7 +15,7 @@ import {
   tuneOverBudget,
   type UnpricedCreate,
 } from '../contract/failures';
-import { invalidOption, type ResolvedOptions } from '../contract/options';
+import { invalidOption, unpricedTraining, type ResolvedOptions } from '../contract/options';
 import { service } from './activity-calls';
 import type { PromptLedger, TuneWatch } from './state';
 import type { PromptTarget } from './tune-kinds';
@@ -75,20 +75,17 @@ export class Budget {
    * job.budget.checkTunePrice(input.tune, input.prompts.length);
    */
   checkTunePrice(tune: TuneSpec, prompts: number): void {
-    const { maxCostMc, tuneCostMc } = this.job.options();
+    const options = this.job.options();
+    const { maxCostMc, tuneCostMc } = options;
     if (maxCostMc === undefined) return;
     this.tunePriceMc = tune.branch === 'fast' ? 0 : tuneCostMc;
-    if (tune.branch === 'fast') return;
-    if (tuneCostMc === undefined) {
-      if (maxCostHolds())
-        throw invalidOption(
-          'tuneCostMc',
-          'is needed with maxCostMc to train a tune not on branch fast: the service publishes no price for a tune ' +
-            "and charges it when the tune is created; state your account's price (the tune's cost_mc) or leave " +
-            'maxCostMc out',
-        );
+    // The rule a start is refused by too (tuneflow start, TuneflowClient): one check, in the contract.
+    const unpriced = unpricedTraining(tune, options);
+    if (unpriced !== undefined) {
+      if (maxCostHolds()) throw invalidOption('tuneCostMc', unpriced);
       return;
     }
+    if (tune.branch === 'fast' || tuneCostMc === undefined) return;
     if (tuneCostMc > maxCostMc) throw tuneOverBudget(tuneCostMc, maxCostMc, prompts);
   }
 

@@ -136,14 +136,16 @@ describe('tuneflow callbacks: settings', () => {
         envWith({ TUNEFLOW_CALLBACK_SECRET: SECRET }),
       );
       expect(res.code).toBe(2);
-      expect(res.stderr).toContain(`--port: 127.0.0.1:${port} is taken (another server on this machine?)`);
+      expect(res.stderr).toContain(
+        `--port: 127.0.0.1:${port} is taken (listen EADDRINUSE: address already in use 127.0.0.1:${port})`,
+      );
       const byEnv = await run(
         ['--host', '127.0.0.1'],
         envWith({ TUNEFLOW_CALLBACK_SECRET: SECRET, TUNEFLOW_CALLBACK_PORT: String(port) }),
       );
       expect(byEnv.code).toBe(2);
       expect(byEnv.stderr).toContain(
-        `TUNEFLOW_CALLBACK_PORT: 127.0.0.1:${port} is taken (another server on this machine?)`,
+        `TUNEFLOW_CALLBACK_PORT: 127.0.0.1:${port} is taken (listen EADDRINUSE: address already in use 127.0.0.1:${port})`,
       );
       expect(byEnv.stderr.trim().split('\n')).toHaveLength(1);
     } finally {

@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { unpricedTraining } from '../../src/contract/options';
 import { startMockService } from '../../src/mock-service';
 
 jest.setTimeout(60_000);
@@ -254,6 +255,34 @@ describe('missing or bad settings', () => {
           'Start one with `tuneflow dev-server`, or set TEMPORAL_ADDRESS\\.\\n$',
       ),
     );
+  });
+
+  test('start with a cost ceiling and no price for a paid training is refused as the worker would refuse it, exit 2', async () => {
+    // An unreachable Temporal: exit 2, not 3, shows nothing was contacted.
+    const env = baseEnv({ TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}` });
+    const job = ['start', '--name', 'dog', '--images', 'https://a.example.com/1.png', '--prompt', 'sks dog'];
+    const rule = unpricedTraining({ branch: 'sd15' }, { maxCostMc: 100_000, tuneCostMc: undefined })!;
+    const refused = await tuneflow([...job, '--branch', 'sd15', '--max-cost-mc', '100000'], env);
+    expect(refused).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `tuneflow start: Invalid input: options.tuneCostMc: ${rule}\n`,
+    });
+    // The same from a job file, the service's default branch (charged) included.
+    const file = path.join(os.tmpdir(), `tuneflow-priced-${process.pid}.json`);
+    fs.writeFileSync(file, JSON.stringify({ options: { maxCostMc: 100_000 } }));
+    try {
+      expect((await tuneflow([...job, '--file', file], env)).code).toBe(2);
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+    // Priced, or free on branch fast: the start goes on to Temporal (unreachable here, exit 3).
+    const priced = await tuneflow([...job, '--max-cost-mc', '200000', '--tune-cost-mc', '150000'], env);
+    expect(priced.code).toBe(3);
+    expect((await tuneflow([...job, '--branch', 'fast', '--max-cost-mc', '0'], env)).code).toBe(3);
+    const notANumber = await tuneflow([...job, '--max-cost-mc', '1.5'], env);
+    expect(notANumber.code).toBe(2);
+    expect(notANumber.stderr).toMatch(/^tuneflow start: --max-cost-mc: must be a whole number of millicents/);
   });
 
   test.each([

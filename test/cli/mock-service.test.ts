@@ -89,7 +89,7 @@ describe('tuneflow mock-service', () => {
       expect(code).toBe(2);
       expect(stdout).toBe('');
       expect(stderr).toBe(
-        `tuneflow mock-service: --port: 127.0.0.1:${port} is taken (another server on this machine?)\n`,
+        `tuneflow mock-service: --port: 127.0.0.1:${port} is taken (listen EADDRINUSE: address already in use 127.0.0.1:${port})\n`,
       );
     } finally {
       await new Promise<void>((done) => taken.close(() => done()));

@@ -4,19 +4,20 @@
  * own process, prints the run's Web UI link (which answers while the run goes on), saves the images with a gallery
  * page (index.html, checked by parsing it and the PNGs' IHDR) and exits 0; its output holds no dev-server banner and
  * no log line glued to a progress line, in a pipe and on a terminal (a pseudo-terminal by `script`, 80 columns).
- * Ctrl-C stops it and everything it started, exit 130 and no stack trace; `--keep` keeps the server, the Web UI and
- * the mock up after the run until Ctrl-C.
+ * Ctrl-C stops it and everything it started, exit 130 and no stack trace; so does its output closed (`| head -2`,
+ * exit 141); `--keep` keeps the server, the Web UI and the mock up after the run until Ctrl-C.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { request } from 'undici';
 import { screen } from '../cli/terminal';
-import { devServerTest } from './environment';
+import { devServerExecutable, devServerTest } from './environment';
 
 jest.setTimeout(240_000);
 
@@ -188,6 +189,40 @@ devServerTest('Ctrl-C stops the demo and the dev server and Web UI it started', 
   expect(demo.stderr()).not.toMatch(/Error|^\s+at /m);
   expect(await portAnswers(Number(port))).toBe(false);
   expect(await portAnswers(Number(uiPort))).toBe(false);
+});
+
+devServerTest('`npm run demo | head -2`: its output closed stops the demo and the dev server it started', async () => {
+  // The cached Temporal CLI behind a script that notes the pid of each server it runs (exec keeps the pid).
+  const pids = path.join(out, 'pids');
+  const cli = path.join(out, 'temporal');
+  fs.writeFileSync(cli, `#!/bin/sh\necho $$ >> '${pids}'\nexec '${devServerExecutable()}' "$@"\n`, { mode: 0o755 });
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    XDG_CACHE_HOME: process.env.XDG_CACHE_HOME,
+    TEMPORAL_CLI_PATH: cli,
+  };
+  const { stdout, stderr } = await promisify(execFile)(
+    'bash',
+    ['-c', `npm run demo -- --out '${out}' | head -2; echo "demo exit \${PIPESTATUS[0]}" >&2`],
+    { cwd: ROOT, env },
+  );
+  expect(stdout.split('\n').length).toBeLessThanOrEqual(3);
+  expect(stderr).toContain('tuneflow demo: its output was closed: stopping what it started');
+  expect(stderr).toMatch(/^demo exit 141$/m);
+  expect(stderr).not.toMatch(/EPIPE|^\s+at /m);
+  // It had started a dev server, and stopped it before it exited: no orphan left running.
+  const started = fs.readFileSync(pids, 'utf8').trim().split('\n').map(Number);
+  expect(started).toHaveLength(1);
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  expect(started.filter(alive)).toEqual([]);
 });
 
 devServerTest(

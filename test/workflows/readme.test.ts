@@ -7,9 +7,11 @@
  * one liberty: `tuneflow-temporal` is the tarball `npm pack` makes of this repository), its tsconfig.json and source
  * files as printed, compiled by its own TypeScript, then the worker and the start against a real dev server and the
  * mock service. The README's fixed ports (8080, and Temporal's 7233 through TEMPORAL_ADDRESS) are free ones here.
+ * First, the worker with callbacks on a port another process holds: it stops naming the variable and the real error.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
@@ -169,6 +171,27 @@ describe(OWN_WORKER, () => {
       expect([compile, none]).toEqual(['npx tsc', []]);
       expect(startWorker).toMatch(/node lib\/worker\.js$/);
       await bash(compile, project, env);
+
+      // With callbacks while another process holds the receiver's port (terminal 3's worker): the worker stops,
+      // naming the variable and the listen's own error, which the example's `connection.close()` does not mask.
+      const holder = net.createServer();
+      await new Promise<void>((resolve) => holder.listen(0, '0.0.0.0', resolve));
+      const heldPort = (holder.address() as net.AddressInfo).port;
+      const refused = await bash(startWorker, project, {
+        ...env,
+        TUNEFLOW_CALLBACK_BASE_URL: `http://127.0.0.1:${heldPort}`,
+        TUNEFLOW_CALLBACK_SECRET: 'a-secret-of-16-characters-or-more',
+        TUNEFLOW_CALLBACK_PORT: String(heldPort),
+      }).then(
+        () => 'the worker ran',
+        (err: Error) => err.message,
+      );
+      await new Promise((resolve) => holder.close(resolve));
+      expect(refused).toMatch(
+        new RegExp(`TUNEFLOW_CALLBACK_PORT: port ${heldPort} is taken \\(listen EADDRINUSE: address already in use`),
+      );
+      expect(refused).not.toContain('IllegalStateError');
+
       let workerOutput = '';
       worker = spawn('bash', ['-c', startWorker], { cwd: project, env, detached: true, stdio: 'pipe' });
       worker.stdout!.on('data', (c: Buffer) => (workerOutput += c));
