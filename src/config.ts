@@ -235,13 +235,28 @@ export function loadLogLevel(env: Env = process.env): LogLevel {
     : 'INFO';
 }
 
-/** The Temporal connection from the standard environment variables and profile file. */
+/** What the SDK takes for a Temporal address: `host` or `host:port` (an IPv6 host in brackets), no scheme. */
+const TEMPORAL_ADDRESS = /^(\[[0-9A-Fa-f:.]+\]|[^\s:/[\]@]+)(:(\d{1,5}))?$/;
+
+/**
+ * The Temporal connection from the standard environment variables and profile file; an address the SDK would refuse
+ * (a URL, a port past 65535) is named by TEMPORAL_ADDRESS. An empty variable counts as unset.
+ */
 export function loadTemporalConfig(env: Env = process.env): ClientConnectConfig {
+  let config: ClientConnectConfig;
   try {
-    return loadClientConnectConfig({ overrideEnvVars: definedOnly(env) });
+    config = loadClientConnectConfig({ overrideEnvVars: definedOnly(env) });
   } catch (err) {
     throw new ConfigError('TEMPORAL_*', `the Temporal connection settings are invalid: ${(err as Error).message}`);
   }
+  const address = config.connectionOptions.address;
+  const parsed = address === undefined ? undefined : TEMPORAL_ADDRESS.exec(address);
+  if (address !== undefined && (!parsed || (parsed[3] !== undefined && !isPort(Number(parsed[3]), 1))))
+    throw new ConfigError(
+      env.TEMPORAL_ADDRESS ? 'TEMPORAL_ADDRESS' : 'TEMPORAL_ADDRESS (from the Temporal profile)',
+      `must be host:port, such as localhost:7233 (got ${JSON.stringify(address)})`,
+    );
+  return config;
 }
 
 /**
@@ -375,7 +390,8 @@ export function loadUploadDir(env: Env = process.env): string | undefined {
 
 function definedOnly(env: Env): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) out[k] = v;
+  // `TEMPORAL_ADDRESS= tuneflow ...` unsets it, as temporalAddressOf reads it.
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && !(k.startsWith('TEMPORAL_') && v === '')) out[k] = v;
   return out;
 }
 

@@ -68,7 +68,7 @@ function readSettings(values: { port?: string; host?: string }, env: Record<stri
  */
 export async function callbacksCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const io: CommandIO = { stdout: process.stdout, stderr: process.stderr, env };
-  return runCommand('callbacks', USAGE, io, () => receive(argv, io), { usageOnError: 'hint' });
+  return runCommand('callbacks', io, () => receive(argv, io));
 }
 
 async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Promise<ExitCode> {

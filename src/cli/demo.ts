@@ -12,7 +12,9 @@ import { Runtime, Worker } from '@temporalio/worker';
 import { TunesApi } from '../api';
 import { TuneflowClient } from '../client';
 import {
+  durationFlag,
   ExitCode,
+  ExitError,
   exitCodeForInterrupt,
   exitCodeForStop,
   parseFlags,
@@ -20,7 +22,15 @@ import {
   runCommand,
   type CommandIO,
 } from './command-line';
-import { describeCost, follow, LiveLine, type LineOutput } from './progress-view';
+import {
+  describeCost,
+  follow,
+  LiveLine,
+  ServiceUnreachableError,
+  UNREACHABLE_LIMIT,
+  UNREACHABLE_LIMIT_MS,
+  type LineOutput,
+} from './progress-view';
 import { listenForStop } from './stop-signal';
 import { DEFAULT_API_URL, loadDemoService, type DemoServiceConfig } from '../config';
 import { saveImages, writeGallery } from './demo-gallery';
@@ -55,6 +65,9 @@ Options:
   --out DIR       where to save the images and the gallery page, DIR/<run>/index.html (default ./out)
   --keep          after the run, keep the dev server, its Web UI and the mock service up until Ctrl-C, so the
                   history link and the image URLs go on working
+  --unreachable-limit D
+                  how long a call of the run may fail to reach the service (no network, a wrong TUNEFLOW_API_URL)
+                  before the demo gives up and stops what it started, exit 3 (default ${UNREACHABLE_LIMIT})
   -h, --help      show this help
 
 Ctrl-C stops the demo and everything it started, and exits 130 (the run, if it is still going, stays in the dev
@@ -252,6 +265,7 @@ async function runDemoJob(
     say: (line: string) => void;
     following: AbortController;
     stopped: Promise<never>;
+    unreachableLimitMs: number;
   },
   cleanups: Array<() => Promise<unknown>>,
 ): Promise<TrainThenGenerateResult> {
@@ -280,7 +294,7 @@ async function runDemoJob(
     const handle = await tuneflow.trainThenGenerate(workflowId, job.input);
     say(`started:   trainThenGenerate ${workflowId}`);
     if (history) say(`history:   ${history}`);
-    followed = follow(handle, { line, signal: following.signal });
+    followed = follow(handle, { line, signal: following.signal, unreachableLimitMs: view.unreachableLimitMs });
     return followed;
   });
   running.catch(() => undefined);
@@ -296,7 +310,7 @@ async function runDemoJob(
 }
 
 export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('demo', DEMO_USAGE, io, async () => {
+  return runCommand('demo', io, async () => {
     const { values } = parseFlags({
       args: argv,
       options: {
@@ -304,6 +318,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
         images: { type: 'string', multiple: true },
         out: { type: 'string' },
         keep: { type: 'boolean' },
+        'unreachable-limit': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -313,6 +328,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
     }
     // Every setting is checked before anything starts.
     const real = loadDemoService(io.env, values.images);
+    const unreachableLimitMs = durationFlag('--unreachable-limit', values['unreachable-limit'], UNREACHABLE_LIMIT_MS);
 
     // One live progress line on stdout; the demo's lines and every log line (human on a terminal) go above it.
     const line = new LiveLine(io.stdout as LineOutput);
@@ -361,7 +377,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const input = demoInput({ branch, image_urls: trainingImages }, values.prompt, !!real);
       const result = await runDemoJob(
         { temporal, api, callbacks, input, workflowId, history },
-        { line, stderr: io.stderr, say, following, stopped },
+        { line, stderr: io.stderr, say, following, stopped, unreachableLimitMs },
         cleanups,
       );
 
@@ -376,6 +392,14 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       }
       return ExitCode.ok;
     } catch (err) {
+      if (err instanceof ServiceUnreachableError)
+        // A demo is not a durable deployment: its run goes with the servers it started.
+        throw new ExitError(
+          ExitCode.unavailable,
+          'unreachable',
+          `${err.message}. The demo stops, and what it started: check the network and TUNEFLOW_API_URL`,
+          { setting: 'TUNEFLOW_API_URL' },
+        );
       if (!(err instanceof DemoStopped)) throw err;
       line.end();
       // A closed output is told on stderr, the one left.

@@ -38,7 +38,7 @@ Environment: TEMPORAL_CLI_PATH (a Temporal CLI to run), TUNEFLOW_TEMPORAL_DOWNLO
 `;
 
 export async function devServerCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('dev-server', DEV_SERVER_USAGE, io, async () => {
+  return runCommand('dev-server', io, async () => {
     const { values } = parseFlags({
       args: argv,
       options: {

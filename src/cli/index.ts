@@ -99,7 +99,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {
-    process.stderr.write(`tuneflow: unknown command '${name}'\n\n${commandList()}`);
+    const known = Object.keys(COMMANDS).join(', ');
+    process.stderr.write(`tuneflow: unknown command '${name}' (known: ${known}; see tuneflow --help)\n`);
     return ExitCode.usage;
   }
   return command.run(rest);

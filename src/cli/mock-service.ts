@@ -89,7 +89,7 @@ export async function mockServiceCommand(
   argv: string[],
   io: MockServiceCommandIO = { stdout: process.stdout, stderr: process.stderr },
 ): Promise<number> {
-  return runCommand('mock-service', MOCK_SERVICE_USAGE, { ...io, env: process.env }, async () => {
+  return runCommand('mock-service', { ...io, env: process.env }, async () => {
     const flags = readFlags(argv);
     if (flags.help) {
       io.stdout.write(MOCK_SERVICE_USAGE);

@@ -19,6 +19,7 @@ import {
   type TaskQueueWorkers,
 } from './run-watch';
 import { retryingCall, type RetryingCall } from '../retrying-call';
+import { durationToMs } from '../duration';
 
 /**
  * Money as the service counts it and in dollars: `156000 mc ($1.56)`.
@@ -148,6 +149,8 @@ export class LiveLine {
   private current = '';
   private change: string | undefined;
   private shown = false;
+  /** The last `whole` said above the line. */
+  private saidWhole: string | undefined;
 
   constructor(private readonly out: LineOutput) {}
 
@@ -157,9 +160,15 @@ export class LiveLine {
 
   /**
    * Shows `line`: in place on a terminal (cut to its width); elsewhere as a new line when `change` (default: the line
-   * itself) changed, so a log file gets a line per event, not one per second of a ticking clock.
+   * itself) changed, so a log file gets a line per event, not one per second of a ticking clock. `whole`: a part of
+   * the line that must not be lost to the cut (a retry's reason), printed whole above it when the line is cut.
    */
-  draw(line: string, change = line): void {
+  draw(line: string, change = line, whole?: string): void {
+    // What a cut would hide (a retry's reason) is said once above, whole: the terminal wraps it, nothing is lost.
+    if (this.isTTY && whole !== undefined && whole !== this.saidWhole && !this.fits(line)) {
+      this.saidWhole = whole;
+      this.print(whole);
+    }
     if (!this.isTTY) {
       if (change !== this.change) this.out.write(`${line}\n`);
       this.current = line;
@@ -184,6 +193,11 @@ export class LiveLine {
     return { write: (text) => this.print(text, stream), isTTY: (stream as { isTTY?: boolean }).isTTY };
   }
 
+  /** Whether `line` shows whole on this output (elsewhere than a terminal, always). */
+  fits(line: string): boolean {
+    return fit(line, this.isTTY ? this.out.columns : undefined) === line;
+  }
+
   /** Leaves the last line on screen and moves below it. */
   end(): void {
     if (this.shown) this.out.write('\n');
@@ -204,6 +218,30 @@ function fit(line: string, columns: number | undefined): string {
   return `${line.slice(0, Math.max(1, columns - 2))}…`;
 }
 
+/**
+ * How long a followed run's call may go on failing to reach the service (every attempt refused, unanswered or timed
+ * out) before the command following it gives up following: the run itself goes on retrying, as a durable job does.
+ */
+export const UNREACHABLE_LIMIT = '2 minutes';
+export const UNREACHABLE_LIMIT_MS = durationToMs(UNREACHABLE_LIMIT, 'UNREACHABLE_LIMIT');
+
+/** The failure types of a call that did not reach the service: refused, unresolved, or no answer in time. */
+const UNREACHED: readonly string[] = ['ConnectionFailure', 'ClientTimeout'];
+
+/**
+ * A followed run's call has failed to reach the service for `forMs` (at least the limit): following stopped, the run
+ * goes on.
+ */
+export class ServiceUnreachableError extends Error {
+  override name = 'ServiceUnreachableError';
+  constructor(
+    readonly retrying: RetryingCall,
+    readonly forMs: number,
+  ) {
+    super(`${retrying.activity} has not reached the service for ${formatDuration(forMs)}: ${retrying.cause}`);
+  }
+}
+
 export interface FollowOptions {
   line: LiveLine;
   /** Stops following (Ctrl-C): `follow` rejects with the signal's reason, the run goes on. */
@@ -212,14 +250,22 @@ export interface FollowOptions {
   intervalMs?: number;
   /** How often to ask which workers poll and what timer the run sleeps on. @default 2 s */
   lookEveryMs?: number;
+  /**
+   * How long a call of the run may fail to reach the service before `follow` rejects with ServiceUnreachableError
+   * (the run goes on). @default UNREACHABLE_LIMIT_MS
+   */
+  unreachableLimitMs?: number;
 }
 
 /**
  * Shows progress until the run ends, then returns its result (or throws its failure). Says once when no worker polls
- * the run's task queue, and again when one does.
+ * the run's task queue, and again when one does. Gives up (ServiceUnreachableError) when a call of the run has failed
+ * to reach the service for `unreachableLimitMs`.
  */
 export async function follow<R>(handle: TuneflowHandle<R>, options: FollowOptions): Promise<R> {
-  const { line, signal, intervalMs = 500, lookEveryMs = 2_000 } = options;
+  const { line, signal, intervalMs = 500, lookEveryMs = 2_000, unreachableLimitMs = UNREACHABLE_LIMIT_MS } = options;
+  /** The call failing to reach the service, and since when (its first failure seen), while it goes on failing so. */
+  let unreached: { activity: string; since: number } | undefined;
   const connection = handle.handle.client.connection;
   let done = false;
   // The result's long poll is cut when following stops: the connection may close under it (the demo's Ctrl-C). The
@@ -255,6 +301,10 @@ export async function follow<R>(handle: TuneflowHandle<R>, options: FollowOption
     // The history only when it grew: a timer starts or ends with an event.
     const description = await handle.handle.describe();
     view.retrying = retryingCall(description);
+    const failing = view.retrying;
+    if (!failing || !UNREACHED.includes(failing.type ?? '')) unreached = undefined;
+    else if (unreached?.activity !== failing.activity)
+      unreached = { activity: failing.activity, since: failing.failedAt?.getTime() ?? Date.now() };
     const length = description.historyLength;
     if (length !== historyLength) {
       const history = await handle.handle.fetchHistory();
@@ -285,7 +335,14 @@ export async function follow<R>(handle: TuneflowHandle<R>, options: FollowOption
     }
     view.now = Date.now();
     view.elapsedMs = view.now - startedAt;
-    if (!done) line.draw(renderProgress(view), whatChanged(view));
+    const retrying = view.retrying;
+    const reason = retrying && `${retrying.activity} failed (attempt ${retrying.attempt} next): ${retrying.cause}`;
+    if (!done) line.draw(renderProgress(view), whatChanged(view), reason);
+    if (!done && unreached && view.retrying && view.now - unreached.since >= unreachableLimitMs) {
+      polls.abort('unreachable');
+      line.end();
+      throw new ServiceUnreachableError(view.retrying, view.now - unreached.since);
+    }
     // One abort listener for the whole follow, not one per tick.
     await Promise.race([sleep(intervalMs), aborted, result.catch(() => undefined)]);
   }

@@ -78,7 +78,7 @@ function weightFlags(values: string[] | undefined): Record<string, number> | und
 }
 
 export async function queueLimitsCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('queue-limits', QUEUE_LIMITS_USAGE, io, async () => {
+  return runCommand('queue-limits', io, async () => {
     const { values } = parseFlags({
       args: argv,
       options: {

@@ -42,7 +42,7 @@ export function writeSchemas(dir: string): void {
 }
 
 export async function schemaCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('schema', SCHEMA_USAGE, io, async () => {
+  return runCommand('schema', io, async () => {
     const { values, positionals } = parseFlags({
       args: argv,
       allowPositionals: true,

@@ -23,7 +23,7 @@ TEMPORAL_API_KEY, TEMPORAL_PROFILE. Exit 3: Temporal unreachable.
 `;
 
 export async function searchAttributesCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('search-attributes', SEARCH_ATTRIBUTES_USAGE, io, async () => {
+  return runCommand('search-attributes', io, async () => {
     const { values } = parseFlags({
       args: argv,
       options: { check: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },

@@ -13,7 +13,9 @@ import type { TrainThenGenerateInput } from '../contract/inputs';
 import { INSPECTION_FLAGS, type InspectionFlag, type InspectOption } from '../contract/inspection';
 import {
   connectTemporal,
+  durationFlag,
   ExitCode,
+  ExitError,
   exitCodeForInterrupt,
   parseFlags,
   processIO,
@@ -21,7 +23,15 @@ import {
   UsageError,
   type CommandIO,
 } from './command-line';
-import { describeCost, describeInspection, follow, LiveLine } from './progress-view';
+import {
+  describeCost,
+  describeInspection,
+  follow,
+  LiveLine,
+  ServiceUnreachableError,
+  UNREACHABLE_LIMIT,
+  UNREACHABLE_LIMIT_MS,
+} from './progress-view';
 import { formatDuration, workersOn } from './run-watch';
 import { listenForStop } from './stop-signal';
 
@@ -50,7 +60,10 @@ Options:
   --task-queue Q    (default: TUNEFLOW_TASK_QUEUE, else ${DEFAULT_TASK_QUEUE})
   --wait            follow the run until it ends: what it waits for, elapsed time, the workers on its task queue;
                     exit 0 completed, 1 failed, 5 cancelled; Ctrl-C stops following (exit 130), the run goes on
-  --json            machine-readable output on stdout
+  --unreachable-limit D
+                    with --wait: how long a call of the run may fail to reach the service before start stops
+                    following, exit 3; the run goes on retrying (default ${UNREACHABLE_LIMIT})
+  --json            machine-readable output on stdout; an error as { "error": {...} } on stderr
   -h, --help        show this help
 
 Environment: TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE (default default), TEMPORAL_API_KEY,
@@ -71,6 +84,7 @@ const FLAGS = {
   'tune-cost-mc': { type: 'string' },
   'task-queue': { type: 'string' },
   wait: { type: 'boolean' },
+  'unreachable-limit': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -167,64 +181,82 @@ async function readableFiles(paths: string[]): Promise<string[]> {
 }
 
 export async function startCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('start', START_USAGE, io, async () => {
-    const { values } = parseFlags({ args: argv, options: FLAGS });
-    if (values.help) {
-      io.stdout.write(START_USAGE);
-      return ExitCode.ok;
-    }
-    const input = await startInput(values);
-    const key = values.id ?? `tuneflow-${randomUUID()}`;
-    const taskQueue = values['task-queue'] ?? loadTaskQueue(io.env);
-    // Bad input is refused before anything is contacted: the client's check, made once, before the connection. The
-    // tenant is the operator's setting (TUNEFLOW_TENANT); its jobs' IDs name it.
-    const checked = TuneflowClient.check('trainThenGenerate', key, input, loadStarterTenant(io.env));
-    const { workflowId } = checked;
-    const temporal = await connectTemporal(io.env);
-    try {
-      const tuneflow = new TuneflowClient({ client: temporal.client, taskQueue, tenant: checked.tenant });
-      const handle = await tuneflow.start(checked);
-      if (!values.json) io.stdout.write(`${handle.started ? 'started' : 'attached to'} ${workflowId}\n`);
-      if (!values.wait) {
-        // Said at once: a run nobody picks up looks the same as one that runs, until much later.
-        const workers = await workersOn(temporal.client.workflow, taskQueue).catch(() => undefined);
-        if (workers && !workers.polling)
-          io.stderr.write(
-            `tuneflow start: no worker polls task queue ${taskQueue}${workers.lastSeenAt ? ` (last seen ${formatDuration(Date.now() - workers.lastSeenAt.getTime())} ago)` : ''}: the run waits until one does\n`,
-          );
-        if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started })}\n`);
+  return runCommand(
+    'start',
+    io,
+    async () => {
+      const { values } = parseFlags({ args: argv, options: FLAGS });
+      if (values.help) {
+        io.stdout.write(START_USAGE);
         return ExitCode.ok;
       }
-      const output = values.json ? io.stderr : io.stdout;
-      const line = new LiveLine(output as NodeJS.WriteStream);
-      // Ctrl-C (or the output closed) stops following, not the run.
-      const stop = listenForStop(undefined, { output });
-      const following = new AbortController();
-      void stop.stopped.then((signal) => following.abort(signal));
-      let result;
+      const input = await startInput(values);
+      const unreachableLimitMs = durationFlag('--unreachable-limit', values['unreachable-limit'], UNREACHABLE_LIMIT_MS);
+      const key = values.id ?? `tuneflow-${randomUUID()}`;
+      const taskQueue = values['task-queue'] ?? loadTaskQueue(io.env);
+      // Bad input is refused before anything is contacted: the client's check, made once, before the connection. The
+      // tenant is the operator's setting (TUNEFLOW_TENANT); its jobs' IDs name it.
+      const checked = TuneflowClient.check('trainThenGenerate', key, input, loadStarterTenant(io.env));
+      const { workflowId } = checked;
+      const temporal = await connectTemporal(io.env);
       try {
-        result = redactCallbackSignatures(await follow(handle, { line, signal: following.signal }));
-      } catch (err) {
-        if (!following.signal.aborted) throw err;
-        line.end();
-        io.stderr.write(
-          `tuneflow start: stopped following ${workflowId}; the run goes on (tuneflow status ${workflowId}, tuneflow cancel ${workflowId})\n`,
-        );
-        return exitCodeForInterrupt(following.signal.reason as NodeJS.Signals | 'abort');
+        const tuneflow = new TuneflowClient({ client: temporal.client, taskQueue, tenant: checked.tenant });
+        const handle = await tuneflow.start(checked);
+        if (!values.json) io.stdout.write(`${handle.started ? 'started' : 'attached to'} ${workflowId}\n`);
+        if (!values.wait) {
+          // Said at once: a run nobody picks up looks the same as one that runs, until much later.
+          const workers = await workersOn(temporal.client.workflow, taskQueue).catch(() => undefined);
+          if (workers && !workers.polling)
+            io.stderr.write(
+              `tuneflow start: no worker polls task queue ${taskQueue}${workers.lastSeenAt ? ` (last seen ${formatDuration(Date.now() - workers.lastSeenAt.getTime())} ago)` : ''}: the run waits until one does\n`,
+            );
+          if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started })}\n`);
+          return ExitCode.ok;
+        }
+        const output = values.json ? io.stderr : io.stdout;
+        const line = new LiveLine(output as NodeJS.WriteStream);
+        // Ctrl-C (or the output closed) stops following, not the run.
+        const stop = listenForStop(undefined, { output });
+        const following = new AbortController();
+        void stop.stopped.then((signal) => following.abort(signal));
+        let result;
+        try {
+          result = redactCallbackSignatures(
+            await follow(handle, { line, signal: following.signal, unreachableLimitMs }),
+          );
+        } catch (err) {
+          if (err instanceof ServiceUnreachableError)
+            throw new ExitError(
+              ExitCode.unavailable,
+              'unreachable',
+              `${err.message}. Stopped following ${workflowId}: the run goes on retrying (tuneflow status ` +
+                `${workflowId}, tuneflow cancel ${workflowId}); check TUNEFLOW_API_URL and its worker's network`,
+              { setting: 'TUNEFLOW_API_URL' },
+            );
+          if (!following.signal.aborted) throw err;
+          line.end();
+          io.stderr.write(
+            `tuneflow start: stopped following ${workflowId}; the run goes on (tuneflow status ${workflowId}, tuneflow cancel ${workflowId})\n`,
+          );
+          return exitCodeForInterrupt(following.signal.reason as NodeJS.Signals | 'abort');
+        } finally {
+          stop.dispose();
+        }
+        if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started, result })}\n`);
+        else {
+          io.stdout.write(`tune ${result.tune.id} trained at ${result.tune.trained_at}\n`);
+          for (const p of result.prompts)
+            io.stdout.write(
+              `prompt ${p.id}: ${p.user_error ? `failed: ${p.user_error}` : (p.images ?? []).join(' ')}\n`,
+            );
+          if (result.cost) io.stdout.write(`cost: ${describeCost(result.cost)}\n`);
+          for (const line of describeInspection(result.inspection)) io.stdout.write(`inspected ${line}\n`);
+        }
+        return ExitCode.ok;
       } finally {
-        stop.dispose();
+        await temporal.close();
       }
-      if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started, result })}\n`);
-      else {
-        io.stdout.write(`tune ${result.tune.id} trained at ${result.tune.trained_at}\n`);
-        for (const p of result.prompts)
-          io.stdout.write(`prompt ${p.id}: ${p.user_error ? `failed: ${p.user_error}` : (p.images ?? []).join(' ')}\n`);
-        if (result.cost) io.stdout.write(`cost: ${describeCost(result.cost)}\n`);
-        for (const line of describeInspection(result.inspection)) io.stdout.write(`inspected ${line}\n`);
-      }
-      return ExitCode.ok;
-    } finally {
-      await temporal.close();
-    }
-  });
+    },
+    { json: argv.includes('--json') },
+  );
 }

@@ -40,7 +40,7 @@ Exit code: 0 running or completed, 1 failed, terminated or timed out, 5 cancelle
 Options:
   --json       the raw state on stdout: { workflowId, status, startTime, closeTime, taskQueue, workers, progress,
                result, failure, inspection } (inspection: what inspecting the training images found, from the result
-               or from an InspectionRefused failure)
+               or from an InspectionRefused failure); an error as { "error": {...} } on stderr
   -h, --help   show this help
 `;
 
@@ -73,55 +73,60 @@ interface RunState {
 }
 
 export async function statusCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('status', STATUS_USAGE, io, async () => {
-    const { values, positionals } = parseFlags({
-      args: argv,
-      options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-      allowPositionals: true,
-    });
-    if (values.help) {
-      io.stdout.write(STATUS_USAGE);
-      return ExitCode.ok;
-    }
-    const workflowId = oneId(positionals);
-    const temporal = await connectTemporal(io.env);
-    try {
-      const handle = new TuneflowClient({ client: temporal.client }).getHandle(workflowId);
-      const description = await handle.handle.describe();
-      const state: RunState = {
-        workflowId,
-        status: description.status.name,
-        startTime: description.startTime,
-        closeTime: description.closeTime,
-        taskQueue: description.taskQueue,
-      };
-      state.workers = await workersOn(temporal.client.workflow, state.taskQueue).catch(() => undefined);
-      state.retrying = retryingCall(description);
-      // A query waits for a worker (closed runs too: one replays them to answer): asked only when one polls.
-      if (state.workers?.polling) state.progress = await progressWithin(handle);
-      // Runs started before callbacks became wake-ups hold signed callback URLs in their results: never printed.
-      if (state.status === 'COMPLETED')
-        state.result = redactCallbackSignatures(await handle.result()) as RunState['result'];
-      else if (state.status !== 'RUNNING' && state.status !== 'CANCELLED')
-        state.failure = await handle.result().then(
-          () => undefined,
-          (err: unknown) => {
-            state.inspection = inspectionRefusedOf(err)?.inspection;
-            return redactCallbackSignatures(describeFailure(err));
-          },
-        );
-      state.inspection ??= state.result?.inspection;
-      if (values.json) io.stdout.write(`${JSON.stringify(redactCallbackSignatures(state))}\n`);
-      else {
-        const history = state.status === 'RUNNING' ? await handle.handle.fetchHistory() : undefined;
-        io.stdout.write(summarize(state, description, history));
+  return runCommand(
+    'status',
+    io,
+    async () => {
+      const { values, positionals } = parseFlags({
+        args: argv,
+        options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+        allowPositionals: true,
+      });
+      if (values.help) {
+        io.stdout.write(STATUS_USAGE);
+        return ExitCode.ok;
       }
-      if (state.status === 'RUNNING' || state.status === 'COMPLETED') return ExitCode.ok;
-      return state.status === 'CANCELLED' ? ExitCode.cancelled : ExitCode.failed;
-    } finally {
-      await temporal.close();
-    }
-  });
+      const workflowId = oneId(positionals);
+      const temporal = await connectTemporal(io.env);
+      try {
+        const handle = new TuneflowClient({ client: temporal.client }).getHandle(workflowId);
+        const description = await handle.handle.describe();
+        const state: RunState = {
+          workflowId,
+          status: description.status.name,
+          startTime: description.startTime,
+          closeTime: description.closeTime,
+          taskQueue: description.taskQueue,
+        };
+        state.workers = await workersOn(temporal.client.workflow, state.taskQueue).catch(() => undefined);
+        state.retrying = retryingCall(description);
+        // A query waits for a worker (closed runs too: one replays them to answer): asked only when one polls.
+        if (state.workers?.polling) state.progress = await progressWithin(handle);
+        // Runs started before callbacks became wake-ups hold signed callback URLs in their results: never printed.
+        if (state.status === 'COMPLETED')
+          state.result = redactCallbackSignatures(await handle.result()) as RunState['result'];
+        else if (state.status !== 'RUNNING' && state.status !== 'CANCELLED')
+          state.failure = await handle.result().then(
+            () => undefined,
+            (err: unknown) => {
+              state.inspection = inspectionRefusedOf(err)?.inspection;
+              return redactCallbackSignatures(describeFailure(err));
+            },
+          );
+        state.inspection ??= state.result?.inspection;
+        if (values.json) io.stdout.write(`${JSON.stringify(redactCallbackSignatures(state))}\n`);
+        else {
+          const history = state.status === 'RUNNING' ? await handle.handle.fetchHistory() : undefined;
+          io.stdout.write(summarize(state, description, history));
+        }
+        if (state.status === 'RUNNING' || state.status === 'COMPLETED') return ExitCode.ok;
+        return state.status === 'CANCELLED' ? ExitCode.cancelled : ExitCode.failed;
+      } finally {
+        await temporal.close();
+      }
+    },
+    { json: argv.includes('--json') },
+  );
 }
 
 /** The readable summary: labels in a column, one fact a line. */
@@ -212,7 +217,7 @@ function inspectionRefusedOf(err: unknown): InspectionRefusedDetails | undefined
 }
 
 export async function cancelCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
-  return runCommand('cancel', CANCEL_USAGE, io, async () => {
+  return runCommand('cancel', io, async () => {
     const { values, positionals } = parseFlags({
       args: argv,
       options: { help: { type: 'boolean', short: 'h' } },

@@ -110,14 +110,20 @@ ${Object.entries(ENVIRONMENT)
 /** `tuneflow worker [--help]`. */
 export async function workerCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const io: CommandIO = { stdout: process.stdout, stderr: process.stderr, env };
-  return runCommand('worker', WORKER_USAGE, io, async () => {
+  let started = false;
+  const code = await runCommand('worker', io, async () => {
     if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h')) {
       io.stdout.write(WORKER_USAGE);
       return ExitCode.ok;
     }
     if (argv.length > 0) throw new UsageError(`unexpected argument '${argv[0]}': settings come from the environment`);
+    started = true;
     return runWorker(env);
   });
+  // A worker the SDK could not create (a namespace the server lacks) leaves its workflow threads behind, which would
+  // hold the process after its one line: it ends here, with its code.
+  if (started && code !== ExitCode.ok && code !== ExitCode.interrupted) process.exit(code);
+  return code;
 }
 
 /**

@@ -76,7 +76,9 @@ describe('tuneflow', () => {
     expect((await tuneflow([])).code).toBe(2);
     const unknown = await tuneflow(['train']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toContain("unknown command 'train'");
+    expect(unknown.stderr).toMatch(
+      /^tuneflow: unknown command 'train' \(known: demo, [^\n]+; see tuneflow --help\)\n$/,
+    );
   });
 
   test.each([
@@ -133,15 +135,73 @@ describe('tuneflow', () => {
 
   test.each([
     ['demo', ['demo', '--bogus']],
+    ['dev-server', ['dev-server', '--bogus']],
+    ['worker', ['worker', '--bogus']],
+    ['callbacks', ['callbacks', '--bogus']],
+    ['mock-service', ['mock-service', '--bogus']],
     ['start', ['start', '--bogus']],
     ['status', ['status', 'x', '--bogus']],
     ['cancel', ['cancel', 'x', '--bogus']],
     ['packs', ['packs', '--bogus']],
-    ['callbacks', ['callbacks', '--bogus']],
-  ])('%s with a wrong flag names it, exit 2', async (_name, args) => {
-    const { code, stderr } = await tuneflow(args);
+    ['schema', ['schema', 'generate', '--bogus']],
+    ['search-attributes', ['search-attributes', '--bogus']],
+  ])('%s with a wrong flag: one line naming it and pointing at --help, exit 2', async (name, args) => {
+    const { code, stdout, stderr } = await tuneflow(args);
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr).toMatch(
+      new RegExp(`^tuneflow ${name}: [^\\n]*'--bogus'[^\\n]* \\(see tuneflow ${name} --help\\)\\n$`),
+    );
+  });
+
+  test.each([
+    ['start', ['start', '--bogus', '--json']],
+    ['status', ['status', 'x', '--bogus', '--json']],
+    ['packs', ['packs', '--bogus', '--json']],
+  ])('%s --json reports a wrong flag as one JSON object on stderr, exit 2', async (name, args) => {
+    const { code, stdout, stderr } = await tuneflow(args);
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr.endsWith('\n') && stderr.trim().split('\n')).toHaveLength(1);
+    expect(JSON.parse(stderr)).toEqual({
+      error: {
+        command: name,
+        exitCode: 2,
+        kind: 'usage',
+        message: `Unknown option '--bogus' (see tuneflow ${name} --help)`,
+      },
+    });
+  });
+
+  test.each([
+    ['localhost:99999', ['status', 'x']],
+    ['http://localhost:7233', ['cancel', 'x']],
+    ['foo:bar', ['start', '--name', 'dog', '--images', 'https://a.example.com/1.png', '--prompt', 'x']],
+    ['temporal.example.com:70000', ['search-attributes']],
+    ['http://localhost:7233', ['worker']],
+  ])('TEMPORAL_ADDRESS=%s: %j ends in one line naming the variable, exit 2', async (address, args) => {
+    const env = baseEnv({ TEMPORAL_ADDRESS: address, TUNEFLOW_API_KEY: 'k', TUNEFLOW_METRICS_ADDRESS: 'off' });
+    const { code, stderr } = await tuneflow(args, env);
     expect(code).toBe(2);
-    expect(stderr).toContain('--bogus');
+    expect(stderr).toBe(
+      `tuneflow ${args[0]}: TEMPORAL_ADDRESS: must be host:port, such as localhost:7233 (got "${address}")\n`,
+    );
+  });
+
+  test('status --json with Temporal unreachable: the error as one JSON object on stderr, exit 3', async () => {
+    const address = `127.0.0.1:${await closedPort()}`;
+    const { code, stdout, stderr } = await tuneflow(
+      ['status', 'job-1', '--json'],
+      baseEnv({ TEMPORAL_ADDRESS: address }),
+    );
+    expect({ code, stdout }).toEqual({ code: 3, stdout: '' });
+    expect(JSON.parse(stderr)).toEqual({
+      error: {
+        command: 'status',
+        exitCode: 3,
+        kind: 'unreachable',
+        message: expect.stringMatching(new RegExp(`^cannot reach Temporal at ${address} \\(TEMPORAL_ADDRESS\\)`)),
+        setting: 'TEMPORAL_ADDRESS',
+      },
+    });
   });
 
   test('start --inspect names the flags it takes; an unknown or repeated one is refused before anything is contacted, exit 2', async () => {

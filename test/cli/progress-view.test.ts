@@ -46,6 +46,25 @@ describe('the live line', () => {
     expect(terminal.lines).toEqual(['completed  elapsed 14s', '']);
   });
 
+  test("a retry's reason the cut would hide is said whole above the line, once, and wraps rather than being cut", () => {
+    const terminal = new Terminal(80);
+    const line = new LiveLine(terminal);
+    const cause = 'GET /tunes/1504963 could not reach the service at http://127.0.0.1:8080: connect ECONNREFUSED';
+    const whole = `retrieveTune failed (attempt 4 next): ${cause}`;
+    const retrying = { activity: 'retrieveTune', attempt: 4, cause, nextAt: new Date(now + 118_000) };
+    line.draw(renderProgress(view({ retrying })), 'a', whole);
+    line.draw(renderProgress(view({ retrying, now: now + 1_000 })), 'a', whole);
+    const shown = terminal.lines.join('');
+    // Above the live line, every word of the reason, wrapped by the terminal; said once, however often redrawn.
+    expect(shown.split(cause)).toHaveLength(2);
+    expect(terminal.lines.slice(0, -1).join('')).toBe(whole);
+    expect(terminal.lines[terminal.lines.length - 1]).toMatch(/^training {2}elapsed 12s {2}retrieveTune failed .*…$/);
+    // On a terminal wide enough for the whole line, nothing is said above it.
+    const wide = new Terminal(400);
+    new LiveLine(wide).draw(renderProgress(view({ retrying })), 'a', whole);
+    expect(wide.lines).toHaveLength(1);
+  });
+
   test('a cut line ends in an ellipsis, one column short of the width', () => {
     const terminal = new Terminal(40);
     const line = new LiveLine(terminal);

@@ -36,9 +36,9 @@ interface Demo {
 /** The lines of the Temporal CLI's own banner, which the SDK's server process writes to its parent's stdout. */
 const BANNER = /^(Temporal CLI |Temporal Server:|Temporal UI:|Temporal Metrics:|Temporal Persistence:)/m;
 
-/** `tuneflow demo` with only PATH and the cache's home: no TEMPORAL_* variable. */
-function startDemo(out: string, ...flags: string[]): Demo {
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME };
+/** `tuneflow demo` with only PATH and the cache's home (and `more`): no TEMPORAL_* variable. */
+function startDemo(out: string, flags: string[] = [], more: Record<string, string> = {}): Demo {
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME, ...more };
   const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'tuneflow.js'), 'demo', '--out', out, ...flags], {
     cwd: ROOT,
     env,
@@ -226,9 +226,30 @@ devServerTest('`npm run demo | head -2`: its output closed stops the demo and th
 });
 
 devServerTest(
+  'with a key and the service unreachable, the demo gives up after its stated limit: exit 3, servers stopped',
+  async () => {
+    const probe = net.createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const closed = (probe.address() as net.AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const demo = startDemo(out, ['--unreachable-limit', '3s'], {
+      TUNEFLOW_API_KEY: 'a-key-for-no-service',
+      TUNEFLOW_API_URL: `http://127.0.0.1:${closed}`,
+      TUNEFLOW_DEMO_IMAGES: 'https://images.example.com/1.png',
+    });
+    const [, port] = await demo.line(/^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/);
+    expect(await demo.exited).toBe(3);
+    expect(demo.stderr()).toMatch(
+      /^tuneflow demo: createTune has not reached the service for \d+s: POST \/tunes could not reach the service at [^\n]+ The demo stops, and what it started: /m,
+    );
+    expect(await portAnswers(Number(port))).toBe(false);
+  },
+);
+
+devServerTest(
   '--keep keeps the Web UI and the mock service up after the run, until Ctrl-C (then exit 130)',
   async () => {
-    const demo = startDemo(out, '--keep');
+    const demo = startDemo(out, ['--keep']);
     const [, link] = await demo.line(/^history: {3}(http:\S+)$/);
     const [, image] = await demo.line(/^prompt \d+: (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/);
     const [, gallery] = await demo.line(/^gallery: {3}(\S+)$/);
