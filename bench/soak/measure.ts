@@ -632,13 +632,15 @@ export function roundsTable(rounds: readonly Round[], median: Ratios): string[] 
 
 /**
  * The requests a run made to its mock by route, and their total: the service's API, its image and file downloads aside.
+ * Requests the mock refused with a 429 count too: they are calls the run made.
  *
  * @example
  * apiCallsOf(mock.stats()).routes['POST /tunes'];
  */
 export function apiCallsOf(stats: MockStats): { total: number; routes: Record<string, number> } {
-  const routes = Object.fromEntries(
-    Object.entries(stats.routes).filter(([route]) => !/ \/(images|files)\//.test(route)),
-  );
+  const routes: Record<string, number> = {};
+  for (const counts of [stats.routes, stats.refused ?? {}])
+    for (const [route, n] of Object.entries(counts))
+      if (!/ \/(images|files)\//.test(route)) routes[route] = (routes[route] ?? 0) + n;
   return { total: Object.values(routes).reduce((a, b) => a + b, 0), routes };
 }

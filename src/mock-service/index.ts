@@ -171,6 +171,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
   const counter = new RouteCounter();
   const stats = (): MockStats => ({
     routes: counter.toJSON(),
+    refused: counter.refused(),
     callbacks: { ...callbacks.stats },
     faults: { injected: faults.injectedCount, byKind: faults.injectedByKind },
     rateLimited: faults.rateLimitedCount,

@@ -1,10 +1,11 @@
 /**
  * `POST /images/inspect` (service notes): a class name and one image (file or URL) in, characteristics and quality
- * flags out. Deterministic: the same image always gets the same answer. A PNG under 512 pixels on a side is
- * flagged `low_resolution`, as the service advises at least 512x512.
+ * flags out. Deterministic: the same image always gets the same answer, whatever host or port serves it.
  *
- * Test hook: a flag's name between double underscores in the image's URL or uploaded file name (`dog__blurry__.jpg`)
- * raises that flag, so a test chooses which photo is flagged.
+ * The mock raises a flag only when told to, so a job's outcome never rests on chance: a flag's name between double
+ * underscores in the image's URL or uploaded file name (`dog__blurry__.jpg`) raises that flag, and an uploaded PNG
+ * under 512 pixels on a side is `low_resolution` (the service advises at least 512x512). No other image raises any.
+ * The characteristics (age, eye color...) are picked from the image's bytes, or from its URL's path alone.
  */
 import { ImageInspectInput } from '../api/schemas';
 import { INSPECTION_FLAGS } from '../contract/inspection';
@@ -26,29 +27,30 @@ export function inspect(
   name: string,
   image: { bytes?: Uint8Array; url?: string; fileName?: string },
 ): Record<string, unknown> {
-  const h = fnv1a(image.bytes ?? image.url ?? '');
+  const h = fnv1a(image.bytes ?? pathOf(image.url ?? ''));
   const pick = <T>(list: readonly T[], shift: number) => list[(h >>> shift) % list.length];
   const size = image.bytes ? pngSize(image.bytes) : undefined;
   const person = PEOPLE.has(name);
   const named = image.url ?? image.fileName ?? '';
-  const hooked = Object.fromEntries(
-    INSPECTION_FLAGS.filter((flag) => named.includes(`__${flag}__`)).map((f) => [f, true]),
-  );
+  const flags = Object.fromEntries(INSPECTION_FLAGS.map((flag) => [flag, named.includes(`__${flag}__`)]));
+  if (size !== undefined && Math.min(size.width, size.height) < 512) flags.low_resolution = true;
   return {
     name,
     age: person ? pick(AGES, 0) : null,
     ethnicity: person ? pick(ETHNICITIES, 3) : null,
     eye_color: pick(EYE_COLORS, 6),
     hair_color: person ? pick(HAIR_COLORS, 9) : null,
-    blurry: (h & 0x1f) === 0,
-    selfie: person && ((h >>> 12) & 0x3) === 0,
-    low_resolution: size !== undefined && Math.min(size.width, size.height) < 512,
-    low_quality: (h & 0x3f) === 1,
-    includes_multiple_people: person && ((h >>> 14) & 0xf) === 0,
-    wearing_sunglasses: person && ((h >>> 18) & 0xf) === 0,
-    funny_face: person && ((h >>> 22) & 0xf) === 0,
-    ...hooked,
+    ...flags,
   };
+}
+
+/** A URL's path (its host and port left out: the same photo from any server), or the text as given. */
+function pathOf(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return url;
+  }
 }
 
 /** The image inspection route of the mock. */

@@ -17,8 +17,13 @@ import type { Account, Store } from './store';
 
 /** Counts since the mock started. */
 export interface MockStats {
-  /** Requests per route pattern, e.g. `{ 'POST /tunes': 3, 'GET /tunes/:id': 12 }`. */
+  /**
+   * Requests per route pattern that the service took up, e.g. `{ 'POST /tunes': 3, 'GET /tunes/:id': 12 }`: a request
+   * answered 429 is in `refused`, not here, so 150 tunes created read `POST /tunes: 150` however often one was refused.
+   */
   routes: Record<string, number>;
+  /** API requests answered 429 unprocessed (the rate limit, or an injected 429), per route pattern. */
+  refused: Record<string, number>;
   callbacks: CallbackStats;
   /** Status faults injected since faults were last set, in all and by kind. */
   faults: { injected: number; byKind: InjectedByKind };
@@ -103,18 +108,31 @@ export interface ServerParts {
   readonly answerStyle: AnswerStyle;
 }
 
-/** Counts requests per route; a Map, as route keys are not trusted object keys. */
+/** Counts requests per route, taken up or refused with a 429; Maps, as route keys are not trusted object keys. */
 export class RouteCounter {
   private readonly counts = new Map<string, number>();
+  private readonly refusals = new Map<string, number>();
 
   /** Counts one request to `key`. */
   add(key: string): void {
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }
 
-  /** The counts as a JSON object. */
+  /** Counts one request to `key` answered 429, unprocessed, instead. */
+  refuse(key: string): void {
+    this.counts.set(key, this.counts.get(key)! - 1);
+    if (this.counts.get(key) === 0) this.counts.delete(key);
+    this.refusals.set(key, (this.refusals.get(key) ?? 0) + 1);
+  }
+
+  /** The requests taken up, as a JSON object. */
   toJSON(): Record<string, number> {
     return Object.fromEntries(this.counts);
+  }
+
+  /** The requests refused with a 429, as a JSON object. */
+  refused(): Record<string, number> {
+    return Object.fromEntries(this.refusals);
   }
 }
 
@@ -148,15 +166,20 @@ async function handle(req: IncomingMessage, res: ServerResponse, parts: ServerPa
     let account: Account | undefined;
     if (route.kind === 'api') {
       const refused = refusedUnprocessed(req, route.key, faults);
-      if (refused) return reply(refused);
+      if (refused) {
+        counter.refuse(route.key);
+        return reply(refused);
+      }
       fault = faults.statusFault(route.key);
       if (fault === 500) return reply({ status: 500, body: { error: 'Internal server error (injected fault)' } });
-      if (fault === 429)
+      if (fault === 429) {
+        counter.refuse(route.key);
         return reply({
           status: 429,
           body: { error: 'Too many requests (injected fault): use callbacks' },
           headers: { 'retry-after': String(faults.current.status429RetryAfterSeconds ?? 1) },
         });
+      }
       account = authenticate(req, parts);
     }
     answer = await route.handle(new RequestContext(req, account, params, query));

@@ -182,11 +182,14 @@ describe('answers of the mock service', () => {
   test('429 (injected): RateLimitError with retryAfterMs from Retry-After', async () => {
     mock.setFaults({ status429Rate: 1, faultRoutes: ['GET /tunes/:id/prompts'] });
     const before = routeCount('GET /tunes/:id/prompts');
+    const refusedBefore = mock.stats().refused['GET /tunes/:id/prompts'] ?? 0;
     const error = await failureOf(api.prompts.list(FLUX_BASE));
     expect(error).toBeInstanceOf(RateLimitError);
     expect(error).toMatchObject({ status: 429, kind: 'RateLimited', retryAfterMs: 1000 });
     expect((error as Error).message).toMatch(/^GET \/tunes\/\d+\/prompts was rate limited \(429, Retry-After 1 s\): /);
-    expect(routeCount('GET /tunes/:id/prompts') - before).toBe(1);
+    // One request, answered 429: counted apart from those the mock took up.
+    expect(routeCount('GET /tunes/:id/prompts') - before).toBe(0);
+    expect(mock.stats().refused['GET /tunes/:id/prompts'] - refusedBefore).toBe(1);
   });
 
   test('504 (injected): GatewayTimeoutError, and the tune was created all the same', async () => {

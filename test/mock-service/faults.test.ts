@@ -331,6 +331,7 @@ describe('/__mock routes and stats', () => {
         },
         callbacks: { sent: 0, duplicated: 0, dropped: 0, failed: 0 },
         faults: { injected: 0, byKind: { status500: 0, status429: 0, status504: 0, garbled: 0 } },
+        refused: {},
         rateLimited: 0,
       });
       expect(fresh.stats()).toEqual(res.body);

@@ -6,6 +6,7 @@ import { inflateSync } from 'node:zlib';
 import { request } from 'undici';
 import { FLUX_BASE_TUNE, startMockService, type MockService } from '../../src/mock-service';
 import { solidPng } from '../../src/mock-service/png';
+import { INSPECTION_FLAGS } from '../../src/contract/inspection';
 import { call, CallbackReceiver, multipart, until, type ErrorJson, type PromptJson, type TuneJson } from './loopback';
 
 jest.setTimeout(20_000);
@@ -382,5 +383,22 @@ describe('themes and image inspection', () => {
     const neither = await call<ErrorJson>(mock.url, key, 'POST', '/images/inspect', { name: 'dog' });
     expect(neither.status).toBe(422);
     expect(neither.body.file).toEqual(['exactly one of file or file_url is required']);
+  });
+
+  test('inspection raises no flag of its own: only the __flag__ hook (and a small PNG), whatever server serves the photo', async () => {
+    const key = newKey();
+    const inspectUrl = async (name: string, url: string) =>
+      (await call<Record<string, unknown>>(mock.url, key, 'POST', '/images/inspect', { name, file_url: url })).body;
+    const flagsOf = (answer: Record<string, unknown>) => INSPECTION_FLAGS.filter((flag) => answer[flag] === true);
+    // A hundred photos of people, and the README's own examples: no flag raised by chance.
+    for (let n = 0; n < 100; n++)
+      expect(flagsOf(await inspectUrl(n % 2 ? 'man' : 'woman', `https://example.com/${n}.jpg`))).toEqual([]);
+    // The same photo from two servers (a port that changes from run to run) gets the same answer.
+    const [one, other] = [7001, 7002].map((port) => `http://127.0.0.1:${port}/images/training-1.png`);
+    expect(await inspectUrl('woman', one)).toEqual(await inspectUrl('woman', other));
+    expect(flagsOf(await inspectUrl('woman', 'https://example.com/me__selfie____funny_face__.jpg'))).toEqual([
+      'selfie',
+      'funny_face',
+    ]);
   });
 });

@@ -30,6 +30,7 @@ describe('over HTTP', () => {
     // One request every 10 s: the second, sent at once, is over it.
     mock.setFaults({ rateLimitPerSecond: 0.1 });
     const before = mock.stats().rateLimited;
+    const { routes, refused } = mock.stats();
     expect((await call(mock.url, key, 'POST', '/tunes', tuneBody())).status).toBe(201);
     const over = await call<ErrorJson>(mock.url, key, 'POST', '/tunes', tuneBody());
     expect(over.status).toBe(429);
@@ -39,6 +40,9 @@ describe('over HTTP', () => {
     expect(retryAfter).toBeLessThanOrEqual(10);
     expect(mock.stats().rateLimited).toBe(before + 1);
     expect(mock.stats().faults.injected).toBe(0);
+    // The stats count the create once, and the refused request apart: no double create to misread.
+    expect(mock.stats().routes['POST /tunes']).toBe((routes['POST /tunes'] ?? 0) + 1);
+    expect(mock.stats().refused['POST /tunes']).toBe((refused['POST /tunes'] ?? 0) + 1);
     mock.setFaults({});
     // Only the first tune was made.
     expect((await call<TuneJson[]>(mock.url, key, 'GET', '/tunes')).body).toHaveLength(1);
