@@ -169,6 +169,19 @@ devServerTest(
     const cancel = tuneflow('cancel', `${queue}-b`);
     expect(await cancel.exited).toBe(0);
     expect(cancel.stdout()).toBe(`cancellation requested for ${queue}-b\n`);
+    // status says the run was asked to cancel, and that no worker has taken the request.
+    const cancelling = tuneflow('status', `${queue}-b`);
+    expect(await cancelling.exited).toBe(0);
+    expect(cancelling.stdout()).toMatch(
+      new RegExp(`^run: +${queue}-b: RUNNING for \\d+s \\(cancellation requested\\)$`, 'm'),
+    );
+    expect(cancelling.stdout()).toMatch(/^cancel: +requested \d+s ago: no worker has taken it yet$/m);
+    const cancellingJson = tuneflow('status', `${queue}-b`, '--json');
+    expect(await cancellingJson.exited).toBe(0);
+    expect(JSON.parse(cancellingJson.stdout())).toMatchObject({
+      status: 'RUNNING',
+      cancelRequestedAt: expect.any(String),
+    });
     // With no worker the cancellation waits for one, and the run stays open: asking again is still a request.
     const again = tuneflow('cancel', `${queue}-b`);
     expect(await again.exited).toBe(0);
@@ -442,6 +455,33 @@ devServerTest(
         expect(state.inspection).toHaveLength(2);
         expect(state.result.inspection).toEqual(state.inspection);
         expect(quick.stats().routes).toMatchObject({ 'POST /images/inspect': 4, 'POST /tunes': 1 });
+
+        // A raw start under the clean job's key with other input ("allow duplicate" after it closed): refused
+        // KeyInUse, and status names the key's job, which completed, with what it made.
+        const connection = await Connection.connect({ address: server!.address });
+        try {
+          const raw = await new Client({ connection }).workflow.start('trainThenGenerate', {
+            taskQueue: queue,
+            workflowId: cleanId,
+            workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+            args: [{ tune: { name: 'cat', branch: 'fast', image_urls: INSPECTED_URLS.slice(0, 1) }, prompts: [] }],
+          });
+          await expect(raw.result()).rejects.toThrow(WorkflowFailedError);
+        } finally {
+          await connection.close();
+        }
+        const refusedKey = tuneflow('status', cleanId);
+        expect(await refusedKey.exited).toBe(1);
+        expect(refusedKey.stdout()).toMatch(/^failure: +KeyInUse: Invalid input: key: /m);
+        expect(refusedKey.stdout()).toMatch(/^job: +the key's job, run \S+: COMPLETED at \S+: what it made below$/m);
+        expect(refusedKey.stdout()).toMatch(/^prompts: +1 settled$/m);
+        expect(refusedKey.stdout()).toMatch(/^ +\d+ "sks dog on a beach" 1 image: http:\/\/\S+$/m);
+        const refusedJson = tuneflow('status', cleanId, '--json');
+        expect(await refusedJson.exited).toBe(1);
+        expect(JSON.parse(refusedJson.stdout())).toMatchObject({
+          status: 'FAILED',
+          job: { status: 'COMPLETED', result: { tune: { id: expect.any(Number) } } },
+        });
       },
       quick,
     );
