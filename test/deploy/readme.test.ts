@@ -1,6 +1,7 @@
 /**
  * The README cannot drift from what runs: its commands are package.json scripts and CLI commands, its test command
- * is what CI runs, and its configuration and options tables hold every variable and default the code has.
+ * is what CI runs, its configuration and options lists hold every variable and default the code has, and no line of
+ * its prose passes 120 columns (the formatter keeps them so, and a table it pads past them becomes a list).
  */
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -37,20 +38,30 @@ describe('README', () => {
     const commands = [...help.matchAll(/^ {2}([\w-]+) {2,}/gm)].map((m) => m[1]);
     expect(commands.length).toBeGreaterThan(5);
     const section = readme.slice(readme.indexOf('## The command line'), readme.indexOf('## The mock service'));
-    const documented = [...section.matchAll(/^\| `([a-z][\w-]*)/gm)].map((m) => m[1]);
+    const documented = [...section.matchAll(/^- `([a-z][\w-]*)/gm)].map((m) => m[1]);
     const invoked = [...readme.matchAll(/npx tuneflow ([a-z][\w-]*)/g)].map((m) => m[1]);
     for (const name of new Set([...documented, ...invoked])) expect(commands).toContain(name);
     expect(documented.sort()).toEqual([...commands].sort());
   });
 
-  test("its configuration table holds every variable config.ts reads, and no other of tuneflow's", () => {
+  test("its configuration list holds every variable config.ts reads, and no other of tuneflow's", () => {
     const table = readme.slice(readme.indexOf('### Configuration'), readme.indexOf('### Callbacks'));
-    const rows = [...table.matchAll(/^\| `(TUNEFLOW_\w+)` +\|/gm)].map((m) => m[1]);
+    const rows = [...table.matchAll(/^- `(TUNEFLOW_\w+)` \(/gm)].map((m) => m[1]);
     expect(rows.sort()).toEqual([...Object.keys(ENVIRONMENT), ...Object.keys(DEMO_ENVIRONMENT)].sort());
   });
 
-  test("its options table holds every workflow option with the code's default", () => {
+  test("its options list holds every workflow option with the code's default", () => {
     for (const [option, value] of Object.entries(DEFAULT_OPTIONS))
-      expect(readme).toMatch(new RegExp(`\\| \`${option}\` +\\| \`${String(value)}\` +\\|`));
+      expect(readme).toMatch(new RegExp(`^- \`${option}\` \\(default \`${String(value)}\`\\): `, 'm'));
+  });
+
+  test('no line outside its code blocks passes 120 columns', () => {
+    let inBlock = false;
+    const long: string[] = [];
+    readme.split('\n').forEach((line, i) => {
+      if (line.startsWith('```')) inBlock = !inBlock;
+      else if (!inBlock && line.length > 120) long.push(`README.md:${i + 1} (${line.length}): ${line.slice(0, 60)}...`);
+    });
+    expect(long).toEqual([]);
   });
 });

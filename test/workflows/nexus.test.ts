@@ -191,6 +191,9 @@ devServerTest('bad input is refused at the start as a bad request naming the fie
     const handlerError = failed!.failure?.cause;
     expect(handlerError?.nexusHandlerFailureInfo?.type).toBe('BAD_REQUEST');
     expect(handlerError?.cause?.applicationFailureInfo?.type).toBe('InvalidInput');
+    // What the caller reads, as the README prints a refusal: the message alone, no "BAD_REQUEST: " before it.
+    expect(handlerError?.message).toMatch(/^Invalid input: /);
+    expect(handlerError?.message).toBe(handlerError?.cause?.message);
   }
 });
 

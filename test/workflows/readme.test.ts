@@ -48,7 +48,7 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   '### One key, one job, one payment #1': { here: "KeyInUseError's message" },
   '### From another namespace #1': { by: 'test/workflows/nexus-readme.test.ts' },
   '### From another namespace #2': { by: 'test/workflows/nexus-readme.test.ts' },
-  '### From another namespace #3': { here: "KeyInUseError's message, as Nexus's BAD_REQUEST prints it" },
+  '### From another namespace #3': { here: "KeyInUseError's message, the BAD_REQUEST HandlerError's own" },
   '### Tenants #1': { by: 'test/workflows/tenants.test.ts' },
   '### A fair share #1': {
     notRun:
@@ -83,12 +83,13 @@ describe('every code block of the README', () => {
     }
   });
 
-  test("a refused key reads as printed: KeyInUseError's message, and Nexus's BAD_REQUEST of it", () => {
+  test("a refused key reads as printed: KeyInUseError's message, which a Nexus caller's HandlerError carries as it is", () => {
     const printed = (id: string) => blocks.find((b) => b.id === id)!.text.trim();
     const refusal = (fields: string[]) =>
       new KeyInUseError('order-1234', { workflow: 'trainThenGenerate' }, fields).message;
     expect(printed('### One key, one job, one payment #1')).toBe(refusal(['input.prompts[0].text']));
-    expect(printed('### From another namespace #3')).toBe(`BAD_REQUEST: ${refusal(['input.tune.name'])}`);
+    // The caller's HandlerError (type BAD_REQUEST) has the message alone (test/workflows/nexus-readme.test.ts).
+    expect(printed('### From another namespace #3')).toBe(refusal(['input.tune.name']));
   });
 });
 
