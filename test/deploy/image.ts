@@ -382,9 +382,11 @@ export async function replayImage(options: ReplayOptions = {}): Promise<Image> {
   }
   // Replays of other inputs unused for half an hour go: each holds a production node_modules (~280 MB), and every
   // change to src/ makes a new one.
+  // Another replay (another checkout's test run) may remove or rename an entry between the listing and its stat.
   for (const entry of fs.readdirSync(cache)) {
     const full = path.join(cache, entry);
-    if (full !== destination && Date.now() - fs.statSync(full).mtimeMs > 30 * 60_000)
+    const modifiedAt = fs.statSync(full, { throwIfNoEntry: false })?.mtimeMs;
+    if (full !== destination && modifiedAt !== undefined && Date.now() - modifiedAt > 30 * 60_000)
       fs.rmSync(full, { recursive: true, force: true });
   }
   return read(destination);
