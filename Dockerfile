@@ -1,7 +1,8 @@
 # The tuneflow worker (and the mock service): a glibc Node 20 image, since Temporal's native worker ships glibc
 # binaries. The build stage compiles TypeScript and prebuilds the workflow bundle; the runtime stage has production
-# dependencies only and runs as `node`. `prepare` builds only where src/ is, so neither stage's `npm ci` builds:
-# the build stage installs before it copies the sources (a layer kept while only sources change), the runtime has no tsc.
+# dependencies only and runs as `node` (the Temporal SDK is a peer dependency, which `npm ci` installs with them).
+# `npm ci` builds nothing (the package builds when packed): the build stage installs before it copies the sources (a
+# layer kept while only sources change), the runtime has no tsc.
 # test/deploy/image.test.ts replays these stages as written.
 FROM node:20.19-bookworm-slim AS build
 WORKDIR /app

@@ -40,6 +40,8 @@ export const ENVIRONMENT = {
     "the only directory a job's file paths may name (each file opened once, checked and read on that handle); unset: jobs send image URLs only",
   TUNEFLOW_MAX_CACHED_WORKFLOWS:
     "runs kept in the worker's cache, most of its memory (default: the SDK's, from the heap limit; sizing: docs/scale.md)",
+  TUNEFLOW_CHECK_API_KEY:
+    'on: the worker checks TUNEFLOW_API_KEY with one read at start, and a key the service refuses stops it (default off)',
   TUNEFLOW_SERVICE_RATE:
     'activities started per second on the task queue, all workers together: the service calls held under its rate limit (unset: no limit)',
   TUNEFLOW_TENANT_ENDPOINTS:
@@ -139,6 +141,8 @@ export interface WorkerConfig {
    * @default no limit
    */
   serviceRate?: number;
+  /** TUNEFLOW_CHECK_API_KEY: check the API key with the service at start. @default false */
+  checkApiKey: boolean;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -288,7 +292,20 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
       : undefined,
     uploadDir: loadUploadDir(env),
     serviceRate: loadServiceRate(env),
+    checkApiKey: loadCheckApiKey(env),
   };
+}
+
+/**
+ * TUNEFLOW_CHECK_API_KEY: `on` to check the API key with the service at start, `off` (the default) not to.
+ *
+ * @example
+ * loadCheckApiKey({ TUNEFLOW_CHECK_API_KEY: 'on' }); // true
+ */
+export function loadCheckApiKey(env: Env = process.env): boolean {
+  const value = env.TUNEFLOW_CHECK_API_KEY;
+  if (value === undefined || value.trim() === '') return false;
+  return read(env, 'TUNEFLOW_CHECK_API_KEY', z.enum(['on', 'off']), 'must be on or off') === 'on';
 }
 
 /**

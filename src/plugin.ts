@@ -26,8 +26,12 @@ import {
   loadCallbackConfig,
   loadServiceRate,
   loadUploadDir,
+  loadCheckApiKey,
   portProblem,
+  ConfigError,
+  DEFAULT_API_URL,
 } from './config';
+import { APIError, ErrorKind } from './api/errors';
 import { openTelemetryPlugin, tracedClient, type TuneflowTracingOptions } from './tracing';
 import { withPreloadedContract } from './bundling';
 import { WORKFLOW_NAMES } from './contract/jobs';
@@ -162,6 +166,20 @@ export interface TuneflowPluginOptions {
    * @default TUNEFLOW_SERVICE_RATE; unset: the worker sets none
    */
   serviceRate?: number | false;
+  /**
+   * Check the API key with the service when the worker starts, before it polls: one `GET /tunes?limit=1`. A key the
+   * service refuses (401, 403) stops the worker with a ConfigError naming the setting; a service it cannot reach is
+   * said in the start report, and the worker starts all the same (its jobs retry, as they would).
+   * @default TUNEFLOW_CHECK_API_KEY (`on` or `off`); off: a worker starting makes no request of the service
+   */
+  checkApiKey?: boolean;
+  /**
+   * More fields for the one line the worker logs when it starts ("tuneflow worker started", with the service URL,
+   * callbacks, the receiver's address, the upload directory, the rate, Nexus, tracing and the key check): a command
+   * line adds its metrics address, say. `false`: no line.
+   * @default {}
+   */
+  startReport?: Record<string, string | number | boolean> | false;
 }
 
 /**
@@ -186,6 +204,11 @@ export class TuneflowPlugin extends SimplePlugin {
   readonly #serviceRate: number | undefined;
   /** What names the receiver's port in an error: the variable, or the option given in code. */
   readonly #callbackPortSetting: string;
+  /** What names the API key in an error: the variable, or the option given in code. */
+  readonly #apiKeySetting: string;
+  readonly #checkApiKey: boolean;
+  /** The start report's settings (no secret among them), and the fields the caller adds; false: none. */
+  readonly #report: Record<string, string | number | boolean> | false;
 
   constructor(options: TuneflowPluginOptions = {}) {
     // Every setting is read before anything is opened, so a bad one leaves nothing behind.
@@ -202,6 +225,7 @@ export class TuneflowPlugin extends SimplePlugin {
     const given = options.api ?? apiFromEnvironment();
     const callbacks = options.callbacks === undefined ? loadCallbackConfig() : options.callbacks || undefined;
     const uploadDir = options.uploadDir ?? loadUploadDir();
+    const checkApiKey = options.checkApiKey ?? loadCheckApiKey();
     const tenants = new Tenants(options.tenants ?? loadTenantSettings());
     const ownsApi = !(given instanceof TunesApi);
     const otel = options.tracing === undefined ? undefined : openTelemetryPlugin(options.tracing);
@@ -222,6 +246,27 @@ export class TuneflowPlugin extends SimplePlugin {
     this.#otel = otel;
     this.#serviceRate = serviceRate;
     this.#callbackPortSetting = options.callbacks === undefined ? 'TUNEFLOW_CALLBACK_PORT' : 'callbacks.port';
+    this.#apiKeySetting = options.api === undefined ? 'TUNEFLOW_API_KEY' : 'api.apiKey';
+    this.#checkApiKey = checkApiKey;
+    this.#report =
+      options.startReport === false
+        ? false
+        : {
+            apiUrl: given instanceof TunesApi ? "the caller's TunesApi" : (given.baseUrl ?? DEFAULT_API_URL),
+            callbacks: callbacks ? callbacks.baseUrl : 'off (polling only)',
+            ...(callbacks && {
+              receiver:
+                (callbacks as TuneflowCallbackOptions).receive === false
+                  ? 'elsewhere (callbacks.receive: false)'
+                  : `${callbacks.host ?? '0.0.0.0'}:${callbacks.port ?? DEFAULT_CALLBACK_PORT}`,
+            }),
+            uploadDir: uploadDir ?? 'off (image URLs only)',
+            serviceRate:
+              serviceRate === undefined ? "not set (the server's, if any)" : `${serviceRate}/s for the task queue`,
+            nexus: options.nexus === false ? 'off' : 'on',
+            tracing: otel ? 'on' : 'off',
+            ...options.startReport,
+          };
   }
 
   /**
@@ -270,8 +315,9 @@ export class TuneflowPlugin extends SimplePlugin {
     // Only with a rate: a worker without one opens its receiver as soon as before.
     if (this.#serviceRate !== undefined) await this.#holdServiceRate(worker);
     try {
+      const keyCheck = this.#checkApiKey ? await this.#checkKey(worker, next) : 'off';
       const callbacks = this.#callbacks;
-      if (!callbacks || !this.#signer || callbacks.receive === false) return await super.runWorker(worker, next);
+      if (!callbacks || !this.#signer || callbacks.receive === false) return await this.#run(worker, next, keyCheck);
       const client = callbacks.client ?? worker.client;
       if (!client) throw new TypeError('TuneflowPlugin: the worker has no connection to signal workflows through');
       // Traced, the signal is a span of the callback's trace and carries it into the run.
@@ -289,7 +335,7 @@ export class TuneflowPlugin extends SimplePlugin {
         throw portProblem(err, this.#callbackPortSetting, `port ${port}`, CALLBACK_PORT_ADVICE) ?? err;
       });
       try {
-        await super.runWorker(worker, next);
+        await this.#run(worker, next, keyCheck);
       } finally {
         await receiver.close();
       }
@@ -328,6 +374,41 @@ export class TuneflowPlugin extends SimplePlugin {
   }
 
   /**
+   * The API key, checked with one read before the worker polls: a key the service refuses stops it (the worker lets go
+   * of its connection first); any other failure is said in the start report, and the worker starts.
+   */
+  async #checkKey(worker: Worker, next: (w: Worker) => Promise<void>): Promise<string> {
+    try {
+      await this.#api.tunes.list({ limit: 1 });
+      return 'accepted';
+    } catch (err) {
+      if (!(err instanceof APIError) || err.kind !== ErrorKind.unauthorized)
+        return `not checked: ${(err as Error).message}`;
+      await releaseUnrun(worker, next);
+      const said = describeRefusal(err.body);
+      const rule = `the service refused it at start (${err.status}${said ? `: ${said}` : ''})`;
+      throw Object.assign(new ConfigError(this.#apiKeySetting, rule), { cause: err });
+    }
+  }
+
+  /**
+   * Runs the worker, and says it started: the one line a worker logs then, its settings (never a secret) and how the
+   * key check went. Said once the run began (the worker is RUNNING before its first wait), not before it: a caller may
+   * shut the worker down as soon as it runs.
+   */
+  async #run(worker: Worker, next: (w: Worker) => Promise<void>, keyCheck: string): Promise<void> {
+    const running = super.runWorker(worker, next);
+    // Its failure is awaited below, after the line.
+    running.catch(() => undefined);
+    if (this.#report !== false) {
+      const report = { taskQueue: worker.options.taskQueue, namespace: worker.options.namespace, ...this.#report };
+      const logger = this.#logger ?? (await import('@temporalio/worker')).Runtime.instance().logger;
+      logger.info('tuneflow worker started', { ...report, apiKeyCheck: keyCheck });
+    }
+    await running;
+  }
+
+  /**
    * Says, once at start, when the worker's namespace lacks tuneflow's search attributes, naming the command that
    * registers them. Runs go on without them (unlisted); a server that cannot tell, such as the time-skipping test
    * server, gets no word.
@@ -361,6 +442,12 @@ async function releaseUnrun(worker: Worker, next: (w: Worker) => Promise<void>):
   const running = next(worker);
   if (worker.getState() === 'RUNNING') worker.shutdown();
   await running.catch(() => undefined);
+}
+
+/** What the service said when it refused a key (its `error`, or its text), short; it never echoes the key. */
+function describeRefusal(body: unknown): string | undefined {
+  const said = typeof body === 'string' ? body : (body as { error?: unknown } | undefined)?.error;
+  return typeof said === 'string' && said.trim() ? said.trim().slice(0, 200) : undefined;
 }
 
 function apiFromEnvironment(): TunesApiOptions {

@@ -280,6 +280,8 @@ async function runDemoJob(
     callbacks: job.callbacks ?? false,
     logger: createLogger(line.sink(view.stderr), 'INFO'),
     nexus: false,
+    // The demo says what it set up in lines of its own (Temporal, service, callbacks).
+    startReport: false,
   });
   const worker = await Worker.create({
     connection: temporal.env.nativeConnection,

@@ -42,6 +42,7 @@ export async function createTuneflowWorker(
   config: WorkerConfig,
   logger?: Logger,
   tracing?: TuneflowTracingOptions,
+  startReport: Record<string, string> = {},
 ): Promise<TuneflowWorker> {
   const { connectionOptions, namespace = 'default' } = config.temporal;
   const connection = await NativeConnection.connect(connectionOptions);
@@ -66,6 +67,8 @@ export async function createTuneflowWorker(
       uploadDir: config.uploadDir,
       // The config is the whole truth here: unset is no limit, not a second look at the environment.
       serviceRate: config.serviceRate ?? false,
+      checkApiKey: config.checkApiKey,
+      startReport,
     });
     const worker = await Worker.create({
       connection,
@@ -161,7 +164,13 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
     let tuneflow: TuneflowWorker | NodeJS.Signals | 'abort';
     try {
       // Temporal unreachable: runCommand says where it was looked for (exit 3).
-      tuneflow = await Promise.race([createTuneflowWorker(config, logger, traces?.tracing), stop.stopped]);
+      // The plugin's start report, with what only the command line knows: metrics, and where traces go (the origin
+      // alone: a URL's user and password are not for the log).
+      const report = {
+        metrics: config.metricsAddress ?? 'off',
+        traces: tracingConfig ? new URL(tracingConfig.url).origin : 'off',
+      };
+      tuneflow = await Promise.race([createTuneflowWorker(config, logger, traces?.tracing, report), stop.stopped]);
     } finally {
       stop.dispose();
     }
@@ -172,16 +181,6 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
       // command that exits the process itself, with the code its stop gives.
       process.exit(exitCodeForStop(tuneflow));
     }
-    logger.info('tuneflow worker started', {
-      taskQueue: config.taskQueue,
-      namespace: config.temporal.namespace ?? 'default',
-      apiUrl: config.api.baseUrl,
-      callbacks: config.callbacks?.baseUrl ?? 'off (polling only)',
-      metrics: config.metricsAddress ?? 'off',
-      serviceRate: config.serviceRate === undefined ? 'no limit' : `${config.serviceRate}/s for the task queue`,
-      // The origin alone: a URL's user and password are not for the log.
-      traces: tracingConfig ? new URL(tracingConfig.url).origin : 'off',
-    });
     // The SDK's own listeners drain the worker on SIGINT/SIGTERM and drop at the first; this one takes a repeat
     // that comes at once (npx forwards the terminal's Ctrl-C once more) for the same stop, so it cannot kill the
     // worker as it drains.
@@ -190,6 +189,9 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
     try {
       await tuneflow.run();
     } catch (err) {
+      // The plugin names its options (the config passes them in code); here they are the variables.
+      if (err instanceof ConfigError && err.variable === 'api.apiKey')
+        throw new ConfigError('TUNEFLOW_API_KEY', err.message.slice('api.apiKey: '.length));
       // Taken between the check and the listen: the worker did not poll, and stops here. The plugin names its option
       // (the config passes it in code); here it is the variable.
       const listenError = err instanceof ConfigError && err.cause ? err.cause : err;

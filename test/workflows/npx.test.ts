@@ -1,9 +1,9 @@
 /**
- * `npx tuneflow` in the clone, as the README's "Run it locally" uses it after `npm ci`:
+ * `npx tuneflow` in the clone, as the README's "Run it locally" uses it after `npm ci && npm run build`:
  *
- * - the first one runs the build `npm ci` made: npm 10 and 11 link a package's own bin into their npx cache
- *   (~/.npm/_npx/<hash>, a link to the clone) and that install runs `prepare`, which must not build again (it took
- *   17-25 s); nothing is downloaded either (the registry here is an address that refuses);
+ * - the first one runs the build `npm run build` made: npm 10 and 11 link a package's own bin into their npx cache
+ *   (~/.npm/_npx/<hash>, a link to the clone), and that install must not build again (a `prepare` build took 17-25 s;
+ *   the package builds when packed now); nothing is downloaded either (the registry here is an address that refuses);
  * - Ctrl-C's exit status, as a shell shows it, is the same under npx and under node: 130, after the command stopped
  *   what it runs. Under npx npm's shell dies of the same Ctrl-C and npm re-raises it (130 whatever tuneflow says);
  *   where npm's shell is bash (macOS's sh) tuneflow is npm's child and gets the Ctrl-C twice, the terminal's and
@@ -76,7 +76,7 @@ function run(command: string, env: NodeJS.ProcessEnv): Running {
   };
 }
 
-test('the first `npx tuneflow` in a clone runs the build `npm ci` made: no build, nothing downloaded', async () => {
+test('the first `npx tuneflow` in a clone runs the build `npm run build` made: no build, nothing downloaded', async () => {
   const built = path.join(ROOT, 'lib', 'cli', 'index.js');
   const builtAt = fs.statSync(built).mtimeMs;
   // An empty npm cache, as on a machine where npx never ran, and a registry that refuses.

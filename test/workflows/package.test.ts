@@ -29,8 +29,15 @@ const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'ut
   name: string;
   version: string;
   dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
   devDependencies: Record<string, string>;
 };
+/** The SDK version this repository builds the prebuilt workflow bundle with (its installed @temporalio/workflow). */
+const BUNDLED_SDK = (
+  JSON.parse(
+    fs.readFileSync(path.join(path.dirname(require.resolve('@temporalio/workflow')), '..', 'package.json'), 'utf8'),
+  ) as { version: string }
+).version;
 /** What users install (`tuneflow` on the registry is another project); the command stays `tuneflow`. */
 const PACKAGE = manifest.name;
 /** The caller's namespace and tuneflow's, on the one dev server. */
@@ -69,6 +76,7 @@ function assertBuilt(): void {
 
 let project: string;
 let tarball: string;
+let installOutput: { stdout: string; stderr: string };
 let server: DevServerProcess | undefined;
 
 beforeAll(async () => {
@@ -81,7 +89,8 @@ beforeAll(async () => {
   fs.copyFileSync(path.join(CONSUMER, 'tsconfig.json'), path.join(project, 'tsconfig.json'));
   // The caller project: its own sources and tsconfig, resolving packages from the same installed node_modules.
   fs.cpSync(path.join(CONSUMER, 'caller'), path.join(project, 'caller'), { recursive: true });
-  const temporal = manifest.dependencies['@temporalio/worker'];
+  // The user's own SDK, at the version tuneflow takes as a peer: npm installs the rest of it beside.
+  const temporal = manifest.peerDependencies['@temporalio/worker'];
   fs.writeFileSync(
     path.join(project, 'package.json'),
     JSON.stringify({
@@ -100,7 +109,7 @@ beforeAll(async () => {
     }),
   );
   // From npm's cache where `npm ci` filled it; the registry otherwise.
-  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], project);
+  installOutput = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], project);
   server = await startDevServerProcess({
     executable: devServerExecutable(),
     extraArgs: ['--namespace', IMAGES, '--namespace', SHOP],
@@ -127,6 +136,24 @@ devServerTest(
       (name) => !userOwn.includes(name) && !needed.has(name),
     );
     expect(devOnly.filter((name) => fs.existsSync(path.join(installed, name)))).toEqual([]);
+    // No script npm runs (or lists for review) when it installs the package: the build runs when it is packed.
+    const shipped = JSON.parse(fs.readFileSync(path.join(installed, PACKAGE, 'package.json'), 'utf8')) as {
+      scripts?: Record<string, string>;
+      peerDependencies?: Record<string, string>;
+    };
+    const lifecycle = ['preinstall', 'install', 'postinstall', 'preprepare', 'prepare', 'postprepare'];
+    expect(Object.keys(shipped.scripts ?? {}).filter((name) => lifecycle.includes(name))).toEqual([]);
+    expect(`${installOutput.stdout}${installOutput.stderr}`).not.toContain(`${PACKAGE}@${manifest.version} (`);
+    // The SDK as a peer at one exact version, the one the prebuilt workflow bundle was built with: one SDK a worker.
+    const peers = shipped.peerDependencies ?? {};
+    expect(Object.keys(peers).filter((name) => !name.startsWith('@temporalio/'))).toEqual([]);
+    for (const [name, version] of Object.entries(peers)) {
+      expect({ name, version }).toEqual({ name, version: BUNDLED_SDK });
+      const beside = JSON.parse(fs.readFileSync(path.join(installed, name, 'package.json'), 'utf8')) as {
+        version: string;
+      };
+      expect({ name, installed: beside.version }).toEqual({ name, installed: version });
+    }
     // Only the built package: no sources, tests or histories.
     expect(fs.readdirSync(path.join(installed, PACKAGE)).sort()).toEqual([
       'LICENSE',
@@ -175,6 +202,33 @@ interface ConsumerRun {
   receiverOpenWhileRunning: boolean;
   receiverClosedAfter: boolean;
 }
+
+devServerTest(
+  'npm refuses the tarball beside another version of the SDK (a worker holds one SDK)',
+  async () => {
+    const other = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-other-sdk-'));
+    try {
+      fs.writeFileSync(
+        path.join(other, 'package.json'),
+        JSON.stringify({
+          name: 'other-sdk',
+          private: true,
+          dependencies: { [PACKAGE]: `file:${tarball}`, '@temporalio/client': '1.23.0' },
+        }),
+      );
+      const refused = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], other).then(
+        () => 'installed',
+        (err: Error) => err.message,
+      );
+      expect(refused).toMatch(/ERESOLVE/);
+      expect(refused).toContain(`peer @temporalio/client@"${manifest.peerDependencies['@temporalio/client']}"`);
+      expect(fs.existsSync(path.join(other, 'node_modules', PACKAGE))).toBe(false);
+    } finally {
+      fs.rmSync(other, { recursive: true, force: true });
+    }
+  },
+  300_000,
+);
 
 devServerTest(
   "a user's worker with TuneflowPlugin runs the user's parent workflow and its trainThenGenerate child, by callbacks",
@@ -348,8 +402,10 @@ function dependencyClosure(root: string, from: string): Set<string> {
     const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as {
       dependencies?: Record<string, string>;
       optionalDependencies?: Record<string, string>;
+      peerDependencies?: Record<string, string>;
     };
-    for (const name of Object.keys({ ...manifest.dependencies, ...manifest.optionalDependencies })) {
+    const needs = { ...manifest.dependencies, ...manifest.optionalDependencies, ...manifest.peerDependencies };
+    for (const name of Object.keys(needs)) {
       let found: string | undefined;
       for (let at = dir; !found && at.startsWith(root); at = path.dirname(at)) {
         const candidate = path.join(at, 'node_modules', name);

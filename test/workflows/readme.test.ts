@@ -28,7 +28,7 @@ jest.setTimeout(600_000);
 const ROOT = path.resolve(__dirname, '../..');
 const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
   name: string;
-  dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
 };
 
 const OWN_WORKER = '## Use it in your own worker';
@@ -139,7 +139,7 @@ describe(OWN_WORKER, () => {
       // The SDK the README installs is the one tuneflow depends on.
       const install = commandsOf(setup.text).find((c) => c.startsWith('npm install tuneflow-temporal '))!;
       for (const pkg of ['client', 'worker', 'workflow'])
-        expect(install).toContain(`@temporalio/${pkg}@${manifest.dependencies[`@temporalio/${pkg}`]}`);
+        expect(install).toContain(`@temporalio/${pkg}@${manifest.peerDependencies[`@temporalio/${pkg}`]}`);
 
       scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-readme-'));
       const packed = await bash(`npm pack --ignore-scripts --json --pack-destination ${scratch}`, ROOT, userEnv({}));
@@ -204,6 +204,10 @@ describe(OWN_WORKER, () => {
           throw new Error(`${err.message}\nthe worker said:\n${workerOutput}`);
         });
       const first = await ordered();
+      // The plugin said what it set up, through the worker's logger: the service it calls, no callbacks, no uploads.
+      expect(workerOutput).toMatch(/tuneflow worker started/);
+      expect(workerOutput).toContain(`apiUrl: 'http://${mockHost}'`);
+      expect(workerOutput).toContain("callbacks: 'off (polling only)'");
       const again = await ordered();
       expect(first.stdout).toMatch(/tuneId: \d+/);
       expect(first.stdout.match(new RegExp(`'http://${mockHost}/[^']+'`, 'g'))).toHaveLength(2);

@@ -8,7 +8,7 @@
  * commands print (7233, 8233, 8080, 3001) are replaced by free ones, and the environment names the replaced Temporal
  * ports in TEMPORAL_ADDRESS and TUNEFLOW_CALLBACK_PORT (what the commands take by default: localhost:7233, 3001) and a
  * free metrics port for the worker.
- * `npm ci`, the first line, is what this test run itself went through.
+ * `npm ci && npm run build`, the first line, is what this test run itself went through (`npm test` builds first).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -105,7 +105,7 @@ afterAll(async () => {
 
 devServerTest("the README's Run it locally commands work as printed, and so does docker-compose.yml's", async () => {
   const commands = commandsUnder(readme, '## Run it locally');
-  expect(commands[0]).toBe('npm ci');
+  expect(commands[0]).toBe('npm ci && npm run build');
   const [, ...rest] = commands;
   // dev-server, the mock, the worker: in order, each ready before the next, as a user starts them.
   const others: string[] = [];

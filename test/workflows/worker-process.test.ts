@@ -3,7 +3,8 @@
  * variables, against the Temporal CLI's dev server (a real server, as in production) and the mock service. A run
  * started through the typed starter completes with callbacks through the worker's own receiver, its result carrying
  * what the mock charged, which `tuneflow status` prints; metrics are served;
- * SIGTERM drains it to exit 0; the API key never reaches its logs.
+ * SIGTERM drains it to exit 0; the API key never reaches its logs. Its one start line says its settings, and with the
+ * start-up key check on, a key the service refuses stops it before it polls.
  */
 import { execFile } from 'node:child_process';
 import * as path from 'node:path';
@@ -119,6 +120,55 @@ devServerTest('tuneflow worker runs a job with callbacks, serves metrics, and st
   expect(worker.log()).toContain('tuneflow worker stopped');
   expect(worker.log()).not.toContain(API_KEY);
 });
+
+devServerTest(
+  'one start line says its settings; with TUNEFLOW_CHECK_API_KEY=on a key the service refuses stops it, naming the variable',
+  async () => {
+    const strict = await startMockService({ port: 0, apiKeys: [API_KEY] });
+    const taskQueue = `tuneflow-start-report-${process.pid}`;
+    const callbackPort = await freePort();
+    const settings = { temporalAddress: env!.address, apiUrl: strict.url, taskQueue };
+    const checked = { TUNEFLOW_CHECK_API_KEY: 'on', TUNEFLOW_SERVICE_RATE: '5' };
+    try {
+      const worker = await startWorkerProcess({ ...settings, apiKey: API_KEY, callbackPort, env: checked });
+      try {
+        const started = worker
+          .log()
+          .split('\n')
+          .find((line) => line.includes('"tuneflow worker started"'));
+        expect(JSON.parse(started!).meta).toEqual({
+          taskQueue,
+          namespace: 'default',
+          apiUrl: strict.url,
+          callbacks: `http://127.0.0.1:${callbackPort}`,
+          receiver: `127.0.0.1:${callbackPort}`,
+          uploadDir: 'off (image URLs only)',
+          serviceRate: '5/s for the task queue',
+          nexus: 'on',
+          tracing: 'off',
+          metrics: 'off',
+          traces: 'off',
+          apiKeyCheck: 'accepted',
+        });
+        // The check is one read of the service, made before the worker polled.
+        expect(strict.stats().routes).toEqual({ 'GET /tunes': 1 });
+      } finally {
+        worker.child.kill('SIGTERM');
+        expect(await worker.exited).toBe(0);
+      }
+      // A key the service refuses: the worker stops before it polls, in one line naming the variable, exit 2.
+      const refused = await startWorkerProcess({ ...settings, apiKey: 'a-key-the-service-refuses', env: checked }).then(
+        () => 'it started',
+        (err: Error) => err.message,
+      );
+      expect(refused).toMatch(/^the worker exited with 2 before it started:\n/);
+      expect(refused).toMatch(/^tuneflow worker: TUNEFLOW_API_KEY: the service refused it at start \(401: [^\n]+\)$/m);
+      expect(refused).not.toContain('a-key-the-service-refuses');
+    } finally {
+      await strict.close();
+    }
+  },
+);
 
 devServerTest("TUNEFLOW_MAX_CACHED_WORKFLOWS bounds the worker's cache of runs; unset, the SDK sizes it", async () => {
   const settings = { TUNEFLOW_API_KEY: API_KEY, TUNEFLOW_API_URL: mock.url, TEMPORAL_ADDRESS: env!.address };
