@@ -38,10 +38,12 @@ export const PET_PACK_ID = 261;
 export const FACEID_PACK_ID = 262;
 
 /**
- * Training photos of a dog the mock's inspection (deterministic per URL) finds without a refused flag: the third is
- * low_quality, which the scenarios do not refuse.
+ * Training photos of a dog the mock's inspection finds without a refused flag: the third is low_quality (by the mock's
+ * hook, a flag's name between double underscores), which the scenarios do not refuse.
  */
-export const INSPECTED_URLS = [1, 2, 3, 5, 6].map((n) => `https://example.com/training/${n}.jpg`);
+export const INSPECTED_URLS = ['1', '2', '3__low_quality__', '5', '6'].map(
+  (n) => `https://example.com/training/${n}.jpg`,
+);
 /** Photos the mock's inspection flags, by its test hook (a flag's name between double underscores). */
 export const BLURRY_URL = 'https://example.com/training/beach__blurry__.jpg';
 export const CROWD_URL = 'https://example.com/training/party__includes_multiple_people__.jpg';
