@@ -13,7 +13,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { describeServer, openTemporal, provisionTemporal } from '../src/temporal-server';
 import { bundleWorkflows, WorkflowHarness } from '../test/workflows/harness';
 import { historyToJson } from '../test/workflows/history-json';
-import { summarize } from '../test/workflows/history-summary';
+import { replayedWorkflowId, summarize } from '../test/workflows/history-summary';
 import { play, scenarios, type ScenarioDefinition } from '../test/workflows/scenarios';
 
 const HISTORIES = path.join(__dirname, '..', 'test', 'histories');
@@ -43,14 +43,21 @@ async function run(names: string[]): Promise<number> {
     const lane = async () => {
       for (let scenario = queue.shift(); scenario; scenario = queue.shift()) {
         try {
-          // The workflow ID is the file name: the replay test replays each history under that ID.
+          // The scenario's name is its workflow ID (a scenario under a `tuneflow:` ID makes it from the name): the
+          // replay test replays each history under the ID its start event records.
           const outcome = await play(harness, scenario, scenario.name);
+          if (replayedWorkflowId(outcome.history, scenario.name) !== outcome.workflowId)
+            throw new Error(
+              `its history would replay as ${replayedWorkflowId(outcome.history, scenario.name)}, not ` +
+                `${outcome.workflowId} (a server whose start events do not record the workflow ID)`,
+            );
           const file = path.join(HISTORIES, `${scenario.name}.json`);
           fs.writeFileSync(file, `${historyToJson(outcome.history)}\n`);
           const ending = outcome.error ? `ended with ${(outcome.error as Error).message}` : 'completed';
           const { events, bytes, activities, timers } = summarize(outcome.history);
           process.stdout.write(
-            `${scenario.name}: ${events} events, ${bytes} bytes, ${ending} -> ${path.relative(process.cwd(), file)}\n` +
+            `${scenario.name}: ${outcome.workflowId}, ${events} events, ${bytes} bytes, ${ending} -> ` +
+              `${path.relative(process.cwd(), file)}\n` +
               `  activities ${activities.join(' ')}\n  timers ${timers.map((t) => `${t.ms}ms:${t.ended}`).join(' ')}\n`,
           );
         } catch (err) {

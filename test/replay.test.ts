@@ -6,8 +6,9 @@
  * replayed too, read where they are (never copied over the tracked ones). With no history at all, the bundle alone
  * still proves the workflow code bundles with deterministic imports only.
  *
- * A history file is Temporal's JSON form of a history (`historyToJSON`, `temporal workflow show --output json`);
- * its name, without `.json`, is the workflow ID it is replayed as (scripts/record-histories.ts records them so).
+ * A history file is Temporal's JSON form of a history (`historyToJSON`, `temporal workflow show --output json`); it is
+ * replayed under the workflow ID its start event records (a run under a `tuneflow:` ID has one no file name can hold),
+ * else under its name without `.json` (replayedWorkflowId; scripts/record-histories.ts records them so).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';

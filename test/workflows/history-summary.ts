@@ -152,14 +152,18 @@ function decode(payload: Payload | null | undefined): unknown {
 }
 
 /**
- * The workflow ID a history is replayed under: the run's own, read from its key-claim child
- * (`claimWorkflowId(workflowId)`) where it has one, since the claim's command carries it; else `fallback` (the file
- * name). A Nexus run's ID is its caller's scoped key, not its file name.
+ * The workflow ID a history is replayed under: the one its start event records (a server's history keeps it, and
+ * `historyToJSON` and `temporal workflow show --output json` write it), which no file name can hold for a run under a
+ * `tuneflow:` ID; else the run's own, read from its key-claim child (`claimWorkflowId(workflowId)`) where it has one,
+ * since the claim's command carries it; else `fallback` (the file name). A Nexus run's ID is its caller's scoped key,
+ * not its file name.
  *
  * @example
  * await replayStrictly(bundle, history, replayedWorkflowId(history, path.basename(file, '.json')));
  */
 export function replayedWorkflowId(history: History, fallback: string): string {
+  const recorded = history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowId;
+  if (recorded) return recorded;
   const prefix = claimWorkflowId('');
   for (const event of history.events ?? []) {
     const child = event.startChildWorkflowExecutionInitiatedEventAttributes;
