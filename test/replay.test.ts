@@ -14,11 +14,15 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import { TuneflowPlugin } from '../src/plugin';
+import { FailureType } from '../src/contract/failures';
+import { RESERVED_KEY_PREFIX } from '../src/contract/keys';
+import { WORKFLOW_ID_OWNED } from '../src/workflows/admission';
 import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
 import { installQuietRuntime } from './workflows/global-setup';
 import { replayedWorkflowId, summarize } from './workflows/history-summary';
+import { patchMarkers } from './patch-markers';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
@@ -116,6 +120,29 @@ for (const file of files) {
     REPLAY_HANG_MS,
   );
 }
+
+test('every patch marker the workflow code asks about is in a recorded history: each shape it decides is replayed', () => {
+  const recorded = new Set(historiesUnder(HISTORIES).flatMap((file) => summarize(readHistory(file)).patches));
+  expect(patchMarkers().filter((marker) => !recorded.has(marker))).toEqual([]);
+});
+
+test(
+  'runs refused for a `tuneflow:` ID not their own replay under that ID, read from their start event, and under no other',
+  async () => {
+    for (const name of ['workflow-id-not-owned.json', 'tenant-id-not-owned.json']) {
+      const history = readHistory(named(name));
+      const workflowId = replayedWorkflowId(history, path.basename(name, '.json'));
+      expect(workflowId.startsWith(RESERVED_KEY_PREFIX)).toBe(true);
+      expect(summarize(history).patches).toContain(WORKFLOW_ID_OWNED);
+      const failed = history.events?.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
+      expect(failed?.applicationFailureInfo?.type).toBe(FailureType.invalidInput);
+      expect(failed?.message).toContain(JSON.stringify(workflowId));
+      // Under a key of its own the run is not refused: its commands are not the recorded ones.
+      await expect(replayStrictly(bundle, history, path.basename(name, '.json'))).rejects.toThrow(/nondeterminism/i);
+    }
+  },
+  REPLAY_HANG_MS,
+);
 
 test(
   'a deliberately broken workflow change fails the replay of the recorded histories',

@@ -10,7 +10,7 @@ import { request } from 'undici';
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import { claimWorkflowId } from '../../src/contract/keys';
-import { tuneTitle } from '../../src/contract/tenants';
+import { tenantWorkflowId, tuneTitle } from '../../src/contract/tenants';
 import { solidPng } from '../../src/mock-service/png';
 import { promptSettledSignal, tuneTrainedSignal } from '../../src/contract/messages';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/contract/inputs';
@@ -572,6 +572,37 @@ export const scenarios = {
     run: async (s, workflowId) => {
       await s.start('keyClaim', [], 'real', claimWorkflowId(workflowId)).catch(() => undefined);
       return startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real')(s, workflowId);
+    },
+  },
+
+  /**
+   * A raw start under a `tuneflow:` ID that is not the run's own (its key's claim ID, `tuneflow:claim:<workflowId>`):
+   * the run refuses it at once (InvalidInput naming `workflowId`, marker `workflow-id-owned`) and creates nothing. No
+   * file name can hold that ID: the replay reads it from the history's start event.
+   */
+  workflowIdNotOwned: {
+    name: 'workflow-id-not-owned',
+    options: {},
+    run: (s, workflowId) => {
+      const start = startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real');
+      return start(s, claimWorkflowId(workflowId));
+    },
+  },
+
+  /**
+   * A raw start of a pack under a tenant's ID (`tuneflow:nexus:shop:<workflowId>`) without the memo tuneflow's
+   * starters write: refused the same way (the tenant named), nothing created.
+   */
+  tenantIdNotOwned: {
+    name: 'tenant-id-not-owned',
+    options: {},
+    run: (s, workflowId) => {
+      const start = startAndSettle(
+        'packTune',
+        { packId: PET_PACK_ID, tune: { name: 'dog', image_urls: IMAGE_URLS } },
+        'real',
+      );
+      return start(s, tenantWorkflowId('shop', workflowId));
     },
   },
 
