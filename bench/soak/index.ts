@@ -7,6 +7,7 @@
  * every invariant holds, 1 when one is broken, 2 for a bad flag.
  */
 import { runFloor, type FloorRun } from '../floor/phase';
+import { judgeFairShare, type FairShareRound } from './fair-share';
 import { FLOOR_COLOR, TUNEFLOW_COLOR, writeReportPage, type ChartedRun } from './charts';
 import { medianRatios, ratiosOf, roundFigures, sameShape, type Round } from './measure';
 import { FlagError, parseSoakOptions, USAGE, type SoakOptions } from './options';
@@ -33,6 +34,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const runId = Date.now().toString(36);
+  if (options.profiles.includes('fair-share')) return finish(options, await fairShareRounds(options, runId));
   // Each round runs the pair on fresh servers; the order turns each round, so neither side always runs on the
   // machine the other just left.
   let first: { tuneflow: { report: SoakReport; detail: PhaseDetail }; floor?: FloorRun } | undefined;
@@ -88,6 +90,52 @@ async function main(argv: string[]): Promise<number> {
     report.medianRatios = medianRatios(rounds.map((round) => round.ratios));
     report.violations.push(...laterViolations);
   }
+  return finish(options, { report, charted });
+}
+
+/**
+ * fair-share: each round a run on a dev server with fairness and one without, the first of the two turning each
+ * round; the report is the first round's run with fairness, with every round's figures and every run's violations.
+ */
+async function fairShareRounds(
+  options: SoakOptions,
+  runId: string,
+): Promise<{ report: SoakReport; charted: ChartedRun[] }> {
+  let first: { report: SoakReport; detail: PhaseDetail } | undefined;
+  const rounds: FairShareRound[] = [];
+  const violations: string[] = [];
+  for (let r = 1; r <= options.rounds; r++) {
+    const fairFirst = r % 2 === 1;
+    const order = fairFirst ? 'fair first' : 'line first';
+    stderr(`round ${r} of ${options.rounds}: ${order}`);
+    const runs: Record<'fair' | 'line', { report: SoakReport; detail: PhaseDetail }> = {} as never;
+    for (const side of fairFirst ? (['fair', 'line'] as const) : (['line', 'fair'] as const)) {
+      runs[side] = await runSoak(options, `${runId}-${r}${side[0]}`, side === 'fair');
+      violations.push(
+        ...runs[side].report.violations.map((v) => `round ${r}, fairness ${side === 'fair' ? 'on' : 'off'}: ${v}`),
+      );
+    }
+    first ??= runs.fair;
+    rounds.push({ order, fair: runs.fair.detail.fairShare!, line: runs.line.detail.fairShare! });
+    stderr(
+      `round ${r}: the ordinary tenant's p90 with the flood / alone: fairness on ${runs.fair.detail.fairShare!.ratioP90}x, ` +
+        `off ${runs.line.detail.fairShare!.ratioP90}x`,
+    );
+  }
+  const judged = judgeFairShare(rounds, {
+    flood: options.jobs,
+    ordinary: options.ordinaryJobs,
+    serviceLimit: options.serviceLimit!,
+    serviceRate: options.serviceRate!,
+  });
+  const { report, detail } = first!;
+  report.fairShare = judged.figures;
+  report.violations = [...violations, ...judged.violations];
+  return { report, charted: [{ name: 'tuneflow', color: TUNEFLOW_COLOR, ...detail }] };
+}
+
+/** Prints the table, the violations, the report page and the JSON line; the exit code. */
+function finish(options: SoakOptions, { report, charted }: { report: SoakReport; charted: ChartedRun[] }): number {
   process.stdout.write(`\n${reportTable(report)}\n`);
   for (const violation of report.violations.slice(0, 20)) process.stdout.write(`VIOLATION ${violation}\n`);
   if (options.reportDir) {

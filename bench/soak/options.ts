@@ -24,6 +24,10 @@ export const PROFILES = {
     '"allow duplicate" starts after close, titles of other runs, the other tenant\'s tune ids, squatted claims, raw ' +
     'starts under tenant IDs without the memo, the longest keys, 20,000-deep attributes, answers without cost under ' +
     'maxCostMc, file paths outside the upload directory, prompts smuggled past the budget',
+  'fair-share':
+    "two tenants on a rate-limited queue: the second tenant's --ordinary jobs alone, then the first's --jobs as a " +
+    'flood and the same ordinary jobs beside it, on a dev server with fairness on and on one without it, each round; ' +
+    "the ordinary jobs' p90 with the flood over their p90 alone (needs --service-limit and --service-rate)",
 } as const;
 export type ProfileName = keyof typeof PROFILES;
 
@@ -77,6 +81,8 @@ export interface SoakOptions {
   serviceRate?: number;
   /** Write a CPU profile of each worker process into this directory (`node --cpu-prof`). */
   cpuProfDir?: string;
+  /** With the fair-share profile: the second tenant's jobs, run alone and again beside the flood of --jobs. */
+  ordinaryJobs: number;
   /** Trace each worker's garbage collection (`node --trace-gc`) and report each V8 heap's peaks (bench/soak/gc-trace.ts). */
   traceGc: boolean;
 }
@@ -94,7 +100,7 @@ Options:
 ${Object.entries(PROFILES)
   .map(([name, what]) => `                          ${name.padEnd(21)} ${what}`)
   .join('\n')}
-                          all                   every one of them at once (lighter rates; status faults
+                          all                   every fault at once, fair-share apart (lighter rates; status faults
                                                 in the first minute; the cut ends once a callback was
                                                 refused, and the restart follows it)
   --duration D          deadline from the first start; runs open then are stuck (default 4 minutes)
@@ -107,7 +113,9 @@ ${Object.entries(PROFILES)
                         server with the same flags, workers and delays; the report adds the floor's figures and
                         tuneflow / floor (needs npm run build and --profile none)
   --rounds N            with --compare-floor: N pairs, tuneflow first then the floor first in turn; the report adds
-                        each round's tuneflow / floor and their median (default 1)
+                        each round's tuneflow / floor and their median (default 1); with fair-share: N rounds of a
+                        run with fairness and one without, the first of the two turning each round
+  --ordinary M          with fair-share: the second tenant's jobs (default 20), alone and again beside the flood
   --together            with --compare-floor: each round runs both sides at once (the machine's other work, and
                         each side's, weighs on both alike) instead of one after the other
   --report DIR          write DIR/index.html (charts: worker memory and runs in flight over time, reaction
@@ -183,6 +191,7 @@ const FLAGS = {
   'max-cached': { type: 'string' },
   'service-limit': { type: 'string' },
   'service-rate': { type: 'string' },
+  ordinary: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -206,9 +215,10 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   const profileName = v.profile ?? 'none';
   const profiles = profilesOf(profileName);
   const schedule = scheduleOf(v);
-  const comparing = comparisonOf(v, profileName);
+  const comparing = comparisonOf(v, profileName, profiles.includes('fair-share'));
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
   const service = serviceOf(v, comparing.compareFloor);
+  const ordinaryJobs = fairShareOf(v, profiles, service);
   if (v['cpu-prof'] !== undefined && !v['cpu-prof'].trim())
     throw new FlagError('--cpu-prof: must be a directory to write the profiles into');
   return {
@@ -227,6 +237,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     serverArgs: v['server-arg'] ?? [],
     cpuProfDir: v['cpu-prof'],
     traceGc: v['trace-gc'] ?? false,
+    ordinaryJobs,
     keep: v.keep ?? false,
     workerHeapMiB:
       v['worker-heap'] === undefined ? undefined : positiveInteger('--worker-heap', v['worker-heap'], 0, 65_536),
@@ -238,7 +249,11 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
 
 /** --profile: one profile, several joined by commas (they mix as in `all`), or all of them. */
 function profilesOf(profileName: string): ProfileName[] {
-  const names = profileName === 'all' ? Object.keys(PROFILES).filter((p) => p !== 'none') : profileName.split(',');
+  // fair-share is no fault but a run of its own (two servers a round), so not one of all.
+  const names =
+    profileName === 'all'
+      ? Object.keys(PROFILES).filter((p) => p !== 'none' && p !== 'fair-share')
+      : profileName.split(',');
   if (!names.every((name) => name in PROFILES))
     throw new FlagError(
       `--profile: must be one of ${[...Object.keys(PROFILES), 'all'].join(', ')} (or several joined by commas), got '${profileName}'`,
@@ -262,14 +277,21 @@ function scheduleOf(v: Flags): Pick<SoakOptions, 'jobs' | 'rate' | 'burst'> {
 }
 
 /** --compare-floor, --rounds and --together: whether the floor runs too, how often, and beside tuneflow or after. */
-function comparisonOf(v: Flags, profileName: string): Pick<SoakOptions, 'compareFloor' | 'rounds' | 'together'> {
+function comparisonOf(
+  v: Flags,
+  profileName: string,
+  fairShare: boolean,
+): Pick<SoakOptions, 'compareFloor' | 'rounds' | 'together'> {
   const compareFloor = v['compare-floor'] ?? false;
   if (compareFloor && profileName !== 'none')
     throw new FlagError(`--compare-floor: the floor takes no faults; run it with --profile none, got '${profileName}'`);
   if (compareFloor && v.cluster) throw new FlagError('--compare-floor: runs on the dev server, not with --cluster');
   const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
-  if (rounds > 1 && !compareFloor)
-    throw new FlagError('--rounds: needs --compare-floor (rounds of tuneflow and the floor)');
+  if (rounds > 1 && !compareFloor && !fairShare)
+    throw new FlagError(
+      '--rounds: needs --compare-floor (rounds of tuneflow and the floor) or --profile fair-share (rounds with ' +
+        'fairness and without)',
+    );
   const together = v.together ?? false;
   if (together && !compareFloor) throw new FlagError('--together: needs --compare-floor (it runs both sides at once)');
   if (v['floor-http'])
@@ -292,4 +314,30 @@ function serviceOf(v: Flags, compareFloor: boolean): Pick<SoakOptions, 'serviceL
       '--service-limit, --service-rate: the floor has no service rate; run them without --compare-floor',
     );
   return { serviceLimit, serviceRate };
+}
+
+/**
+ * --ordinary, and what fair-share needs: alone (its runs are its own: two stages, two servers a round), a rate to
+ * share (the queue's, under the service's limit), and dev servers the soak starts with fairness on and off.
+ */
+function fairShareOf(
+  v: Flags,
+  profiles: readonly ProfileName[],
+  service: Pick<SoakOptions, 'serviceLimit' | 'serviceRate'>,
+): number {
+  const fairShare = profiles.includes('fair-share');
+  if (v.ordinary !== undefined && !fairShare)
+    throw new FlagError("--ordinary: needs --profile fair-share (the second tenant's jobs beside the flood)");
+  const ordinary = positiveInteger('--ordinary', v.ordinary, 20, 10_000);
+  if (!fairShare) return ordinary;
+  if (profiles.length > 1) throw new FlagError('--profile: fair-share runs alone, not mixed with other profiles');
+  if (service.serviceLimit === undefined || service.serviceRate === undefined)
+    throw new FlagError(
+      "fair-share: needs --service-limit and --service-rate (a fair share of the queue's limit under the " +
+        "service's)",
+    );
+  if (v.rate !== undefined) throw new FlagError('--rate: fair-share starts each of its stages all at once');
+  if (v.cluster)
+    throw new FlagError('fair-share: runs on dev servers it starts with fairness on and off, not --cluster');
+  return ordinary;
 }

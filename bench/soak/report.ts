@@ -3,6 +3,7 @@
  * compared with the floor (the report page's table too).
  */
 import * as os from 'node:os';
+import { fairShareRows, type FairShareFigures } from './fair-share';
 import type { FaultCounts } from './faults';
 import type { HeapPeak } from './gc-trace';
 import type { AttacksVerdict, HostileCounts } from './hostile';
@@ -86,6 +87,12 @@ export interface SoakReport extends PhaseFigures {
    * tenant's, runs over their maxCostMc, and objects or charges joined to no run (tenancy.ts).
    */
   tenancy?: Omit<TenancyVerdict, 'violations'>;
+  /**
+   * Under fair-share: each round's run with fairness and without, both tenants' p50 / p90 job latencies (the ordinary
+   * tenant's alone and beside the flood), the ratio of its p90s, the 429s; the median ratios (fair-share.ts). The
+   * report's other figures are the first round's run with fairness.
+   */
+  fairShare?: FairShareFigures;
   /** Runs Temporal terminated (a history grown too large, say). */
   terminated: number;
   /** Signed callback URLs in the logs of the workers and the receiver. */
@@ -265,6 +272,7 @@ export function reportTable(report: SoakReport): string {
     ],
     ['faults', JSON.stringify(report.faults)],
     ...hostileRows(report),
+    ...(report.fairShare ? fairShareRows(report.fairShare) : []),
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   const lines = [...rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`), '', ...sizingLines(report.sizing)];

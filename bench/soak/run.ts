@@ -29,6 +29,16 @@ import {
   UNPRICED_ROUTES,
   type UploadWorld,
 } from './hostile';
+import {
+  FLOOD_TENANT,
+  ORDINARY_TENANT,
+  fairShareRun,
+  planFairShare,
+  planned,
+  startFairShare,
+  type FairSharePlan,
+  type FairShareRun,
+} from './fair-share';
 import { planJobs, startJob, tenantOf, type SoakJob } from './jobs';
 import { callbackTimes, JournalIndex, judgeRun, readHistory, SIGNATURE, type JobOutcome } from './judge';
 import { judgeTenancy } from './tenancy';
@@ -70,6 +80,8 @@ export interface PhaseDetail {
   /** Each planned job's command sequence (judge.ts), in plan order; empty for a job not read. */
   sequences: string[][];
   mockUrl: string;
+  /** Under fair-share: the run's two tenants' latencies, alone and with the flood (fair-share.ts). */
+  fairShare?: FairShareRun;
 }
 
 /** The options every job runs with: polls that recover lost callbacks quickly, deadlines well inside the run's. */
@@ -94,8 +106,10 @@ export function jobOptions(options: Pick<SoakOptions, 'trainingTime' | 'inferenc
 export async function runSoak(
   options: SoakOptions,
   runId: string,
+  /** The dev server's matching.enableFairness: off only for fair-share's comparison. */
+  fairness = true,
 ): Promise<{ report: SoakReport; detail: PhaseDetail }> {
-  const soak = new SoakRun(options, runId);
+  const soak = new SoakRun(options, runId, fairness);
   try {
     await soak.setUp();
     const followed = await soak.startAndFollow();
@@ -146,6 +160,8 @@ class SoakRun {
   private readonly jobs: SoakJob[];
   /** The tenants the plan's jobs take turns as: a second one under hostile-starters, whose attacks cross them. */
   private readonly tenants: string[];
+  /** Under fair-share: the jobs by stage (the ordinary tenant's alone, the flood, the ordinary beside it). */
+  private readonly fairShare?: FairSharePlan;
   private readonly started: SoakJob[] = [];
   private readonly notStarted: Array<{ job: SoakJob; error: string }> = [];
   /** Runs closed so far, as the progress loop last counted them. */
@@ -171,9 +187,16 @@ class SoakRun {
   constructor(
     private readonly options: SoakOptions,
     private readonly runId: string,
+    private readonly fairness = true,
   ) {
     this.taskQueue = `soak-${runId}`;
     this.jobOptions = jobOptions(options);
+    if (options.profiles.includes('fair-share')) {
+      this.tenants = [FLOOD_TENANT, ORDINARY_TENANT];
+      this.fairShare = planFairShare(runId, options.jobs, options.ordinaryJobs);
+      this.jobs = planned(this.fairShare);
+      return;
+    }
     this.tenants = this.hostileStarters ? [DEFAULT_TENANT, SECOND_TENANT] : [DEFAULT_TENANT];
     this.jobs = planJobs(runId, options.jobs, this.tenants);
   }
@@ -183,7 +206,14 @@ class SoakRun {
   }
 
   async setUp(): Promise<void> {
-    this.server = await startSoakServer(this.options, this.dir, this.cleanups, stderr, () => this.answering());
+    this.server = await startSoakServer(
+      this.options,
+      this.dir,
+      this.cleanups,
+      stderr,
+      () => this.answering(),
+      this.fairness,
+    );
     this.mock = await startMockService({
       port: 0,
       trainingTime: this.options.trainingTime as `${number}s`,
@@ -351,7 +381,11 @@ class SoakRun {
         this.notStarted.push({ job, error: (err as Error).message.split('\n')[0] });
       }
     };
-    const starting = startOnSchedule(jobs, options, t0, start);
+    const starting = this.fairShare
+      ? startFairShare(this.fairShare, start, (job) => this.closedOrDeadline(job), stderr).then(
+          (): StartTimes => ({ burstAt: t0, burstIds: new Set(jobs.map((j) => j.workflowId)) }),
+        )
+      : startOnSchedule(jobs, options, t0, start);
     const samples = await followRuns({
       client,
       taskQueue: this.taskQueue,
@@ -369,6 +403,25 @@ class SoakRun {
       log: stderr,
     });
     return { t0, times: await starting, samples };
+  }
+
+  /** Resolves once the job's run has closed, however it ended, or at the run's deadline. */
+  private async closedOrDeadline(job: SoakJob): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, Math.max(0, this.clock.deadline - Date.now()));
+    });
+    try {
+      await Promise.race([
+        job.handle!.result().then(
+          () => undefined,
+          () => undefined,
+        ),
+        deadline,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private progressLine(t0: number, running: number, failed: number): string {
@@ -539,7 +592,19 @@ class SoakRun {
     };
     return {
       report,
-      detail: { samples: followed.samples, ...phaseDetail(jobs, outcomes), mockUrl: this.mock.url },
+      detail: {
+        samples: followed.samples,
+        ...phaseDetail(jobs, outcomes),
+        mockUrl: this.mock.url,
+        ...(this.fairShare && {
+          fairShare: fairShareRun(this.fairShare, outcomes, {
+            fairness: this.fairness,
+            rateLimited: stats.rateLimited,
+            wallSeconds: figures.wallSeconds,
+            loadAverage: figures.loadAverage,
+          }),
+        }),
+      },
     };
   }
 

@@ -4,7 +4,12 @@
  */
 import * as path from 'node:path';
 import { describeServer, provisionTemporal } from '../../src/temporal-server';
-import { freePort, startDevServerProcess, type DevServerProcess } from '../../src/temporal-server/dev-server';
+import {
+  FAIRNESS_DYNAMIC_CONFIG,
+  freePort,
+  startDevServerProcess,
+  type DevServerProcess,
+} from '../../src/temporal-server/dev-server';
 import { soakCluster } from '../cluster/soak';
 import type { SoakOptions } from './options';
 
@@ -18,7 +23,8 @@ export interface SoakServer {
 
 /**
  * Starts (or names) the run's server; its stop goes on `cleanups`. `answered` resolves once the harness's client is
- * answered again after a restart.
+ * answered again after a restart. `fairness` false starts the dev server without `matching.enableFairness` (one
+ * partition still): its matching is then one first-come line whatever fairness keys the tasks carry.
  *
  * @example
  * const server = await startSoakServer(options, dir, cleanups, stderr, () => answering());
@@ -29,6 +35,7 @@ export async function startSoakServer(
   cleanups: Array<() => Promise<unknown> | unknown>,
   log: (line: string) => void,
   answered: () => Promise<void>,
+  fairness = true,
 ): Promise<SoakServer> {
   if (options.cluster) {
     // The cluster tier (bench/cluster): the full Temporal server on PostgreSQL, restarted by the server-restart fault.
@@ -42,6 +49,8 @@ export async function startSoakServer(
       },
     };
   }
+  if (!fairness && (options.cluster || process.env.TEMPORAL_ADDRESS))
+    throw new Error('a run without fairness needs a dev server of its own: unset TEMPORAL_ADDRESS');
   if (process.env.TEMPORAL_ADDRESS) {
     if (options.profiles.includes('server-restart'))
       log('TEMPORAL_ADDRESS is set: the server is not ours to restart, the server-restart fault is left out');
@@ -56,12 +65,24 @@ export async function startSoakServer(
     executable,
     port: await freePort(),
     dbFilename: needsFile ? path.join(dir, 'temporal.db') : undefined,
-    extraArgs: options.serverArgs,
+    fairness,
+    extraArgs: [
+      ...(fairness
+        ? []
+        : FAIRNESS_DYNAMIC_CONFIG.filter((s) => !s.startsWith('matching.enableFairness')).flatMap((s) => [
+            '--dynamic-config-value',
+            s,
+          ])),
+      ...options.serverArgs,
+    ],
   };
   const server: SoakServer = { address: '', process: await startDevServerProcess(settings) };
   server.address = server.process!.address;
   cleanups.push(() => server.process?.stop('SIGKILL'));
-  log(`dev server ${executable} on ${server.address}, state ${settings.dbFilename ?? 'in memory'}`);
+  log(
+    `dev server ${executable} on ${server.address}, state ${settings.dbFilename ?? 'in memory'}, fairness ` +
+      (fairness ? 'on' : 'off'),
+  );
   server.restart = async (downMs) => {
     log('fault: stopping the dev server');
     await server.process!.stop('SIGTERM');
