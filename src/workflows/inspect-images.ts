@@ -1,9 +1,30 @@
 /**
  * Image inspection (`options.inspect`): each training image is inspected before anything is paid for.
  */
-import type { ImageInspection, TrainingImage } from '../contract/inspection';
+import { patched } from '@temporalio/workflow';
+import { trainingImagesOf, type ImageInspection, type TrainingImage } from '../contract/inspection';
+import type { ResolvedOptions } from '../contract/options';
 import { runBounded } from './concurrency';
 import { service } from './activity-calls';
+
+/**
+ * Runs with this marker are `inspecting` from their start (their first search attribute upsert says so, and the
+ * `progress` query), not `creating-tune` until the first inspection. Asked only by runs that inspect: runs started
+ * before it upserted `creating-tune` first, then `inspecting`.
+ */
+export const INSPECTING_FROM_START = 'inspecting-from-start';
+
+/**
+ * True when the run will inspect training images before anything else it does (`options.inspect`, and a tune with
+ * images), so that is its first phase. Decided before the search attributes' local activity (see Job.run).
+ *
+ * @example
+ * if (inspectsFirst(options, input.tune)) job.phase = Phase.inspecting;
+ */
+export function inspectsFirst(options: ResolvedOptions, tune: unknown): boolean {
+  if (!options.inspect || typeof tune !== 'object' || tune === null) return false;
+  return trainingImagesOf(tune).length > 0 && patched(INSPECTING_FROM_START);
+}
 
 /**
  * Training images inspected at once: a few, as prompts are created, so a job of 100 images neither floods the service

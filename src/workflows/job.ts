@@ -21,7 +21,7 @@ import type { ResolvedOptions } from '../contract/options';
 import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
 import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
 import { createToCleanUp, deleteCreated } from './cleanup';
-import { inspectEach } from './inspect-images';
+import { inspectEach, inspectsFirst } from './inspect-images';
 import { pollSafely, waitFor } from './waits';
 import { WakeUps } from './wake-ups';
 
@@ -109,6 +109,7 @@ export class Job {
       // Decided before the search attributes' local activity: the SDK loses a patch asked for in the activation
       // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
       const claiming = claimsKey();
+      if (inspectsFirst(this.settings, (input as { tune?: unknown })?.tune)) this.phase = Phase.inspecting;
       await this.findable.start(this.findings());
       const prior = claiming ? await claimKey(input) : undefined;
       const result = prior ? (prior.result as T) : await checkUploads(input).then(body);

@@ -193,6 +193,37 @@ devServerTest(
   },
 );
 
+devServerTest(
+  'a run that inspects is inspecting from its first upsert, never creating-tune before it, and its progress says so',
+  async () => {
+    const h = harness();
+    // Each inspection answers 3 s late: the run's first progress comes while none has answered.
+    const faults = { answerDelayMs: 3_000, faultRoutes: ['POST /images/inspect'] };
+    await h.scenario({ mock: { trainingTime: '1s', faults } }, (s) =>
+      s.withWorker(async () => {
+        const run = await s.start('trainThenGenerate', job('dog', [], { inspect: { refuse: ['blurry'] } }), 'real');
+        const first = await s.progressUntil(run, () => true);
+        expect(first.phase).toBe('inspecting');
+        const outcome = await s.settle<TrainThenGenerateResult>(run);
+        expect(resultOf(outcome).inspection).toHaveLength(IMAGE_URLS.length);
+        const history = summarize(outcome.history);
+        expect(history.activities.slice(0, 3)).toEqual(['inspectImage', 'inspectImage', 'createTune']);
+        // One upsert per phase, inspecting the first: never creating-tune before it.
+        expect(history.upserts.map((u) => u.TuneflowPhase)).toEqual([
+          'inspecting',
+          'creating-tune',
+          'training',
+          'creating-prompts',
+          'generating',
+          'completed',
+        ]);
+        expect(history.patches).toContain('inspecting-from-start');
+        expect(outcome.stats.routes).toMatchObject({ 'POST /images/inspect': 2, 'POST /tunes': 1 });
+      }),
+    );
+  },
+);
+
 async function cancelAll(handles: WorkflowHandle[]): Promise<void> {
   await Promise.all(handles.map((h) => h.cancel()));
   await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
