@@ -15,6 +15,10 @@ import { historyFromJson } from '../workflows/history-json';
 import { installQuietRuntime } from '../workflows/global-setup';
 import { replayStrictly } from '../workflows/strict-replay';
 
+// A replay's time follows the machine's load (over jest's 5 s on two shared cores), not the history: this catches a
+// replay that hangs, never one that is slow.
+jest.setTimeout(300_000);
+
 const HISTORIES = path.join(__dirname, '..', 'histories');
 
 /**

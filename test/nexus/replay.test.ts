@@ -16,6 +16,10 @@ import { API_KEY, CALLBACK_SECRET } from '../workflows/harness';
 import { historyFromJson } from '../workflows/history-json';
 import { replayedWorkflowId } from '../workflows/history-summary';
 
+// A replay's time follows the machine's load (over jest's 5 s on two shared cores), not the history: this catches a
+// replay that hangs, never one that is slow.
+jest.setTimeout(300_000);
+
 const CALLER_HISTORIES = path.join(__dirname, 'histories');
 const HANDLER_HISTORIES = path.join(__dirname, '..', 'histories', 'nexus');
 
