@@ -12,10 +12,11 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import { TuneflowPlugin } from '../src/plugin';
 import { FailureType } from '../src/contract/failures';
-import { RESERVED_KEY_PREFIX } from '../src/contract/keys';
+import { claimWorkflowId, RESERVED_KEY_PREFIX } from '../src/contract/keys';
 import { WORKFLOW_ID_OWNED } from '../src/workflows/admission';
 import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
@@ -140,6 +141,35 @@ test(
       // Under a key of its own the run is not refused: its commands are not the recorded ones.
       await expect(replayStrictly(bundle, history, path.basename(name, '.json'))).rejects.toThrow(/nondeterminism/i);
     }
+  },
+  REPLAY_HANG_MS,
+);
+
+test(
+  "a key's claim is recorded in both its shapes: completed as its job's child, refused at once when started raw",
+  async () => {
+    const claim = readHistory(named('key-claim-of-job.json'));
+    const claimStart = claim.events?.[0]?.workflowExecutionStartedEventAttributes;
+    expect(claimStart?.workflowType?.name).toBe('keyClaim');
+    const job = claimStart?.parentWorkflowExecution?.workflowId as string;
+    expect(replayedWorkflowId(claim, 'key-claim-of-job')).toBe(claimWorkflowId(job));
+    expect(claim.events?.at(-1)?.workflowExecutionCompletedEventAttributes).toBeTruthy();
+    // It completes because its parent is the key's run: under another ID the same start is refused.
+    await expect(replayStrictly(bundle, claim, 'key-claim-of-job')).rejects.toThrow(/nondeterminism/i);
+
+    const squat = readHistory(named('key-claim-squatted.json'));
+    const squatStart = squat.events?.[0]?.workflowExecutionStartedEventAttributes;
+    expect(squatStart?.workflowType?.name).toBe('keyClaim');
+    expect(squatStart?.parentWorkflowExecution).toBeFalsy();
+    const squatted = replayedWorkflowId(squat, 'key-claim-squatted');
+    expect(squatted).toBe(claimWorkflowId('key-claim-squatted'));
+    const failed = squat.events?.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
+    expect(failed?.applicationFailureInfo?.type).toBe(FailureType.invalidInput);
+    expect(failed?.message).toContain(JSON.stringify(squatted));
+    const [details] = failed?.applicationFailureInfo?.details?.payloads ?? [];
+    expect(defaultPayloadConverter.fromPayload(details)).toMatchObject({ field: 'workflowId' });
+    // At once: nothing between its first workflow task and its failure.
+    expect(squat.events).toHaveLength(5);
   },
   REPLAY_HANG_MS,
 );

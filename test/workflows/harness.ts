@@ -66,7 +66,12 @@ export interface Scenario {
   progressUntil(handle: WorkflowHandle, predicate: (p: Progress) => boolean, timeoutMs?: number): Promise<Progress>;
   /** The workflow's outcome, its final progress, the mock's counts and the history; needs a running worker. */
   settle<R = unknown>(handle: WorkflowHandle): Promise<Outcome<R>>;
+  /** What settle reads but the progress, for a workflow that has no progress query (keyClaim). */
+  settleUnqueried<R = unknown>(handle: WorkflowHandle): Promise<Settled<R>>;
 }
+
+/** A run's outcome as read without the progress query (Scenario.settleUnqueried). */
+export type Settled<R> = Omit<Outcome<R>, 'progress'>;
 
 export interface Outcome<R> {
   workflowId: string;
@@ -141,6 +146,13 @@ export class WorkflowHarness {
     const taskQueue = `tuneflow-test-${randomUUID()}`;
     const { env, bundle, realTime } = this;
 
+    // What a settled run's outcome holds beside its ending (and its progress), read in this order.
+    const readings = async (handle: WorkflowHandle) => ({
+      stats: mock.stats(),
+      ledger: mock.ledger(API_KEY),
+      journal: mock.journal(),
+      history: await handle.fetchHistory(),
+    });
     const scenario: Scenario = {
       mock,
       api,
@@ -162,23 +174,11 @@ export class WorkflowHarness {
       },
       progressUntil: (handle, predicate, timeoutMs = 30_000) => progressUntil(handle, predicate, timeoutMs),
       async settle<R>(handle: WorkflowHandle): Promise<Outcome<R>> {
-        let result: R | undefined;
-        let error: unknown;
-        try {
-          result = (await handle.result()) as R;
-        } catch (err) {
-          error = err;
-        }
-        return {
-          workflowId: handle.workflowId,
-          result,
-          error,
-          progress: await handle.query(progressQuery),
-          stats: mock.stats(),
-          ledger: mock.ledger(API_KEY),
-          journal: mock.journal(),
-          history: await handle.fetchHistory(),
-        };
+        const ending = await endOf<R>(handle);
+        return { ...ending, progress: await handle.query(progressQuery), ...(await readings(handle)) };
+      },
+      async settleUnqueried<R>(handle: WorkflowHandle): Promise<Settled<R>> {
+        return { ...(await endOf<R>(handle)), ...(await readings(handle)) };
       },
     };
     try {
@@ -214,6 +214,15 @@ export function scenarioWorkerOptions(
     maxCachedWorkflows: 0,
     ...(identity !== undefined && { identity }),
   };
+}
+
+/** How the run ended: its result, or the error awaiting it threw. */
+async function endOf<R>(handle: WorkflowHandle): Promise<Pick<Outcome<R>, 'workflowId' | 'result' | 'error'>> {
+  try {
+    return { workflowId: handle.workflowId, result: (await handle.result()) as R, error: undefined };
+  } catch (err) {
+    return { workflowId: handle.workflowId, result: undefined, error: err };
+  }
 }
 
 async function progressUntil(

@@ -19,15 +19,17 @@ import {
   waitFor,
   type Outcome,
   type Scenario,
+  type Settled,
   type ScenarioOptions,
   type WorkflowHarness,
 } from './harness';
 
-export interface ScenarioDefinition {
+/** A scenario; one whose workflow has no progress query (keyClaim) ends in a `Settled`, not an `Outcome`. */
+export interface ScenarioDefinition<O extends Settled<unknown> = Outcome<unknown>> {
   /** Also the workflow ID and the history file name. */
   name: string;
   options: ScenarioOptions;
-  run(s: Scenario, workflowId: string): Promise<Outcome<unknown>>;
+  run(s: Scenario, workflowId: string): Promise<O>;
 }
 
 /** Training images the service never fetches (the mock keeps URLs as given). */
@@ -67,9 +69,19 @@ export const QUICK_POLLS: TuneflowOptions = {
 export function play<R = unknown>(
   harness: WorkflowHarness,
   definition: ScenarioDefinition,
+  workflowId?: string,
+): Promise<Outcome<R>>;
+export function play(
+  harness: WorkflowHarness,
+  definition: ScenarioDefinition<Settled<unknown>>,
+  workflowId?: string,
+): Promise<Settled<unknown>>;
+export function play(
+  harness: WorkflowHarness,
+  definition: ScenarioDefinition<Settled<unknown>>,
   workflowId = `${definition.name}-${Date.now()}`,
-): Promise<Outcome<R>> {
-  return harness.scenario(definition.options, (s) => definition.run(s, workflowId)) as Promise<Outcome<R>>;
+): Promise<Settled<unknown>> {
+  return harness.scenario(definition.options, (s) => definition.run(s, workflowId));
 }
 
 /** Starts and settles in one worker run. */
@@ -607,6 +619,35 @@ export const scenarios = {
   },
 
   /**
+   * A key's claim as its job makes it: `keyClaim`, the child a train-then-generate job starts under
+   * `tuneflow:claim:<workflowId>`, completes at once. Its history (not the job's) is the recording, read once the job
+   * completed; it has no progress query.
+   */
+  keyClaimOfJob: {
+    name: 'key-claim-of-job',
+    options: {},
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        await (await s.start('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real', workflowId)).result();
+        return s.settleUnqueried(s.env.client.workflow.getHandle(claimWorkflowId(workflowId)));
+      }),
+  },
+
+  /**
+   * A raw `keyClaim` start squatting a key (`tuneflow:claim:<workflowId>`, no job of that key its parent, no input, as
+   * `temporal workflow start --type keyClaim` makes it): the claim ends at once, InvalidInput naming `workflowId`.
+   */
+  keyClaimSquatted: {
+    name: 'key-claim-squatted',
+    options: {},
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const start = { taskQueue: s.taskQueue, workflowId: claimWorkflowId(workflowId), args: [] };
+        return s.settleUnqueried(await s.env.client.workflow.start('keyClaim', start));
+      }),
+  },
+
+  /**
    * `generate` on a tune another tenant's job made (its title says so): the run reads the tune, refuses it
    * (InvalidInput naming `tuneId`), and creates nothing.
    */
@@ -887,7 +928,7 @@ export const scenarios = {
       'real',
     ),
   },
-} satisfies Record<string, ScenarioDefinition>;
+} satisfies Record<string, ScenarioDefinition<Settled<unknown>>>;
 
 /** A tune made through the API (free in branch fast, 150,000 mc otherwise), waited for until trained. */
 async function trainedTune(s: Scenario, title: string, branch: 'fast' | 'sd15' = 'fast'): Promise<Tune> {
