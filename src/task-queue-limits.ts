@@ -125,7 +125,8 @@ export function lacksQueueConfig(err: unknown): boolean {
  * describeLimits({ queueRate: 9, weights: { shop: 2 } }); // 'queue 9/s, no per-tenant limit, weights shop=2'
  */
 export function describeLimits(limits: QueueLimits): string {
-  const weights = Object.entries(limits.weights);
+  // By tenant: the server's map comes in no fixed order.
+  const weights = Object.entries(limits.weights).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return [
     limits.queueRate === undefined ? 'no queue limit' : `queue ${limits.queueRate}/s`,
     limits.tenantRate === undefined ? 'no per-tenant limit' : `each tenant ${limits.tenantRate}/s times its weight`,

@@ -22,6 +22,7 @@ import { startDevServerProcess, type DevServerProcess } from '../../src/temporal
 import { commandsOf, readmeBlocks } from '../readme-blocks';
 import { devServerExecutable, devServerTest } from './environment';
 import { summarize } from './history-summary';
+import { queueLimits } from '../../src/task-queue-limits';
 
 jest.setTimeout(600_000);
 
@@ -50,10 +51,7 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   '### From another namespace #2': { by: 'test/workflows/nexus-readme.test.ts' },
   '### From another namespace #3': { here: "KeyInUseError's message, the BAD_REQUEST HandlerError's own" },
   '### Tenants #1': { by: 'test/workflows/tenants.test.ts' },
-  '### A fair share #1': {
-    notRun:
-      "an operator's commands on a server that holds task queue limits; test/cli/cli.test.ts runs queue-limits with these flags and test/workflows/fair-share.test.ts sets the same limits on a dev server (a test that runs this block as printed is left to do)",
-  },
+  '### A fair share #1': { here: "the operator's commands, then what the server holds" },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },
@@ -241,6 +239,50 @@ describe(OWN_WORKER, () => {
       } finally {
         await connection.close();
       }
+    },
+  );
+});
+
+describe('### A fair share', () => {
+  let server: DevServerProcess | undefined;
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  devServerTest(
+    "the operator's commands as printed set the queue's rate, the weights and each tenant's rate on the server, and the last says what it holds",
+    async () => {
+      const [block] = blocks.filter((b) => b.heading === '### A fair share');
+      const commands = commandsOf(block.text);
+      expect(commands.map((c) => c.split(' ').slice(0, 3).join(' '))).toEqual(
+        Array(4).fill('npx tuneflow queue-limits'),
+      );
+      server = await startDevServerProcess({ executable: devServerExecutable() });
+      // As a user runs them, one after another in the checkout (npx runs this package's bin) on TEMPORAL_ADDRESS.
+      const env = userEnv({ TEMPORAL_ADDRESS: server.address });
+      const outputs: string[] = [];
+      for (const command of commands) outputs.push((await bash(command, ROOT, env)).stdout);
+
+      const connection = await Connection.connect({ address: server.address });
+      try {
+        const held = await queueLimits({
+          service: connection.workflowService,
+          namespace: 'default',
+          taskQueue: 'tuneflow',
+        });
+        expect(held).toEqual({ queueRate: 16, tenantRate: 4, weights: { shop: 2, studio: 0.5 } });
+      } finally {
+        await connection.close();
+      }
+      // Each command answers with what the server then holds; the last, which sets nothing, with all three.
+      expect(outputs[0]).toBe(
+        'task queue tuneflow (namespace default): queue 16/s, no per-tenant limit, every weight 1\n',
+      );
+      expect(outputs[3]).toBe(
+        'task queue tuneflow (namespace default): queue 16/s, each tenant 4/s times its weight, weights shop=2,studio=0.5\n',
+      );
+      expect(outputs[2]).toBe(outputs[3]);
     },
   );
 });
