@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './callbacks/receiver-limits';
 import { durationToMs, type Duration } from './duration';
 import { DEFAULT_TENANT, tenantNameProblem } from './contract/tenants';
+import type { SpendPeriod } from './contract/spend';
 import type { TenantSettings } from './tenants';
 
 /** The public service's base URL. */
@@ -49,6 +50,8 @@ export const ENVIRONMENT = {
   TUNEFLOW_TENANT_FALLBACK: 'the tenant of Nexus requests whose endpoint the server does not say (servers before 1.30)',
   TUNEFLOW_TENANT_TUNES:
     "tunes the operator gives tenants besides their jobs' own, tenant=id+id;*=id (* is every tenant)",
+  TUNEFLOW_TENANT_BUDGETS:
+    "each tenant's spend ceiling over a UTC day or month, tenant=millicents/day,...|/month; a job over it fails OverBudget before paying (unset: none)",
   TUNEFLOW_TENANT:
     'the tenant `tuneflow start` starts jobs as (default: default, whose jobs run under their bare keys)',
 } as const;
@@ -417,7 +420,7 @@ function refuseSetting(variable: string, rule: string): never {
   throw new ConfigError(variable, rule);
 }
 
-/** The tenant settings from the environment (TUNEFLOW_TENANT_ENDPOINTS, _FALLBACK, _TUNES). */
+/** The tenant settings from the environment (TUNEFLOW_TENANT_ENDPOINTS, _FALLBACK, _TUNES, _BUDGETS). */
 export function loadTenantSettings(env: Env = process.env): TenantSettings {
   const pairs = (variable: string, separator: string): [string, string][] => {
     const seen = new Set<string>();
@@ -456,9 +459,24 @@ export function loadTenantSettings(env: Env = process.env): TenantSettings {
       return [checked('TUNEFLOW_TENANT_TUNES', tenant), parsed.data];
     }),
   );
+  const budgets = Object.fromEntries(
+    pairs('TUNEFLOW_TENANT_BUDGETS', ',').map(([tenant, budget]) => {
+      const match = /^([1-9]\d{0,14})\/(day|month)$/.exec(budget);
+      if (!match)
+        refuseSetting(
+          'TUNEFLOW_TENANT_BUDGETS',
+          `${JSON.stringify(budget)} is not a ceiling in millicents per day or month (such as 5000000/day)`,
+        );
+      return [
+        checked('TUNEFLOW_TENANT_BUDGETS', tenant),
+        { ceilingMc: Number(match[1]), period: match[2] as SpendPeriod },
+      ];
+    }),
+  );
   const fallback = env.TUNEFLOW_TENANT_FALLBACK?.trim() || undefined;
   return {
     ...(Object.keys(endpoints).length && { endpoints }),
+    ...(Object.keys(budgets).length && { budgets }),
     ...(fallback && { fallback: checked('TUNEFLOW_TENANT_FALLBACK', fallback) }),
     ...(Object.keys(tunes).length && { tunes }),
   };

@@ -6,6 +6,7 @@
  */
 import { ConfigError } from './config';
 import { DEFAULT_TENANT, tenantNameProblem, titleTenant } from './contract/tenants';
+import { SpendPeriod, type TenantBudget } from './contract/spend';
 
 export { DEFAULT_TENANT } from './contract/tenants';
 export { loadStarterTenant, loadTenantSettings } from './config';
@@ -30,6 +31,13 @@ export interface TenantSettings {
    * @default TUNEFLOW_TENANT_TUNES (`tenant=id+id;*=id`); unset: none
    */
   tunes?: Readonly<Record<string, readonly number[]>>;
+  /**
+   * Each tenant's ceiling on spend over a UTC day or month, in millicents: a job's creates are reserved against it
+   * before they are made, and a job that would pass it fails OverBudget having paid nothing more. Tenants without one
+   * spend without a ceiling (each job still within its own `maxCostMc`), and their runs make no ledger calls.
+   * @default TUNEFLOW_TENANT_BUDGETS (`tenant=5000000/day,tenant=200000000/month`); unset: none
+   */
+  budgets?: Readonly<Record<string, TenantBudget>>;
 }
 
 /** A refusal of the operator's tenant settings, naming the setting and the rule. */
@@ -48,6 +56,7 @@ export class Tenants {
   readonly #endpoints: ReadonlyMap<string, string>;
   readonly #fallback: string | undefined;
   readonly #tunes: ReadonlyMap<string, ReadonlySet<number>>;
+  readonly #budgets: ReadonlyMap<string, TenantBudget>;
 
   constructor(settings: TenantSettings = {}) {
     const name = (tenant: unknown, setting: string): string => {
@@ -76,6 +85,33 @@ export class Tenants {
         return [tenant, new Set(ids)];
       }),
     );
+    this.#budgets = new Map(
+      Object.entries(settings.budgets ?? {}).map(([tenant, budget]) => {
+        name(tenant, 'budgets');
+        const { ceilingMc, period } = budget ?? {};
+        if (!Number.isSafeInteger(ceilingMc) || (ceilingMc as number) < 1)
+          refuse(
+            'budgets',
+            `tenant ${tenant}'s ceilingMc ${JSON.stringify(ceilingMc)} is not a positive whole number of millicents`,
+          );
+        if (!Object.values(SpendPeriod).includes(period))
+          refuse(
+            'budgets',
+            `tenant ${tenant}'s period ${JSON.stringify(period)} is not ${Object.values(SpendPeriod).join(' or ')}`,
+          );
+        return [tenant, { ceilingMc, period }];
+      }),
+    );
+  }
+
+  /**
+   * The operator's ceiling on `tenant`'s spend; undefined for a tenant without one.
+   *
+   * @example
+   * new Tenants({ budgets: { shop: { ceilingMc: 5_000_000, period: 'day' } } }).budgetOf('shop'); // { ceilingMc: 5000000, period: 'day' }
+   */
+  budgetOf(tenant: string): TenantBudget | undefined {
+    return this.#budgets.get(tenant);
   }
 
   /** The tenants a request through `endpoint` runs as; undefined for an endpoint the operator mapped to none. */

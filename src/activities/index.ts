@@ -30,6 +30,16 @@ import { priorJob, type PriorJob } from '../job-under-key';
 import { SearchAttributesCheck } from '../search-attributes';
 import { Tenants } from '../tenants';
 import { TuneOwnership } from './ownership';
+import { spendActivities, type SpendActivities } from './spend';
+import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
+
+/** What a run's first local activity answers when asked for its budget too. */
+export interface RunSettings {
+  /** Whether the namespace has tuneflow's search attributes. */
+  registered: boolean;
+  /** Whether the run's tenant has a spend ceiling: its creates are reserved on the tenant's ledger. */
+  budget: boolean;
+}
 
 export { toApplicationFailure } from './failures';
 
@@ -39,7 +49,7 @@ export { toApplicationFailure } from './failures';
  * not trained yet, or a prompt not settled yet, comes back with only the fields tuneflow reads (./brief.ts); a done
  * one comes back whole. The workflows ask for it: they wait on such copies, and return only done ones.
  */
-export interface TuneflowActivities {
+export interface TuneflowActivities extends SpendActivities {
   /**
    * POST /tunes with the signed tune callback (and `title` as given; the workflow defaults it to its ID).
    * On a retry it first looks for a tune with the same title and returns that instead of creating twice.
@@ -106,6 +116,12 @@ export interface TuneflowActivities {
    * they are there.
    */
   searchAttributesRegistered(): Promise<boolean>;
+  /**
+   * With `{ budget: true }` (runs that hold their tenant's spend ceiling): also whether the run's tenant has a budget
+   * (TUNEFLOW_TENANT_BUDGETS), in the same local activity, so a run of a tenant without one makes no command more.
+   * The budget's ceiling and window are read again by each reservation, on the worker that makes it.
+   */
+  searchAttributesRegistered(input: { budget: true }): Promise<RunSettings>;
 }
 
 export interface ActivityDeps {
@@ -240,9 +256,20 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return priorJob(getClient(), input);
     },
 
-    async searchAttributesRegistered() {
-      return searchAttributes.registered(getClient().connection.operatorService, activityInfo().namespace);
+    async searchAttributesRegistered(input?: { budget: true }): Promise<never> {
+      const registered = await searchAttributes.registered(
+        getClient().connection.operatorService,
+        activityInfo().namespace,
+      );
+      // One implementation of both overloads: the answer's shape follows the input's.
+      if (!input?.budget) return registered as never;
+      const workflowId = activityInfo().workflowExecution?.workflowId ?? '';
+      const tenant = jobOfWorkflowId(workflowId)?.tenant ?? DEFAULT_TENANT;
+      const settings: RunSettings = { registered, budget: tenants.budgetOf(tenant) !== undefined };
+      return settings as never;
     },
+
+    ...spendActivities(tenants),
   };
 }
 

@@ -54,6 +54,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "the service's rate held by the server for every worker on the task queue, and each tenant's share",
     run: async (argv) => (await import('./queue-limits')).queueLimitsCommand(argv),
   },
+  spend: {
+    summary: "a tenant's spend in its budget's window: the ceiling, committed and reserved",
+    run: async (argv) => (await import('./spend')).spendCommand(argv),
+  },
   'dev-server': {
     summary: 'run a Temporal dev server with its Web UI (localhost:7233, UI on :8233), for a worker of your own',
     run: async (argv) => (await import('./dev-server')).devServerCommand(argv),

@@ -15,7 +15,13 @@
 import { proxyActivities, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { TuneflowActivities } from '../activities';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
-import { pollActivityOptions, serviceActivityOptions, temporalReadOptions, uploadCheckOptions } from './policies';
+import {
+  ledgerActivityOptions,
+  pollActivityOptions,
+  serviceActivityOptions,
+  temporalReadOptions,
+  uploadCheckOptions,
+} from './policies';
 
 /** The weight every activity carries; the server's overrides per tenant win over it. */
 export const FAIRNESS_WEIGHT = 1;
@@ -25,6 +31,7 @@ const POLICIES = {
   polls: pollActivityOptions,
   temporal: temporalReadOptions,
   uploads: uploadCheckOptions,
+  ledger: ledgerActivityOptions,
 } as const;
 type Policy = keyof typeof POLICIES;
 type Calls = ReturnType<typeof proxyActivities<TuneflowActivities>>;
@@ -51,6 +58,7 @@ function callsOfThisRun(policy: Policy): Calls {
         polls: proxy(POLICIES.polls),
         temporal: proxy(POLICIES.temporal),
         uploads: proxy(POLICIES.uploads),
+        ledger: proxy(POLICIES.ledger),
       },
     };
   }
@@ -72,3 +80,5 @@ export const polls = perRun('polls');
 export const temporal = perRun('temporal');
 /** The upload directory's check, before anything is created (runs whose input names files). */
 export const uploads = perRun('uploads');
+/** The tenant's spend ledger (runs of a tenant with a budget). */
+export const ledger = perRun('ledger');

@@ -46,16 +46,23 @@ export class Findable {
 
   /**
    * Decides, once, whether this run keeps its search attributes, and sets them. A check that fails leaves them off: a
-   * run never fails for want of them.
+   * run never fails for want of them. Answers whether the run's tenant has a spend ceiling (undefined: unknown).
    */
-  async start(now: Findings): Promise<void> {
-    if (!patched(SEARCH_ATTRIBUTES_KEPT)) return;
+  async start(now: Findings): Promise<boolean | undefined> {
+    if (!patched(SEARCH_ATTRIBUTES_KEPT)) return false;
+    // The same local activity says whether the run's tenant has a spend ceiling: no command more for any run. Unknown
+    // when it failed: each reservation then asks (money fails closed).
+    let budget: boolean | undefined;
     try {
-      this.#kept = await local.searchAttributesRegistered();
+      const answer = await local.searchAttributesRegistered({ budget: true });
+      // A history recorded before budgets holds the bare answer; no argument is compared on replay.
+      if (typeof answer === 'boolean') [this.#kept, budget] = [answer, false];
+      else [this.#kept, budget] = [answer.registered, answer.budget];
     } catch (err) {
       if (isCancellation(err)) throw err;
     }
     this.keep(now);
+    return budget;
   }
 
   /** Upserts what changed since the last upsert; nothing when nothing did, or the run keeps none. */

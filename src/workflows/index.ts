@@ -7,6 +7,7 @@ export { trainThenGenerate } from './trainThenGenerate';
 export { generate } from './generate';
 export { packTune } from './packTune';
 export { keyClaim } from './keyClaim';
+export { spendLedger } from './spendLedger';
 export {
   CallbackKind,
   packPromptsSettledSignal,

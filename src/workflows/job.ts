@@ -3,7 +3,7 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import { CancellationScope, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, condition, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
 import { ValueError } from '@temporalio/common';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
 import { polls, service } from './activity-calls';
@@ -15,6 +15,9 @@ import { refusedFlags, trainingImagesOf, type ImageInspection } from '../contrac
 import { Phase, progressQuery } from '../contract/messages';
 import { checkedOptions, checkUploads, claimKey, claimsKey, refusedInput, requireOwnWorkflowId } from './admission';
 import { Budget } from './budget';
+import { TenantSpend } from './tenant-spend';
+import { costMcOf } from '../contract/cost';
+import { invalidOption } from '../contract/options';
 import { runBounded } from './concurrency';
 import { Findable, failureTypeOf, type Findings } from './findable';
 import type { ResolvedOptions } from '../contract/options';
@@ -49,6 +52,12 @@ export class Job {
   inspection: ImageInspection[] | undefined;
   /** What the job has cost, and the checks that hold it to `maxCostMc`. */
   readonly budget: Budget;
+  /** The job's reservations on its tenant's spend ceiling (tenants with a budget only). */
+  readonly spend = new TenantSpend();
+  /** The highest price per image a prompt of this run was charged: the next prompts' reservations. */
+  private promptPerImageMc: number | undefined;
+  /** A prompt create in flight whose price could not be reserved (none known yet): the others wait for its answer. */
+  private unpricedPromptInFlight = false;
 
   /**
    * Sets the signal and query handlers, before anything can wait, so no callback is missed.
@@ -110,7 +119,7 @@ export class Job {
       // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
       const claiming = claimsKey();
       if (inspectsFirst(this.settings, (input as { tune?: unknown })?.tune)) this.phase = Phase.inspecting;
-      await this.findable.start(this.findings());
+      this.spend.held = await this.findable.start(this.findings());
       const prior = claiming ? await claimKey(input) : undefined;
       const result = prior ? (prior.result as T) : await checkUploads(input).then(body);
       requireConvertible(result);
@@ -119,6 +128,8 @@ export class Job {
     } catch (thrown) {
       // An activity's arguments no payload can carry: the SDK throws where the command is made, before it is sent.
       const err = thrown instanceof ValueError ? unconvertiblePayload('A value the run sends', thrown) : thrown;
+      // What is still reserved was not paid for: the tenant's ceiling gets it back (no command when nothing is).
+      if (this.spend.holding) await CancellationScope.nonCancellable(() => this.spend.releaseAll());
       if (isCancellation(err)) {
         if (this.settings?.cleanupOnCancel) await CancellationScope.nonCancellable(() => this.cleanUp());
         this.enter(Phase.cancelled);
@@ -155,8 +166,17 @@ export class Job {
    */
   async createTune(tune: TuneSpec & { title: string }): Promise<Tune> {
     this.enter(Phase.creatingTune);
-    const created = await this.create(() =>
-      service.createTune.executeWithOptions({ summary: 'create the tune' }, [{ tune, brief: true }]),
+    // Under a tenant's ceiling a training's price must be known before it is made, as under maxCostMc.
+    const priceMc = tune.branch === 'fast' ? 0 : this.options.tuneCostMc;
+    const unpriced = () =>
+      invalidOption(
+        'tuneCostMc',
+        "is required for a paid training where the tenant's spend has a ceiling (TUNEFLOW_TENANT_BUDGETS): the " +
+          'service publishes no price, and the training is reserved before it is made',
+      );
+    const price = priceMc ?? (() => Promise.reject(unpriced()));
+    const created = await this.spend.around('tune', price, costMcOf, () =>
+      this.create(() => service.createTune.executeWithOptions({ summary: 'create the tune' }, [{ tune, brief: true }])),
     );
     this.callbacksAsked = !!created.callback;
     this.createdTuneId = created.id;
@@ -175,10 +195,30 @@ export class Job {
   async createPackTune(packId: number, tune: PackTuneSpec & { title: string }, minId?: number): Promise<Tune> {
     this.enter(Phase.creatingTune);
     const reused = tune.tune_ids !== undefined;
-    const created = await this.create(() =>
-      service.createPackTune.executeWithOptions({ summary: `create the tune from pack ${packId}` }, [
-        { packId, tune, brief: true },
-      ]),
+    // Under a tenant's ceiling the pack's price for the class is reserved first; a pack on existing tunes has none.
+    const price = async (): Promise<number> => {
+      if (reused || tune.name === undefined) throw this.packUnpriced(packId, 'it adds prompts to existing tunes');
+      if (tune.branch === 'fast') return 0;
+      const name = tune.name;
+      const priceMc = await this.counted(
+        service.packPrice.executeWithOptions({ summary: `read pack ${packId}'s price for ${name}` }, [
+          { packId, name },
+        ]),
+      );
+      if (priceMc === null) throw this.packUnpriced(packId, `it names no price for class ${name}`);
+      return priceMc;
+    };
+    // The pack's answer has no cost_mc: its price is what the pack said (the tune's full copy, read later, tells).
+    const created = await this.spend.around(
+      'pack',
+      price,
+      () => undefined,
+      () =>
+        this.create(() =>
+          service.createPackTune.executeWithOptions({ summary: `create the tune from pack ${packId}` }, [
+            { packId, tune, brief: true },
+          ]),
+        ),
     );
     this.callbacksAsked = !!created.callback;
     if (!reused) this.createdTuneId = created.id;
@@ -267,11 +307,13 @@ export class Job {
     // promise a run makes, and each async function and await is one more (see `counted`).
     const createOne = (i: number): Promise<Prompt> => {
       const prompt = { ...specs[i], text: target.textFor(specs[i].text) };
-      return this.create(() =>
-        service.createPrompt.executeWithOptions({ summary: `create prompt ${i + 1} of ${specs.length}` }, [
-          { tuneId: target.tuneId, prompt, key: String(i), brief: true },
-        ]),
-      ).then((created) => {
+      const make = () =>
+        this.create(() =>
+          service.createPrompt.executeWithOptions({ summary: `create prompt ${i + 1} of ${specs.length}` }, [
+            { tuneId: target.tuneId, prompt, key: String(i), brief: true },
+          ]),
+        );
+      return this.promptReserved(i, specs[i].num_images ?? 1, target.free, make).then((created) => {
         this.callbacksAsked = !!created.callback;
         this.prompts.adopt(created, i);
         return created;
@@ -350,9 +392,57 @@ export class Job {
     return this.prompts.all();
   }
 
-  /** A create, counted; with `cleanupOnCancel`, one the cleanup will know of (./cleanup.ts). */
+  /**
+   * A prompt create under the tenant's ceiling: reserved at the highest price per image seen (none on a free tune);
+   * before any price is known one create goes alone, reserved at nothing, and the others wait for its answer.
+   */
+  private promptReserved(i: number, images: number, free: boolean, make: () => Promise<Prompt>): Promise<Prompt> {
+    // No ledger: the create as before, not one microtask later (commands keep their order).
+    return this.spend.off ? make() : this.promptReservedOnLedger(i, images, free, make);
+  }
+
+  private async promptReservedOnLedger(
+    i: number,
+    images: number,
+    free: boolean,
+    make: () => Promise<Prompt>,
+  ): Promise<Prompt> {
+    let unpriced = false;
+    if (!free) {
+      while (this.promptPerImageMc === undefined && this.unpricedPromptInFlight)
+        await condition(() => this.promptPerImageMc !== undefined || !this.unpricedPromptInFlight);
+      unpriced = this.promptPerImageMc === undefined;
+      if (unpriced) this.unpricedPromptInFlight = true;
+    }
+    const priceMc = free ? 0 : (this.promptPerImageMc ?? 0) * images;
+    try {
+      return await this.spend.around(`prompt-${i}`, priceMc, costMcOf, make).then((created) => {
+        const costMc = costMcOf(created);
+        if (costMc !== undefined && !free)
+          this.promptPerImageMc = Math.max(this.promptPerImageMc ?? 0, costMc / images);
+        return created;
+      });
+    } finally {
+      if (unpriced) this.unpricedPromptInFlight = false;
+    }
+  }
+
+  private packUnpriced(packId: number, why: string) {
+    return invalidOption(
+      'packId',
+      `cannot be reserved where the tenant's spend has a ceiling (TUNEFLOW_TENANT_BUDGETS): pack ${packId}'s ` +
+        `price is unknown before the request (${why})`,
+    );
+  }
+
+  /**
+   * A create, counted; with `cleanupOnCancel`, one the cleanup will know of (./cleanup.ts). A create reserved on the
+   * tenant's ledger is let finish the same way once started, so what it cost is known and committed, never released.
+   */
   private create<T>(start: () => Promise<T>): Promise<T> {
-    return this.options.cleanupOnCancel ? createToCleanUp(start, this.counted) : this.counted(start());
+    return this.options.cleanupOnCancel || this.spend.holding
+      ? createToCleanUp(start, this.counted)
+      : this.counted(start());
   }
 
   /**

@@ -87,6 +87,21 @@ export const searchAttributesCheckOptions: LocalActivityOptions = {
   retry: { initialInterval: '1 second', maximumAttempts: 3 },
 };
 
+/**
+ * The tenant's ledger (reserve, commit, release: updates of a workflow, never the service). A busy ledger refuses
+ * updates past the server's limit in flight (ResourceExhausted): retried, bounded; OverBudget is the ledger's answer.
+ */
+export const ledgerActivityOptions: ActivityOptions = {
+  startToCloseTimeout: '30 seconds',
+  retry: {
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 1.5,
+    maximumInterval: '5 seconds',
+    maximumAttempts: 100,
+    nonRetryableErrorTypes: ['OverBudget'],
+  },
+};
+
 /** The upload directory's check: it reads the file system only, on whichever worker takes it. */
 export const uploadCheckOptions: ActivityOptions = {
   startToCloseTimeout: '30 seconds',

@@ -68,6 +68,7 @@ describe('tuneflow', () => {
       'schema',
       'search-attributes',
       'queue-limits',
+      'spend',
     ])
       expect(stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
   });
@@ -94,6 +95,7 @@ describe('tuneflow', () => {
     'mock-service',
     'search-attributes',
     'queue-limits',
+    'spend',
   ])('%s --help and -h print its usage, exit 0', async (name) => {
     for (const flag of ['--help', '-h']) {
       const { code, stdout } = await tuneflow([name, flag]);
@@ -111,6 +113,15 @@ describe('tuneflow', () => {
   ])('queue-limits %j: refused naming the flag before Temporal is asked, exit 2', async (args, message) => {
     // An address nothing listens on: a flag checked after connecting would exit 3.
     const { code, stderr } = await tuneflow(['queue-limits', ...args], baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1' }));
+    expect({ code, stderr }).toEqual({ code: 2, stderr: expect.stringContaining(message) });
+  });
+
+  test.each([
+    [['--window', 'yesterday'], '--window: must be a UTC day (2026-11-27) or month (2026-11), got "yesterday"'],
+    [['--window', '2026-02-30'], '--window: must be a UTC day'],
+    [['--tenant', 'a:b'], '--tenant: "a:b" must hold only letters'],
+  ])('spend %j: refused naming the flag before Temporal is asked, exit 2', async (args, message) => {
+    const { code, stderr } = await tuneflow(['spend', ...args], baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1' }));
     expect({ code, stderr }).toEqual({ code: 2, stderr: expect.stringContaining(message) });
   });
 
@@ -304,6 +315,7 @@ describe('missing or bad settings', () => {
     ['cancel', 'job-1'],
     ['search-attributes'],
     ['queue-limits', '--rate', '8'],
+    ['spend', '--tenant', 'shop'],
   ])('%s with Temporal unreachable: one line naming the address and TEMPORAL_ADDRESS, exit 3', async (...args) => {
     const address = `127.0.0.1:${await closedPort()}`;
     const { code, stderr } = await tuneflow(args, baseEnv({ TEMPORAL_ADDRESS: address }));

@@ -15,6 +15,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import { TunesApi } from '../../src/api';
 import { TuneflowPlugin } from '../../src/plugin';
+import type { TenantSettings } from '../../src/tenants';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { startCallbackReceiver, temporalSignaler, type CallbackReceiver } from '../../src/callbacks/receiver';
 import {
@@ -100,6 +101,8 @@ export interface ScenarioOptions {
   callbacks?: boolean;
   /** Worker options beside the scenario's own: a run made as an earlier release made it (`patchActivationCallback`). */
   worker?: Pick<WorkerOptions, 'patchActivationCallback'>;
+  /** The operator's tenant settings (budgets) the worker runs with. */
+  tenants?: TenantSettings;
 }
 
 /** The receiver and clients every scenario of one environment shares. */
@@ -162,7 +165,15 @@ export class WorkflowHarness {
         const worker = await Worker.create({
           connection: env.nativeConnection,
           namespace: env.namespace ?? 'default',
-          plugins: [new TuneflowPlugin({ api, callbacks: callbacks ?? false, nexus: false, uploadDir: UPLOAD_DIR })],
+          plugins: [
+            new TuneflowPlugin({
+              api,
+              callbacks: callbacks ?? false,
+              nexus: false,
+              uploadDir: UPLOAD_DIR,
+              ...(options.tenants && { tenants: options.tenants }),
+            }),
+          ],
           ...scenarioWorkerOptions(bundle, taskQueue, identity),
           ...options.worker,
         });

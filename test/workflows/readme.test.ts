@@ -52,6 +52,10 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   '### From another namespace #3': { here: "KeyInUseError's message, the BAD_REQUEST HandlerError's own" },
   '### Tenants #1': { by: 'test/workflows/tenants.test.ts' },
   '### A fair share #1': { here: "the operator's commands, then what the server holds" },
+  "### A team's spend ceiling #1": {
+    notRun:
+      "an operator's commands against a worker whose tenants have budgets; test/workflows/tenant-spend.test.ts runs `tuneflow spend --tenant shop --json` against a ledger on a dev server, and test/cli/cli.test.ts refuses its bad flags",
+  },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },

@@ -350,6 +350,42 @@ export const scenarios = {
   },
 
   /** A training priced (`tuneCostMc`) above `maxCostMc`: refused before anything is created. */
+  /**
+   * The default tenant with a budget (10,000,000 mc a month): the training and each prompt reserved on the tenant's
+   * ledger before its create, committed with what the service charged.
+   */
+  tenantSpendHeld: {
+    name: 'tenant-spend-held',
+    options: { tenants: { budgets: { default: { ceilingMc: 10_000_000, period: 'month' } } } },
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+        prompts: twoPrompts,
+        options: { tuneCostMc: 150_000 },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
+  /**
+   * The default tenant's day's budget (100,000 mc) below a training's price (150,000): the reservation is refused and
+   * the job fails OverBudget naming the tenant's window, having created nothing.
+   */
+  tenantOverBudget: {
+    name: 'tenant-over-budget',
+    options: { tenants: { budgets: { default: { ceilingMc: 100_000, period: 'day' } } } },
+    run: startAndSettle(
+      'trainThenGenerate',
+      {
+        tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+        prompts: twoPrompts,
+        options: { tuneCostMc: 150_000 },
+      } satisfies TrainThenGenerateInput,
+      'real',
+    ),
+  },
+
   overBudgetTune: {
     name: 'over-budget-tune',
     options: {},

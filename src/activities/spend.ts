@@ -1,0 +1,120 @@
+/**
+ * A job's side of its tenant's spend ceiling: reserve a create's price on the tenant's ledger before the create, commit
+ * what the service charged, release what was not spent. Each is one update-with-start of the ledger workflow, whose
+ * update ID is a digest of the job's workflow ID, its run ID and the create it covers: a retried activity (a worker
+ * killed, a lost answer) asks again under the same ID, and the ledger counts it once.
+ */
+import { createHash } from 'node:crypto';
+import { activityInfo, getClient } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  commitSpendUpdate,
+  ledgerWorkflowId,
+  releaseSpendUpdate,
+  reserveSpendUpdate,
+  spendWindow,
+  type Spend,
+} from '../contract/spend';
+import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
+import type { Tenants } from '../tenants';
+
+/** The create a reservation covers, in its run: `tune`, `pack`, `prompt-3`. */
+export interface SpendOf {
+  create: string;
+}
+
+/** Where a reservation was made: the ledger's window, or null for a tenant without a budget. */
+export interface Reserved {
+  window: string | null;
+  spend?: Spend;
+}
+
+/** What the job's activities call for its tenant's spend. */
+export interface SpendActivities {
+  /**
+   * Reserves `priceMc` for one create on the run's tenant's ledger for the window that holds `atMs` (the run's time
+   * when it asked): OverBudget (non-retryable) when it does not fit; `window: null` when the tenant has no budget.
+   */
+  reserveSpend(input: SpendOf & { priceMc: number; atMs: number }): Promise<Reserved>;
+  /** Commits what the service charged for a create reserved in `window`; the rest of the reservation is released. */
+  commitSpend(input: SpendOf & { window: string; costMc: number }): Promise<Spend>;
+  /** Releases a create's reservation whole: it was not made, or the job ended before it. */
+  releaseSpend(input: SpendOf & { window: string }): Promise<Spend>;
+}
+
+/** The run's tenant and the reservation ID of its create: a digest, so IDs stay short whatever the key's length. */
+function reservationOf(create: string): { tenant: string; id: string } {
+  // Every tuneflow activity runs in a workflow: a standalone one has no run to reserve for.
+  const { workflowId, runId } = activityInfo().workflowExecution ?? { workflowId: '', runId: '' };
+  const tenant = jobOfWorkflowId(workflowId)?.tenant ?? DEFAULT_TENANT;
+  const id = createHash('sha256').update(`${workflowId}\n${runId}\n${create}`).digest('base64url').slice(0, 32);
+  return { tenant, id };
+}
+
+/** One update of the tenant's ledger, starting it if need be. */
+function updateLedger<Args extends unknown[]>(
+  tenant: string,
+  window: string,
+  update: Parameters<ReturnType<typeof getClient>['workflow']['executeUpdateWithStart']>[0],
+  updateId: string,
+  args: Args,
+): Promise<Spend> {
+  const { taskQueue } = activityInfo();
+  return getClient().workflow.executeUpdateWithStart(update as typeof reserveSpendUpdate, {
+    updateId,
+    args: args as never,
+    startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
+      workflowId: ledgerWorkflowId(tenant, window),
+      taskQueue,
+      args: [],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      staticSummary: `tenant ${tenant}'s spend for ${window}`,
+    }),
+  });
+}
+
+/**
+ * The spend activities over the operator's budgets.
+ *
+ * @example
+ * const activities = { ...spendActivities(tenants) };
+ */
+export function spendActivities(tenants: Tenants): SpendActivities {
+  return {
+    async reserveSpend({ create, priceMc, atMs }) {
+      const { tenant, id } = reservationOf(create);
+      const budget = tenants.budgetOf(tenant);
+      if (!budget) return { window: null };
+      const window = spendWindow(budget.period, atMs);
+      try {
+        const spend = await updateLedger(tenant, window, reserveSpendUpdate, `reserve:${id}`, [
+          { id, priceMc, ceilingMc: budget.ceilingMc },
+        ]);
+        return { window, spend };
+      } catch (err) {
+        // The validator's refusal: OverBudget naming the tenant's window, which no retry changes.
+        if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+          const { message, type, details } = err.cause;
+          throw ApplicationFailure.create({
+            message,
+            type: type ?? undefined,
+            details: details as unknown[],
+            nonRetryable: true,
+          });
+        }
+        throw err;
+      }
+    },
+
+    async commitSpend({ create, window, costMc }) {
+      const { tenant, id } = reservationOf(create);
+      return updateLedger(tenant, window, commitSpendUpdate, `commit:${id}`, [{ id, costMc }]);
+    },
+
+    async releaseSpend({ create, window }) {
+      const { tenant, id } = reservationOf(create);
+      return updateLedger(tenant, window, releaseSpendUpdate, `release:${id}`, [{ id }]);
+    },
+  };
+}

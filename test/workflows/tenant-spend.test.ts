@@ -1,0 +1,279 @@
+/**
+ * A ceiling on a team's spend (issue 43 item 3) on a real Temporal dev server (updates, update-with-start): a tenant's
+ * jobs reserve each paid create on the tenant's ledger workflow before it is made, commit what the service charged
+ * and release what they did not spend. Many concurrent starts against a window that fits N of them: exactly N are
+ * created (the mock's journal), the others fail OverBudget naming the window before any create. After faults (a 504
+ * after the create, a create refused, a cancel) the ledger's sums add up, judged by the mock's charges.
+ */
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Client, WithStartWorkflowOperation, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { TuneflowClient } from '../../src/client';
+import { ledgerWorkflowId, spendQuery, spendWindow, type Spend } from '../../src/contract/spend';
+import { tenantWorkflowId } from '../../src/contract/tenants';
+import { startMockService, TUNE_TRAINING_MC, type MockService } from '../../src/mock-service';
+import { TuneflowPlugin } from '../../src/plugin';
+import type { TenantBudget } from '../../src/contract/spend';
+import { spendCommand } from '../../src/cli/spend';
+import type { CommandIO } from '../../src/cli/command-line';
+import { bundleWorkflows } from './bundle';
+import { devServerTest, startDevServer } from './environment';
+
+jest.setTimeout(900_000);
+
+/** How many jobs start at once (the issue's 500; fewer where a machine cannot take them: TUNEFLOW_SPEND_STARTS). */
+const STARTS = Number(process.env.TUNEFLOW_SPEND_STARTS ?? 500);
+/** How many of them the tenant's window fits. */
+const FITS = 7;
+const QUICK = {
+  pollInterval: '1 second',
+  maxPollInterval: '2 seconds',
+  trainingTimeout: '1 minute',
+  promptTimeout: '1 minute',
+};
+
+let env: TestWorkflowEnvironment | undefined;
+let bundle: WorkflowBundle;
+let connection: NativeConnection;
+let mock: MockService;
+
+beforeAll(async () => {
+  env = await startDevServer();
+  [bundle, connection, mock] = await Promise.all([
+    bundleWorkflows(),
+    NativeConnection.connect({ address: env.address }),
+    startMockService({ trainingTime: '300ms', inferenceTime: '200ms' }),
+  ]);
+}, 180_000);
+
+afterAll(async () => {
+  await mock?.close();
+  await connection?.close();
+  await env?.teardown();
+});
+
+function worker(taskQueue: string, apiKey: string, budgets: Record<string, TenantBudget>) {
+  return Worker.create({
+    connection,
+    taskQueue,
+    workflowBundle: bundle,
+    plugins: [
+      new TuneflowPlugin({
+        api: { apiKey, baseUrl: mock.url },
+        callbacks: false,
+        nexus: false,
+        serviceRate: false,
+        tenants: { budgets },
+      }),
+    ],
+  });
+}
+
+function starter(taskQueue: string, tenant: string): TuneflowClient {
+  return new TuneflowClient({
+    client: new Client({ connection: env!.connection, namespace: env!.namespace ?? 'default' }),
+    taskQueue,
+    tenant,
+  });
+}
+
+const paidTune = () => ({ name: 'dog', branch: 'sd15', image_urls: [`${mock.url}/images/training-1.png`] });
+
+async function ledgerOf(tenant: string): Promise<Spend> {
+  const window = spendWindow('month', Date.now());
+  return env!.client.workflow.getHandle(ledgerWorkflowId(tenant, window)).query(spendQuery);
+}
+
+/** The activities a job scheduled, its training polls (as many as the timing makes) left out. */
+async function activityTypes(tenant: string, key: string): Promise<string[]> {
+  const history = await env!.client.workflow.getHandle(tenantWorkflowId(tenant, key)).fetchHistory();
+  return (history.events ?? []).flatMap((e) => {
+    const type = e.activityTaskScheduledEventAttributes?.activityType?.name;
+    return type && type !== 'retrieveTune' ? [type] : [];
+  });
+}
+
+/** `tuneflow spend --tenant T --json`, in process, against the dev server. */
+async function spendShown(tenant: string): Promise<{ code: number; stdout: string }> {
+  let stdout = '';
+  const io = {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: process.stderr,
+    env: { TEMPORAL_ADDRESS: env!.address, PATH: process.env.PATH },
+  } as unknown as CommandIO;
+  const code = await spendCommand(['--tenant', tenant, '--json'], io);
+  return { code, stdout };
+}
+
+/** Every reservation is accounted for: committed, released, or still held. */
+function expectSumsAddUp(spend: Spend): void {
+  expect(spend.reservedTotalMc + spend.overMc).toBe(spend.committedMc + spend.releasedMc + spend.reservedMc);
+}
+
+const failureOf = (err: unknown) =>
+  err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure ? err.cause : undefined;
+
+devServerTest(
+  `${STARTS} concurrent starts against a window that fits ${FITS}: exactly ${FITS} tunes are created, the rest fail ` +
+    'OverBudget naming the tenant and its window having created nothing',
+  async () => {
+    const taskQueue = 'spend-many';
+    const apiKey = 'spend-many-key';
+    const ceilingMc = FITS * TUNE_TRAINING_MC;
+    const w = await worker(taskQueue, apiKey, { shop: { ceilingMc, period: 'month' } });
+    const shop = starter(taskQueue, 'shop');
+    const keys = Array.from({ length: STARTS }, (_, i) => `many-${i}`);
+    const createsBefore = mock.stats().routes['POST /tunes'] ?? 0;
+    const {
+      settled: outcomes,
+      spend,
+      shown,
+    } = await w.runUntil(async () => {
+      const began = performance.now();
+      const handles = await Promise.all(
+        keys.map((key) =>
+          shop.trainThenGenerate(key, {
+            tune: paidTune(),
+            prompts: [],
+            options: { ...QUICK, tuneCostMc: TUNE_TRAINING_MC },
+          }),
+        ),
+      );
+      const settled = await Promise.allSettled(handles.map((h) => h.result()));
+      process.stderr.write(`${STARTS} starts settled in ${Math.round(performance.now() - began)} ms\n`);
+      // A query is answered by a worker: asked while this one runs; and as the operator reads it.
+      return { settled, spend: await ledgerOf('shop'), shown: await spendShown('shop') };
+    });
+    const done = outcomes.filter((o) => o.status === 'fulfilled');
+    const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [failureOf(o.reason)] : []));
+    expect(done).toHaveLength(FITS);
+    expect(refused).toHaveLength(STARTS - FITS);
+    const window = spendWindow('month', Date.now());
+    for (const failure of refused) {
+      expect(failure?.type).toBe('OverBudget');
+      expect(failure?.message).toContain(`Tenant shop's budget for ${window}`);
+      expect(failure?.details?.[0]).toMatchObject({ tenant: 'shop', window, ceilingMc, priceMc: TUNE_TRAINING_MC });
+    }
+    // The service made exactly what fits, and charged it.
+    expect(mock.stats().routes['POST /tunes']).toBe(createsBefore + FITS);
+    expect(mock.ledger(apiKey).totalMc).toBe(ceilingMc);
+    expect(spend).toMatchObject({
+      ceilingMc,
+      committedMc: ceilingMc,
+      reservedMc: 0,
+      releasedMc: 0,
+      reservations: FITS,
+    });
+    expectSumsAddUp(spend);
+    expect(shown).toEqual({ code: 0, stdout: `${JSON.stringify(spend)}\n` });
+    // A refused job reserved, and made nothing after: no create in its history.
+    const refusedKey = keys.find((_, i) => outcomes[i].status === 'rejected') as string;
+    expect(await activityTypes('shop', refusedKey)).toEqual(['reserveSpend']);
+    const doneKey = keys.find((_, i) => outcomes[i].status === 'fulfilled') as string;
+    expect(await activityTypes('shop', doneKey)).toEqual(['reserveSpend', 'createTune', 'commitSpend']);
+  },
+);
+
+devServerTest(
+  "after faults the ledger's sums add up: a 504 after the create is committed once, a training that cost less than " +
+    'its price releases the rest, a job cancelled while its create is in flight commits what it paid; a tenant ' +
+    'without a budget makes no ledger call',
+  async () => {
+    const taskQueue = 'spend-faults';
+    const apiKey = 'spend-faults-key';
+    const ceilingMc = 10 * TUNE_TRAINING_MC;
+    const w = await worker(taskQueue, apiKey, { studio: { ceilingMc, period: 'month' } });
+    const studio = starter(taskQueue, 'studio');
+    const priced = { ...QUICK, tuneCostMc: TUNE_TRAINING_MC };
+    const { studioMc, spend } = await w.runUntil(async () => {
+      // A 504 after the tune was made: the create's retry finds it, and the reservation is committed once.
+      const createsBefore = mock.stats().routes['POST /tunes'] ?? 0;
+      mock.setFaults({ status504Rate: 1, maxFaults: 1, faultRoutes: ['POST /tunes'], status504DelayMs: 0 });
+      await (await studio.trainThenGenerate('after-504', { tune: paidTune(), prompts: [], options: priced })).result();
+      mock.setFaults({});
+      expect(mock.stats().routes['POST /tunes']).toBe(createsBefore + 1);
+      // Priced above what the service charges: the rest of the reservation is released at the commit.
+      const dear = { ...QUICK, tuneCostMc: TUNE_TRAINING_MC + 50_000 };
+      await (await studio.trainThenGenerate('cost-less', { tune: paidTune(), prompts: [], options: dear })).result();
+      // Cancelled while its create is in flight: the create finishes, what it cost is committed, nothing stays held.
+      mock.setFaults({ answerDelayMs: 2_000, faultRoutes: ['POST /tunes'] });
+      const cancelled = await studio.trainThenGenerate('cancelled', {
+        tune: paidTune(),
+        prompts: [{ text: 'sks dog' }],
+        options: { ...priced, trainingTimeout: '3 minutes' },
+      });
+      while (!(await activityTypes('studio', 'cancelled')).includes('createTune'))
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      await cancelled.cancel();
+      await expect(cancelled.result()).rejects.toThrow();
+      mock.setFaults({});
+      const charged = mock.ledger(apiKey).totalMc;
+      // A tenant without a budget: not one ledger call.
+      await (
+        await starter(taskQueue, 'free').trainThenGenerate('no-budget', { tune: paidTune(), prompts: [] })
+      ).result();
+      return { studioMc: charged, spend: await ledgerOf('studio') };
+    });
+    expect(await activityTypes('studio', 'after-504')).toEqual(['reserveSpend', 'createTune', 'commitSpend']);
+    // The create was retried after the 504 (its second attempt found the tune): one reservation, one commit.
+    const after504 = await env!.client.workflow.getHandle(tenantWorkflowId('studio', 'after-504')).fetchHistory();
+    const attempts = (after504.events ?? []).map((e) => e.activityTaskStartedEventAttributes?.attempt ?? 0);
+    expect(Math.max(...attempts)).toBe(2);
+    expect(await activityTypes('studio', 'cancelled')).toEqual(['reserveSpend', 'createTune', 'commitSpend']);
+    expect(await activityTypes('free', 'no-budget')).toEqual(['createTune']);
+    expect(spend).toMatchObject({ committedMc: studioMc, reservedMc: 0, releasedMc: 50_000, reservations: 3 });
+    expect(studioMc).toBe(3 * TUNE_TRAINING_MC);
+    expectSumsAddUp(spend);
+  },
+);
+
+devServerTest(
+  'the ledger continues as new every 500 updates carrying its sums: 1,000 reservations and their commits, straight to ' +
+    'the ledger 10 at a time (the server keeps at most 10 updates in flight), and each run stays small',
+  async () => {
+    const taskQueue = 'spend-ledger';
+    const w = await worker(taskQueue, 'spend-ledger-key', {});
+    const client = new Client({ connection: env!.connection, namespace: env!.namespace ?? 'default' });
+    const workflowId = ledgerWorkflowId('bulk', '2026-11');
+    const update = (name: 'reserveSpend' | 'commitSpend', updateId: string, arg: object) =>
+      client.workflow.executeUpdateWithStart(name, {
+        updateId,
+        args: [arg],
+        startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
+          workflowId,
+          taskQueue,
+          args: [],
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        }),
+      });
+    const RESERVATIONS = 1_000;
+    const spend = await w.runUntil(async () => {
+      for (let i = 0; i < RESERVATIONS; i += 10)
+        await Promise.all(
+          Array.from({ length: 10 }, async (_, j) => {
+            const id = `r${i + j}`;
+            await update('reserveSpend', `reserve:${id}`, { id, priceMc: 10, ceilingMc: 1_000_000 });
+            await update('commitSpend', `commit:${id}`, { id, costMc: 9 });
+          }),
+        );
+      return client.workflow.getHandle(workflowId).query(spendQuery);
+    });
+    expect(spend).toMatchObject({
+      committedMc: 9 * RESERVATIONS,
+      releasedMc: RESERVATIONS,
+      reservedMc: 0,
+      reservations: RESERVATIONS,
+    });
+    expectSumsAddUp(spend);
+    // Every run's history: the first ones closed by continue-as-new after 500 updates each.
+    const runs: { events: number; bytes: number }[] = [];
+    for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+      const history = await client.workflow.getHandle(workflowId, run.runId).fetchHistory();
+      runs.push({ events: history.events?.length ?? 0, bytes: Buffer.byteLength(JSON.stringify(history)) });
+    }
+    process.stderr.write(`ledger runs for ${RESERVATIONS} reservations and commits: ${JSON.stringify(runs)}\n`);
+    expect(runs.length).toBeGreaterThanOrEqual(4);
+    for (const run of runs) expect(run.events).toBeLessThan(2_000);
+  },
+);
