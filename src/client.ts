@@ -21,6 +21,7 @@ import { progressQuery, type Progress } from './contract/messages';
 import { JOBS, type WorkflowName } from './contract/jobs';
 import { jobUnderKey } from './job-under-key';
 import { retryingCall, type RetryingCall } from './retrying-call';
+import { startPriority } from './tenants';
 import { tracedClient } from './tracing';
 
 export interface TuneflowClientOptions {
@@ -184,6 +185,8 @@ export class TuneflowClient {
         // attach as a start. A closed job is not run again (use a new key).
         workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        // Its workflow tasks share the queue by tenant, as its activities do.
+        priority: startPriority(tenant),
         // The run refuses a tenant's ID that its tenant's starter did not make (src/contract/tenants.ts).
         ...(tenant !== DEFAULT_TENANT && { memo: { [TENANT_MEMO]: tenant } }),
       });

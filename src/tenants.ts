@@ -9,6 +9,19 @@ import { DEFAULT_TENANT, tenantNameProblem, titleTenant } from './contract/tenan
 import { SpendPeriod, type TenantBudget } from './contract/spend';
 
 export { DEFAULT_TENANT } from './contract/tenants';
+
+/**
+ * A run's priority at its start: its tenant as its fairness key, weight 1 (the server's overrides per tenant win), the
+ * same key its activities carry (src/workflows/activity-calls.ts). The run's workflow tasks are matched by it, so a
+ * flood's workflow tasks wait their turn beside another tenant's; its children inherit it.
+ *
+ * @example
+ * await client.workflow.start('generate', { ...options, priority: startPriority('shop') });
+ */
+export const startPriority = (tenant: string): { fairnessKey: string; fairnessWeight: number } => ({
+  fairnessKey: tenant,
+  fairnessWeight: 1,
+});
 export { loadStarterTenant, loadTenantSettings } from './config';
 
 /** What the operator says of tenants. */

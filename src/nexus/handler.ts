@@ -14,7 +14,7 @@ import { FailureType } from '../contract/failures';
 import { KeyInUseError, otherJob, type KeyInUseDetails } from '../contract/keys';
 import { DEFAULT_TENANT, jobOfWorkflowId, TENANT_MEMO, tenantWorkflowId } from '../contract/tenants';
 import { jobUnderKey, type JobUnderKey } from '../job-under-key';
-import type { Tenants } from '../tenants';
+import { startPriority, type Tenants } from '../tenants';
 import { tuneflowService, type BusinessKey, type InvalidInputDetails } from './index';
 
 /**
@@ -43,6 +43,7 @@ class JobOperation<I extends BusinessKey, O> implements nexus.OperationHandler<I
           args: [job],
           workflowIdConflictPolicy: conflict,
           workflowIdReusePolicy: 'REJECT_DUPLICATE',
+          priority: startPriority(tenant),
           ...(tenant !== DEFAULT_TENANT && { memo: { [TENANT_MEMO]: tenant } }),
         });
       });

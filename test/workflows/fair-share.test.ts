@@ -1,11 +1,11 @@
 /**
  * A fair share of the service's rate (issue 43) on a real Temporal dev server with fairness on (tuneflow's dev server
- * sets matching.enableFairness and one partition per task queue): every activity carries its run's tenant as its
- * fairness key; the queue's limit is the server's, set by the plugin at a worker's start, so one tenant's flood
- * delays another's jobs by little; the operator's weights share the queue's dispatches while both tenants' tasks wait;
- * a worker with another limit of its own changes nothing. The mock service holds its
- * rate limit per API key (429 above it) and counts what it refused. Nothing is timed absolutely: latencies are compared
- * as a ratio between two runs of the same shape side by side.
+ * sets matching.enableFairness and one partition per task queue): every run (its workflow tasks) and every activity
+ * carries its tenant as its fairness key; the queue's limit is the server's, set by the plugin at a worker's start, so
+ * one tenant's flood delays another's jobs by little; the operator's weights share the queue's dispatches while both
+ * tenants' tasks wait; a worker with another limit of its own changes nothing. The mock service holds its rate limit
+ * per API key (429 above it) and counts what it refused. Nothing is timed absolutely: latencies are compared as a
+ * ratio between two runs of the same shape side by side.
  */
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -178,7 +178,15 @@ devServerTest(
     for (const activity of scheduled) {
       expect(activity.priority).toMatchObject({ fairnessKey: 'studio', fairnessWeight: 1 });
     }
+    // The run itself carries its tenant from its start, so its workflow tasks share the queue by tenant too.
+    const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+    expect(started?.priority).toMatchObject({ fairnessKey: 'studio', fairnessWeight: 1 });
+    const described = await env!.client.workflow
+      .getHandle(tenantWorkflowId('studio', `${fairQueue}-ordinary-0`))
+      .describe();
+    expect(described.priority).toMatchObject({ fairnessKey: 'studio', fairnessWeight: 1 });
     const shopHistory = await historyOf('shop', `${fairQueue}-flood-0`);
+    expect(shopHistory.events?.[0]?.workflowExecutionStartedEventAttributes?.priority?.fairnessKey).toBe('shop');
     const shopKeys = new Set(
       (shopHistory.events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.priority?.fairnessKey ?? []),
     );

@@ -287,7 +287,11 @@ devServerTest(
         .getHandle(tenantWorkflowId(CALLER_NAMESPACE, 'order-1002'))
         .describe();
       expect(shopRun.status.name).toBe('COMPLETED');
-      expect((await studioRun.describe()).status.name).toBe('CANCELLED');
+      const studioDescribed = await studioRun.describe();
+      expect(studioDescribed.status.name).toBe('CANCELLED');
+      // Each run's priority is its endpoint's tenant, so its workflow tasks share the queue by tenant.
+      expect(shopRun.priority).toMatchObject({ fairnessKey: CALLER_NAMESPACE, fairnessWeight: 1 });
+      expect(studioDescribed.priority).toMatchObject({ fairnessKey: OTHER_CALLER_NAMESPACE, fairnessWeight: 1 });
     });
   },
 );
