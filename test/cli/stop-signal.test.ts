@@ -26,8 +26,9 @@ function command(stopTakesMs: number) {
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c));
   child.stderr.on('data', (c: Buffer) => (output += c));
+  // 'close', not 'exit': the exit can come before the last of stdout is read (a loaded machine lost 'stopped' so).
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
-    child.on('exit', (code, signal) => done({ code, signal })),
+    child.on('close', (code, signal) => done({ code, signal })),
   );
   const lines = createInterface({ input: child.stdout });
   const line = (text: string) => new Promise<void>((done) => lines.on('line', (l) => l === text && done()));
