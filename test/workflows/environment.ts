@@ -9,7 +9,7 @@
  * global-setup.ts, so nothing is skipped there.
  */
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { WorkflowBundle } from '@temporalio/worker';
+import type { Worker, WorkflowBundle } from '@temporalio/worker';
 import { openTemporal, type DevServerSettings, type TemporalServer } from '../../src/temporal-server';
 import { startDevServerProcess } from '../../src/temporal-server/dev-server';
 import { installQuietRuntime, isCI, VERDICT_VARIABLE, type Provisioned, type TemporalVerdict } from './global-setup';
@@ -117,4 +117,26 @@ export function useWorkflowHarness(
     if (!harness) throw new Error('no workflow harness: beforeAll did not create one (no Temporal server?)');
     return harness;
   };
+}
+
+/**
+ * Runs `workers` (each with `run`, `worker.run()` by default) while `body` runs, then stops them. The plugin holds the
+ * queue's limit on the server before a worker polls, so `body` can end while a worker is still INITIALIZED, where
+ * shutdown() throws: each is waited for to run first.
+ */
+export async function whileRunning<T>(
+  workers: Worker[],
+  body: () => Promise<T>,
+  run: (worker: Worker) => Promise<void> = (worker) => worker.run(),
+): Promise<T> {
+  const running = workers.map(run);
+  try {
+    return await body();
+  } finally {
+    for (const worker of workers) {
+      while (worker.getState() === 'INITIALIZED') await new Promise((resolve) => setTimeout(resolve, 20));
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+    }
+    await Promise.all(running);
+  }
 }

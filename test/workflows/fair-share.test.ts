@@ -17,7 +17,7 @@ import { startMockService, type MockService } from '../../src/mock-service';
 import { TuneflowPlugin } from '../../src/plugin';
 import { queueLimits, setQueueLimits } from '../../src/task-queue-limits';
 import { bundleWorkflows } from './bundle';
-import { devServerTest, startDevServer } from './environment';
+import { devServerTest, startDevServer, whileRunning } from './environment';
 
 jest.setTimeout(300_000);
 
@@ -77,17 +77,6 @@ function worker(taskQueue: string, apiKey: string, own: { serviceRate?: number |
       }),
     ],
   });
-}
-
-/** Runs the workers while `body` runs, then stops them. */
-async function whileRunning<T>(workers: Worker[], body: () => Promise<T>): Promise<T> {
-  const running = workers.map((w) => w.run());
-  try {
-    return await body();
-  } finally {
-    for (const w of workers) w.shutdown();
-    await Promise.all(running);
-  }
 }
 
 function starter(taskQueue: string, tenant: string): TuneflowClient {

@@ -11,7 +11,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { createTuneflowWorker } from '../../src/cli/worker';
 import { loadWorkerConfig } from '../../src/config';
 import { TuneflowPlugin } from '../../src/plugin';
-import { devServerTest, startDevServer } from './environment';
+import { devServerTest, startDevServer, whileRunning } from './environment';
 
 jest.setTimeout(180_000);
 
@@ -56,17 +56,6 @@ async function until(taskQueue: string, done: (limit: { perSecond: number; sourc
   throw new Error(`the server never reported the limit asked for; last: ${JSON.stringify(last)}`);
 }
 
-/** Runs `worker` while `body` runs, then stops it. */
-async function whileRunning<T>(worker: Worker, run: () => Promise<void>, body: () => Promise<T>): Promise<T> {
-  const running = run();
-  try {
-    return await body();
-  } finally {
-    worker.shutdown();
-    await running;
-  }
-}
-
 devServerTest(
   "TUNEFLOW_SERVICE_RATE: the task queue's limit, set on the server at a worker's start; a worker without it lifts nothing",
   async () => {
@@ -74,19 +63,25 @@ devServerTest(
     const settings = { TUNEFLOW_API_KEY: 'k', TEMPORAL_ADDRESS: env!.address, TUNEFLOW_TASK_QUEUE: taskQueue };
     const limited = await createTuneflowWorker(loadWorkerConfig({ ...settings, TUNEFLOW_SERVICE_RATE: '7' }));
     expect(limited.worker.options.maxTaskQueueActivitiesPerSecond).toBe(7);
-    const seen = await whileRunning(limited.worker, limited.run, () =>
-      until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_API'),
+    const seen = await whileRunning(
+      [limited.worker],
+      () => until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_API'),
+      limited.run,
     );
     expect(seen.perSecond).toBeCloseTo(7);
 
     // Unset, no limit reaches the worker, and its polls lift nothing: the server's limit holds for every worker.
     const unlimited = await createTuneflowWorker(loadWorkerConfig(settings));
     expect(unlimited.worker.options.maxTaskQueueActivitiesPerSecond).toBeUndefined();
-    const after = await whileRunning(unlimited.worker, unlimited.run, async () => {
-      // Its polls reach the server within a second or two: one that lifted the limit would show by then.
-      await new Promise((resolve) => setTimeout(resolve, 3_000));
-      return effectiveLimit(taskQueue);
-    });
+    const after = await whileRunning(
+      [unlimited.worker],
+      async () => {
+        // Its polls reach the server within a second or two: one that lifted the limit would show by then.
+        await new Promise((resolve) => setTimeout(resolve, 3_000));
+        return effectiveLimit(taskQueue);
+      },
+      unlimited.run,
+    );
     expect(after).toEqual({ perSecond: 7, source: 'RATE_LIMIT_SOURCE_API' });
   },
 );
@@ -102,10 +97,8 @@ devServerTest("a user's own worker with new TuneflowPlugin() takes the limit fro
       plugins: [new TuneflowPlugin({ api: { apiKey: 'k', baseUrl: 'http://127.0.0.1:1' }, callbacks: false })],
     });
     expect(worker.options.maxTaskQueueActivitiesPerSecond).toBe(2.5);
-    const seen = await whileRunning(
-      worker,
-      () => worker.run(),
-      () => until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_API'),
+    const seen = await whileRunning([worker], () =>
+      until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_API'),
     );
     expect(seen.perSecond).toBeCloseTo(2.5);
   } finally {
