@@ -175,6 +175,38 @@ test(
 );
 
 test(
+  "a tenant's ledger is recorded in both its shapes: kept by its jobs under the operator's ceiling, refused at once " +
+    'when started raw with sums of its own',
+  async () => {
+    const ledger = readHistory(named('ledger-of-jobs.json'));
+    const events = ledger.events ?? [];
+    expect(events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name).toBe('spendLedger');
+    expect(replayedWorkflowId(ledger, 'ledger-of-jobs')).toMatch(/^tuneflow:ledger:ledgered:\d{4}-\d{2}$/);
+    // The ceiling read once, from the operator's configuration; the training and two prompts reserved and committed.
+    const { patches, activities } = summarize(ledger);
+    expect(patches).toEqual(['ledger-ceiling-from-operator']);
+    expect(activities).toEqual(['ledgerCeiling']);
+    const updates = events.flatMap(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name ?? [],
+    );
+    expect(updates).toEqual([
+      'reserveSpend',
+      'commitSpend',
+      'reserveSpend',
+      'commitSpend',
+      'reserveSpend',
+      'commitSpend',
+    ]);
+
+    const forged = readHistory(named('ledger-forged-state.json'));
+    const failed = forged.events?.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
+    expect(failed?.applicationFailureInfo?.type).toBe(FailureType.invalidInput);
+    expect(forged.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId).toBeFalsy();
+  },
+  REPLAY_HANG_MS,
+);
+
+test(
   'a deliberately broken workflow change fails the replay of the recorded histories',
   async () => {
     const happyPath = named('callbacks-happy-path.json');

@@ -13,11 +13,13 @@ import {
   ledgerWorkflowId,
   releaseSpendUpdate,
   reserveSpendUpdate,
+  spendPeriodOf,
   spendWindow,
+  windowEndMs,
   type Spend,
 } from '../contract/spend';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
-import type { Tenants } from '../tenants';
+import { startPriority, type Tenants } from '../tenants';
 
 /** The create a reservation covers, in its run: `tune`, `pack`, `prompt-3`. */
 export interface SpendOf {
@@ -41,6 +43,11 @@ export interface SpendActivities {
   commitSpend(input: SpendOf & { window: string; costMc: number }): Promise<Spend>;
   /** Releases a create's reservation whole: it was not made, or the job ended before it. */
   releaseSpend(input: SpendOf & { window: string }): Promise<Spend>;
+  /**
+   * The ceiling the operator set for `tenant` over `window` (an activity of the ledger workflow): 0 where this
+   * worker holds no budget of that tenant and period, so a ledger without one accepts nothing.
+   */
+  ledgerCeiling(input: { tenant: string; window: string }): Promise<number>;
 }
 
 /** The run's tenant and the reservation ID of its create: a digest, so IDs stay short whatever the key's length. */
@@ -69,6 +76,8 @@ function updateLedger<Args extends unknown[]>(
       taskQueue,
       args: [],
       workflowIdConflictPolicy: 'USE_EXISTING',
+      // Its workflow tasks share the queue by tenant, as the tenant's jobs' do.
+      priority: startPriority(tenant),
       staticSummary: `tenant ${tenant}'s spend for ${window}`,
     }),
   });
@@ -115,6 +124,13 @@ export function spendActivities(tenants: Tenants): SpendActivities {
     async releaseSpend({ create, window }) {
       const { tenant, id } = reservationOf(create);
       return updateLedger(tenant, window, releaseSpendUpdate, `release:${id}`, [{ id }]);
+    },
+
+    async ledgerCeiling({ tenant, window }) {
+      const budget = tenants.budgetOf(tenant);
+      return budget && windowEndMs(window) !== undefined && spendPeriodOf(window) === budget.period
+        ? budget.ceilingMc
+        : 0;
     },
   };
 }

@@ -43,6 +43,14 @@ export function windowEndMs(window: string): number | undefined {
   return Number.isNaN(end) || spendWindow(day ? 'day' : 'month', end - 1) !== window ? undefined : end;
 }
 
+/**
+ * The period of a window: a day (`2026-11-27`) or a month (`2026-11`).
+ *
+ * @example
+ * spendPeriodOf('2026-11'); // 'month'
+ */
+export const spendPeriodOf = (window: string): SpendPeriod => (window.length > 7 ? SpendPeriod.day : SpendPeriod.month);
+
 const LEDGER_PREFIX = `${RESERVED_KEY_PREFIX}ledger:`;
 
 /**

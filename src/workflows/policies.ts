@@ -88,6 +88,17 @@ export const searchAttributesCheckOptions: LocalActivityOptions = {
 };
 
 /**
+ * The operator's ceiling for a ledger's tenant, read from the worker's configuration, so a ledger never takes its
+ * ceiling from whoever sends it an update. Retried until a worker answers. An activity, not a local one: a local
+ * activity holds the workflow task open, and one begun beside an update's acceptance timed the task out (10 s) on a
+ * worker without a cache (SDK 1.13: "outgoing commands ... activation was only an eviction").
+ */
+export const ledgerCeilingOptions: ActivityOptions = {
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
+};
+
+/**
  * The tenant's ledger (reserve, commit, release: updates of a workflow, never the service). A busy ledger refuses
  * updates past the server's limit in flight (ResourceExhausted): retried, bounded; OverBudget is the ledger's answer.
  */

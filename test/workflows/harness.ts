@@ -69,6 +69,8 @@ export interface Scenario {
   settle<R = unknown>(handle: WorkflowHandle): Promise<Outcome<R>>;
   /** What settle reads but the progress, for a workflow that has no progress query (keyClaim). */
   settleUnqueried<R = unknown>(handle: WorkflowHandle): Promise<Settled<R>>;
+  /** What settle reads but the ending and the progress, of a run that goes on (a tenant's ledger). */
+  settleRunning(handle: WorkflowHandle): Promise<Settled<never>>;
 }
 
 /** A run's outcome as read without the progress query (Scenario.settleUnqueried). */
@@ -190,6 +192,9 @@ export class WorkflowHarness {
       },
       async settleUnqueried<R>(handle: WorkflowHandle): Promise<Settled<R>> {
         return { ...(await endOf<R>(handle)), ...(await readings(handle)) };
+      },
+      async settleRunning(handle: WorkflowHandle): Promise<Settled<never>> {
+        return { workflowId: handle.workflowId, ...(await readings(handle)) };
       },
     };
     try {

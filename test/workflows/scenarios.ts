@@ -11,7 +11,9 @@ import type { Prompt, Tune } from '../../src/api/schemas';
 import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import { claimWorkflowId } from '../../src/contract/keys';
 import { tenantWorkflowId, tuneTitle } from '../../src/contract/tenants';
+import { ledgerWorkflowId, SpendLedger, spendWindow } from '../../src/contract/spend';
 import { solidPng } from '../../src/mock-service/png';
+import { TuneflowClient } from '../../src/client';
 import { promptSettledSignal, tuneTrainedSignal } from '../../src/contract/messages';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/contract/inputs';
 import {
@@ -366,6 +368,44 @@ export const scenarios = {
       } satisfies TrainThenGenerateInput,
       'real',
     ),
+  },
+
+  /**
+   * A tenant's ledger as its jobs keep it: started by the training's reservation (update-with-start), its ceiling read
+   * from the operator's budgets (a local activity, marker `ledger-ceiling-from-operator`), the training and two prompts
+   * reserved and committed. Recorded as it goes on (a ledger lasts its window and a day).
+   */
+  ledgerOfJobs: {
+    name: 'ledger-of-jobs',
+    options: { tenants: { budgets: { ledgered: { ceilingMc: 10_000_000, period: 'month' } } } },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const input = {
+          tune: { name: 'dog', branch: 'sd15', image_urls: IMAGE_URLS },
+          prompts: twoPrompts,
+          options: { tuneCostMc: 150_000 },
+        } satisfies TrainThenGenerateInput;
+        // The tenant's own starter, whose memo a run under a tenant's ID needs.
+        const starter = new TuneflowClient({ client: s.env.client, taskQueue: s.taskQueue, tenant: 'ledgered' });
+        await (await starter.trainThenGenerate(workflowId, input)).result();
+        const ledger = ledgerWorkflowId('ledgered', spendWindow('month', Date.now()));
+        return s.settleRunning(s.env.client.workflow.getHandle(ledger));
+      }),
+  },
+
+  /**
+   * A raw start of a tenant's ledger carrying sums of its own making (`committedMc` below 0, which would give the
+   * tenant room it never had): not its own continue-as-new, so the ledger fails at once, InvalidInput.
+   */
+  ledgerForgedState: {
+    name: 'ledger-forged-state',
+    options: {},
+    run: (s) =>
+      s.withWorker(async () => {
+        const state = { ...SpendLedger.empty('ledgered', '2026-01').state, committedMc: -1_000_000_000 };
+        const start = { taskQueue: s.taskQueue, workflowId: ledgerWorkflowId('ledgered', '2026-01'), args: [state] };
+        return s.settleUnqueried(await s.env.client.workflow.start('spendLedger', start));
+      }),
   },
 
   /**

@@ -7,10 +7,10 @@
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
-import { Client, WithStartWorkflowOperation, WorkflowFailedError } from '@temporalio/client';
+import { Client, WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { TuneflowClient } from '../../src/client';
-import { ledgerWorkflowId, spendQuery, spendWindow, type Spend } from '../../src/contract/spend';
+import { ledgerWorkflowId, SpendLedger, spendQuery, spendWindow, type Spend } from '../../src/contract/spend';
 import { tenantWorkflowId } from '../../src/contract/tenants';
 import { startMockService, TUNE_TRAINING_MC, type MockService } from '../../src/mock-service';
 import { TuneflowPlugin } from '../../src/plugin';
@@ -116,7 +116,7 @@ const failureOf = (err: unknown) =>
 
 devServerTest(
   `${STARTS} concurrent starts against a window that fits ${FITS}: exactly ${FITS} tunes are created, the rest fail ` +
-    'OverBudget naming the tenant and its window having created nothing',
+    "OverBudget naming the tenant and its window having created nothing; the ledger runs at its tenant's priority",
   async () => {
     const taskQueue = 'spend-many';
     const apiKey = 'spend-many-key';
@@ -167,6 +167,9 @@ devServerTest(
     });
     expectSumsAddUp(spend);
     expect(shown).toEqual({ code: 0, stdout: `${JSON.stringify(spend)}\n` });
+    // Started by the jobs' activities, the ledger runs at its tenant's priority, as the jobs do.
+    const ledger = await env!.client.workflow.getHandle(ledgerWorkflowId('shop', window)).describe();
+    expect(ledger.priority).toMatchObject({ fairnessKey: 'shop', fairnessWeight: 1 });
     // A refused job reserved, and made nothing after: no create in its history.
     const refusedKey = keys.find((_, i) => outcomes[i].status === 'rejected') as string;
     expect(await activityTypes('shop', refusedKey)).toEqual(['reserveSpend']);
@@ -233,7 +236,7 @@ devServerTest(
     'the ledger 10 at a time (the server keeps at most 10 updates in flight), and each run stays small',
   async () => {
     const taskQueue = 'spend-ledger';
-    const w = await worker(taskQueue, 'spend-ledger-key', {});
+    const w = await worker(taskQueue, 'spend-ledger-key', { bulk: { ceilingMc: 1_000_000, period: 'month' } });
     const client = new Client({ connection: env!.connection, namespace: env!.namespace ?? 'default' });
     const workflowId = ledgerWorkflowId('bulk', '2026-11');
     const update = (name: 'reserveSpend' | 'commitSpend', updateId: string, arg: object) =>
@@ -275,5 +278,91 @@ devServerTest(
     process.stderr.write(`ledger runs for ${RESERVATIONS} reservations and commits: ${JSON.stringify(runs)}\n`);
     expect(runs.length).toBeGreaterThanOrEqual(4);
     for (const run of runs) expect(run.events).toBeLessThan(2_000);
+  },
+);
+
+devServerTest(
+  "anyone in the namespace who reaches a ledger gains nothing: the operator's ceiling holds against a reservation " +
+    'under a higher one, a raw start with made-up sums fails, a negative commit is refused',
+  async () => {
+    const taskQueue = 'spend-forged';
+    const ceilingMc = 1_000;
+    const w = await worker(taskQueue, 'spend-forged-key', { mallory: { ceilingMc, period: 'month' } });
+    const client = new Client({ connection: env!.connection, namespace: env!.namespace ?? 'default' });
+    const window = spendWindow('month', Date.now());
+    const workflowId = ledgerWorkflowId('mallory', window);
+    const update = (name: 'reserveSpend' | 'commitSpend', updateId: string, arg: object) =>
+      client.workflow.executeUpdateWithStart(name, {
+        updateId,
+        args: [arg],
+        startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
+          workflowId,
+          taskQueue,
+          args: [],
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        }),
+      });
+    const outcome = await w.runUntil(async () => {
+      // Under a ceiling of its own making, a billion: only the operator's 1,000 holds, read when the ledger starts.
+      const first = await update('reserveSpend', 'reserve:a', { id: 'a', priceMc: 600, ceilingMc: 1e9 });
+      const second = await update('reserveSpend', 'reserve:b', { id: 'b', priceMc: 600, ceilingMc: 1e9 }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      // Under a lower one, it is refused: an update's ceiling only ever lowers the operator's.
+      const lower = await update('reserveSpend', 'reserve:c', { id: 'c', priceMc: 300, ceilingMc: 700 }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      // A commit of less than nothing, which would free room the tenant never had: refused before the handler.
+      const negative = await update('commitSpend', 'commit:a', { id: 'a', costMc: -1_000_000 }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      // A raw start of another window's ledger carrying sums of its own: fails, nothing believed.
+      const forgedId = ledgerWorkflowId('mallory', '2026-01');
+      const forged = await client.workflow.start('spendLedger', {
+        taskQueue,
+        workflowId: forgedId,
+        args: [{ ...SpendLedger.empty('mallory', '2026-01').state, committedMc: -1e9 }],
+      });
+      const forgedEnd = await forged.result().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      return {
+        first,
+        second,
+        lower,
+        negative,
+        forgedEnd,
+        spend: await client.workflow.getHandle(workflowId).query(spendQuery),
+      };
+    });
+    expect(outcome.first).toMatchObject({ ceilingMc, reservedMc: 600, reservations: 1 });
+    for (const refused of [outcome.second, outcome.lower]) {
+      expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
+      expect((refused as WorkflowUpdateFailedError).cause).toMatchObject({ type: 'OverBudget' });
+    }
+    expect(((outcome.second as WorkflowUpdateFailedError).cause as ApplicationFailure).details?.[0]).toMatchObject({
+      ceilingMc,
+      reservedMc: 600,
+      priceMc: 600,
+    });
+    expect(outcome.negative).toBeInstanceOf(WorkflowUpdateFailedError);
+    expect(String((outcome.negative as WorkflowUpdateFailedError).cause?.message)).toMatch(/0 or more/);
+    expect(failureOf(outcome.forgedEnd)?.type).toBe('InvalidInput');
+    expect(outcome.spend).toMatchObject({ ceilingMc, reservedMc: 600, committedMc: 0, reservations: 1 });
+    // The ceiling came from the operator: read once at the start, and once more for the reservation under a higher
+    // one than it (the sign of a ceiling raised since), not for the lower one; the refused commit left no history.
+    const history = await client.workflow.getHandle(workflowId).fetchHistory();
+    const activities = (history.events ?? []).flatMap(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [],
+    );
+    expect(activities).toEqual(['ledgerCeiling', 'ledgerCeiling']);
+    const accepted = (history.events ?? []).flatMap(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId ?? [],
+    );
+    expect(accepted).not.toContain('commit:a');
   },
 );
