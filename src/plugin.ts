@@ -17,6 +17,7 @@ import { TunesApi, type TunesApiOptions } from './api';
 import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
 import type { ReceiverLimits } from './callbacks/receiver-limits';
 import { CallbackSigner } from './callbacks/signing';
+import { describeProbe, probeCallbackUrl } from './callbacks/probe';
 import { rememberScheduledBy } from './callbacks/trace-context';
 import {
   DEFAULT_CALLBACK_PORT,
@@ -175,7 +176,8 @@ export interface TuneflowPluginOptions {
   checkApiKey?: boolean;
   /**
    * More fields for the one line the worker logs when it starts ("tuneflow worker started", with the service URL,
-   * callbacks, the receiver's address, the upload directory, the rate, Nexus, tracing and the key check): a command
+   * callbacks, the receiver's address, the upload directory, the rate, Nexus, tracing, the key check and, with
+   * callbacks, what a signed probe through their public base URL found (`callbackProbe`): a command
    * line adds its metrics address, say. `false`: no line.
    * @default {}
    */
@@ -317,7 +319,8 @@ export class TuneflowPlugin extends SimplePlugin {
     try {
       const keyCheck = this.#checkApiKey ? await this.#checkKey(worker, next) : 'off';
       const callbacks = this.#callbacks;
-      if (!callbacks || !this.#signer || callbacks.receive === false) return await this.#run(worker, next, keyCheck);
+      if (!callbacks || !this.#signer || callbacks.receive === false)
+        return await this.#run(worker, next, keyCheck, this.#probe());
       const client = callbacks.client ?? worker.client;
       if (!client) throw new TypeError('TuneflowPlugin: the worker has no connection to signal workflows through');
       // Traced, the signal is a span of the callback's trace and carries it into the run.
@@ -335,7 +338,8 @@ export class TuneflowPlugin extends SimplePlugin {
         throw portProblem(err, this.#callbackPortSetting, `port ${port}`, CALLBACK_PORT_ADVICE) ?? err;
       });
       try {
-        await this.#run(worker, next, keyCheck);
+        // Once the receiver listens: the probe may come back to it.
+        await this.#run(worker, next, keyCheck, this.#probe());
       } finally {
         await receiver.close();
       }
@@ -396,16 +400,36 @@ export class TuneflowPlugin extends SimplePlugin {
    * key check went. Said once the run began (the worker is RUNNING before its first wait), not before it: a caller may
    * shut the worker down as soon as it runs.
    */
-  async #run(worker: Worker, next: (w: Worker) => Promise<void>, keyCheck: string): Promise<void> {
+  async #run(
+    worker: Worker,
+    next: (w: Worker) => Promise<void>,
+    keyCheck: string,
+    probe: Promise<string> | undefined,
+  ): Promise<void> {
     const running = super.runWorker(worker, next);
     // Its failure is awaited below, after the line.
     running.catch(() => undefined);
     if (this.#report !== false) {
       const report = { taskQueue: worker.options.taskQueue, namespace: worker.options.namespace, ...this.#report };
+      // The worker polls meanwhile: the line waits for the probe (a few seconds at most), the jobs do not.
+      const callbackProbe = await probe;
       const logger = this.#logger ?? (await import('@temporalio/worker')).Runtime.instance().logger;
-      logger.info('tuneflow worker started', { ...report, apiKeyCheck: keyCheck });
+      logger.info('tuneflow worker started', {
+        ...report,
+        apiKeyCheck: keyCheck,
+        ...(callbackProbe !== undefined && { callbackProbe }),
+      });
     }
     await running;
+  }
+
+  /**
+   * One signed probe through the callbacks' public base URL, for the start report (none without one): what it found,
+   * never the signed URL. It never stops the worker.
+   */
+  #probe(): Promise<string> | undefined {
+    if (!this.#signer || this.#report === false) return undefined;
+    return probeCallbackUrl(this.#signer).then(describeProbe);
   }
 
   /**

@@ -18,7 +18,8 @@ import type { AddressInfo, Socket } from 'node:net';
 import { context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { answers, answerUnreadable, busy, drain, health, send } from './answers';
 import { SignalerUnavailableError, type SignalOutcome } from './signaler';
-import type { CallbackRun } from './signing';
+import { PROBE_PATH, type CallbackRun } from './signing';
+import { answerProbe } from './probe';
 import { callbackPath } from '../contract/messages';
 import { listen, localUrl } from '../listening';
 import { callbackParent } from './trace-context';
@@ -84,7 +85,8 @@ export interface CallbackReceiver {
 }
 
 /**
- * Starts the callback receiver: `POST /callbacks/<kind>?workflowId=...&runId=...&sig=...` and `GET /healthz`.
+ * Starts the callback receiver: `POST /callbacks/<kind>?workflowId=...&runId=...&sig=...`, `GET /healthz`, and a
+ * worker's start-up probe `POST /callbacks/probe?nonce=...&sig=...` (answered 200 with its nonce, no signal).
  *
  * Answers: 200 once the run is woken (`delivered`), when the same callback woke it moments ago (`coalesced`), or
  * when the run is closed (`workflow-not-found`: the service never retries); 403 for a missing or wrong signature, 404
@@ -165,7 +167,8 @@ class CallbackHandler {
 
   /** `Expect: 100-continue`: only a request whose body would be read is told to send it. */
   handleExpectingContinue(req: IncomingMessage, res: ServerResponse): void {
-    if ((req.url ?? '/').split('?')[0] === '/healthz') return this.handle(req, res);
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz' || path === PROBE_PATH) return this.handle(req, res);
     const target = this.check(req, res);
     if (!target) return;
     res.writeContinue();
@@ -176,7 +179,13 @@ class CallbackHandler {
     const { connections, buffered, refusals, logger } = this.s;
     connections.busy(req.socket);
     res.once('close', () => connections.rest(req.socket));
-    if ((req.url ?? '/').split('?')[0] === '/healthz') return health(req, res, this.refuse);
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') return health(req, res, this.refuse);
+    // A worker's start-up probe (probe.ts): answered, never a signal.
+    if (path === PROBE_PATH)
+      return answerProbe(req, res, this.s.signer, (status, reason, error) =>
+        this.refuse(req, res, { status, reason, error }),
+      );
     const target = checked ?? this.check(req, res);
     if (!target) return;
     const span = callbackSpan(res, target.route, target.run, target.params);

@@ -20,6 +20,8 @@ const SIGNATURE_HEX_LENGTH = SIGNATURE_BYTES * 2;
 const MIN_SECRET_LENGTH = 16;
 /** Run IDs are UUIDs; anything with a newline would make the signed text ambiguous. */
 const MAX_RUN_ID_LENGTH = 128;
+/** Where a start-up probe is posted (src/callbacks/probe.ts): beside the kinds' paths, and none of them. */
+export const PROBE_PATH = '/callbacks/probe';
 
 /** The run a callback URL is for. */
 export interface CallbackRun {
@@ -126,6 +128,33 @@ export class CallbackSigner {
   }
 
   /**
+   * The signed URL of a start-up probe (`<baseUrl>/callbacks/probe?nonce=...&sig=...`): a callback the receiver answers
+   * as a probe, signalling no run. Its signed text starts `probe\n`, which no callback kind's does.
+   *
+   * @example
+   * signer.probeUrl('5f0c2a...'); // https://hooks.example.com/callbacks/probe?nonce=5f0c2a...&sig=...
+   */
+  probeUrl(nonce: string): string {
+    if (this.baseUrl === undefined)
+      throw new TypeError('CallbackSigner: probeUrl() needs the baseUrl option (this signer only checks signatures)');
+    if (!isNonce(nonce)) throw new TypeError('nonce: must be 1 to 64 letters, digits, - or _');
+    const query = new URLSearchParams({ nonce, sig: this.#signProbe(nonce).toString('hex') });
+    return `${this.baseUrl}${PROBE_PATH}?${query.toString()}`;
+  }
+
+  /** Whether `signature` (hex) is the one `probeUrl(nonce)` gives; compared in constant time, never throws. */
+  verifyProbe(nonce: string, signature: string): boolean {
+    if (!isNonce(nonce) || typeof signature !== 'string' || signature.length !== SIGNATURE_HEX_LENGTH) return false;
+    const given = Buffer.from(signature, 'hex');
+    if (given.length !== SIGNATURE_BYTES) return false;
+    return timingSafeEqual(given, this.#signProbe(nonce));
+  }
+
+  #signProbe(nonce: string): Buffer {
+    return createHmac('sha256', this.#secret).update(`probe\n${nonce}`).digest();
+  }
+
+  /**
    * Known kinds and run IDs hold no newline, and the workflow ID comes last: `kind\nrunId\nworkflowId` is unambiguous.
    * The old form (`kind\nworkflowId`, no run) can never equal it, so old URLs are refused. The other parameters, when
    * there are any, go before the workflow ID as one URL-encoded line starting with `?` (no newline inside); without
@@ -139,6 +168,10 @@ export class CallbackSigner {
     // One update call: each is a crossing into native code, and this runs once per callback.
     return createHmac('sha256', this.#secret).update(`${kind}\n${runId}\n${line}${workflowId}`).digest();
   }
+}
+
+function isNonce(value: unknown): value is string {
+  return typeof value === 'string' && /^[\w-]{1,64}$/.test(value);
 }
 
 function isRunId(value: unknown): value is string {

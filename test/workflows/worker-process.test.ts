@@ -149,6 +149,8 @@ devServerTest(
           metrics: 'off',
           traces: 'off',
           apiKeyCheck: 'accepted',
+          // The signed probe came back to the worker's own receiver (test/workflows/callback-probe.test.ts: the rest).
+          callbackProbe: 'arrived',
         });
         // The check is one read of the service, made before the worker polled.
         expect(strict.stats().routes).toEqual({ 'GET /tunes': 1 });
