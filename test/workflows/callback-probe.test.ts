@@ -13,7 +13,7 @@ import { startMockService, type MockService } from '../../src/mock-service';
 import { TuneflowPlugin } from '../../src/plugin';
 import { freePort } from '../../src/temporal-server/dev-server';
 import { bundleWorkflows } from './bundle';
-import { createTestEnvironment, devServerTest, startDevServer, workflowTest } from './environment';
+import { devServerTest, startDevServer } from './environment';
 import { startWorkerProcess } from './worker-process';
 
 jest.setTimeout(120_000);
@@ -40,8 +40,9 @@ async function serving(status: number, headers: Record<string, string>): Promise
 }
 
 beforeAll(async () => {
-  [env, bundle, mock, redirecting, walled] = await Promise.all([
-    createTestEnvironment(),
+  // The server alone first: its start has a limit of its own, which bundling beside it can pass on a loaded machine.
+  env = await startDevServer();
+  [bundle, mock, redirecting, walled] = await Promise.all([
     bundleWorkflows(),
     startMockService({ port: 0 }),
     serving(302, { location: 'https://login.example.com/sso?next=%2Fcallbacks%2Fprobe' }),
@@ -100,68 +101,66 @@ async function startReport(baseUrl: (receiverPort: number) => string): Promise<L
   return line!.meta!;
 }
 
-workflowTest("the plugin's start report says what the probe found, and the worker runs whatever it found", async () => {
-  const closed = await freePort();
-  const cases: Array<[string, (port: number) => string, string]> = [
-    ["the worker's own receiver", (port) => `http://127.0.0.1:${port}`, 'arrived'],
-    ['a redirect', () => urlOf(redirecting), 'redirected (302 to login.example.com)'],
-    ['an auth wall', () => `${urlOf(walled)}/hooks`, 'refused (401)'],
-    ['a closed port', () => `http://127.0.0.1:${closed}`, 'unreachable (ECONNREFUSED)'],
-    ['plain http to a public host', () => 'http://hooks.example.com', 'not https (nothing sent)'],
-  ];
-  const found: Record<string, unknown> = {};
-  for (const [what, baseUrl] of cases) {
-    const report = await startReport(baseUrl);
-    found[what] = report.callbackProbe;
-    // The base URL is said as it is: it carries no signature.
-    expect(report.callbacks).toBe(baseUrl(Number(String(report.receiver).split(':')[1])));
-  }
-  expect(found).toEqual(Object.fromEntries(cases.map(([what, , said]) => [what, said])));
-  // A worker without callbacks sends no probe and says none.
-  const logger = recordingLogger();
-  const worker = await Worker.create({
-    connection: env!.nativeConnection,
-    taskQueue: 'callback-probe-off',
-    workflowBundle: bundle,
-    plugins: [
-      new TuneflowPlugin({ api: { apiKey: API_KEY, baseUrl: mock.url }, callbacks: false, nexus: false, logger }),
-    ],
-  });
-  await worker.runUntil(() => saidStart(logger));
-  expect(logger.lines.find((l) => l.message === 'tuneflow worker started')!.meta).not.toHaveProperty('callbackProbe');
-});
+devServerTest(
+  "the plugin's start report says what the probe found, and the worker runs whatever it found",
+  async () => {
+    const closed = await freePort();
+    const cases: Array<[string, (port: number) => string, string]> = [
+      ["the worker's own receiver", (port) => `http://127.0.0.1:${port}`, 'arrived'],
+      ['a redirect', () => urlOf(redirecting), 'redirected (302 to login.example.com)'],
+      ['an auth wall', () => `${urlOf(walled)}/hooks`, 'refused (401)'],
+      ['a closed port', () => `http://127.0.0.1:${closed}`, 'unreachable (ECONNREFUSED)'],
+      ['plain http to a public host', () => 'http://hooks.example.com', 'not https (nothing sent)'],
+    ];
+    const found: Record<string, unknown> = {};
+    for (const [what, baseUrl] of cases) {
+      const report = await startReport(baseUrl);
+      found[what] = report.callbackProbe;
+      // The base URL is said as it is: it carries no signature.
+      expect(report.callbacks).toBe(baseUrl(Number(String(report.receiver).split(':')[1])));
+    }
+    expect(found).toEqual(Object.fromEntries(cases.map(([what, , said]) => [what, said])));
+    // A worker without callbacks sends no probe and says none.
+    const logger = recordingLogger();
+    const worker = await Worker.create({
+      connection: env!.nativeConnection,
+      taskQueue: 'callback-probe-off',
+      workflowBundle: bundle,
+      plugins: [
+        new TuneflowPlugin({ api: { apiKey: API_KEY, baseUrl: mock.url }, callbacks: false, nexus: false, logger }),
+      ],
+    });
+    await worker.runUntil(() => saidStart(logger));
+    expect(logger.lines.find((l) => l.message === 'tuneflow worker started')!.meta).not.toHaveProperty('callbackProbe');
+  },
+);
 
 devServerTest("tuneflow worker's start line says a redirected callback URL, and the worker runs", async () => {
-  const dev = await startDevServer();
+  const callbackPort = await freePort();
+  const worker = await startWorkerProcess({
+    temporalAddress: env!.address,
+    apiKey: API_KEY,
+    apiUrl: mock.url,
+    taskQueue: `callback-probe-process-${process.pid}`,
+    env: {
+      TUNEFLOW_CALLBACK_BASE_URL: urlOf(redirecting),
+      TUNEFLOW_CALLBACK_SECRET: SECRET,
+      TUNEFLOW_CALLBACK_PORT: String(callbackPort),
+      TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
+    },
+  });
   try {
-    const callbackPort = await freePort();
-    const worker = await startWorkerProcess({
-      temporalAddress: dev.address,
-      apiKey: API_KEY,
-      apiUrl: mock.url,
-      taskQueue: `callback-probe-process-${process.pid}`,
-      env: {
-        TUNEFLOW_CALLBACK_BASE_URL: urlOf(redirecting),
-        TUNEFLOW_CALLBACK_SECRET: SECRET,
-        TUNEFLOW_CALLBACK_PORT: String(callbackPort),
-        TUNEFLOW_CALLBACK_HOST: '127.0.0.1',
-      },
+    const started = worker
+      .log()
+      .split('\n')
+      .find((line) => line.includes('"tuneflow worker started"'));
+    expect(JSON.parse(started!).meta).toMatchObject({
+      callbacks: urlOf(redirecting),
+      callbackProbe: 'redirected (302 to login.example.com)',
     });
-    try {
-      const started = worker
-        .log()
-        .split('\n')
-        .find((line) => line.includes('"tuneflow worker started"'));
-      expect(JSON.parse(started!).meta).toMatchObject({
-        callbacks: urlOf(redirecting),
-        callbackProbe: 'redirected (302 to login.example.com)',
-      });
-      expect(worker.log()).not.toMatch(/sig=/);
-    } finally {
-      worker.child.kill('SIGTERM');
-    }
-    expect(await worker.exited).toBe(0);
+    expect(worker.log()).not.toMatch(/sig=/);
   } finally {
-    await dev.teardown();
+    worker.child.kill('SIGTERM');
   }
+  expect(await worker.exited).toBe(0);
 });
