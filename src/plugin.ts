@@ -18,6 +18,7 @@ import { startCallbackReceiver, temporalSignaler } from './callbacks/receiver';
 import type { ReceiverLimits } from './callbacks/receiver-limits';
 import { CallbackSigner } from './callbacks/signing';
 import { describeProbe, probeCallbackUrl } from './callbacks/probe';
+import { callbackCounter } from './metrics';
 import { rememberScheduledBy } from './callbacks/trace-context';
 import {
   DEFAULT_CALLBACK_PORT,
@@ -325,6 +326,11 @@ export class TuneflowPlugin extends SimplePlugin {
       if (!client) throw new TypeError('TuneflowPlugin: the worker has no connection to signal workflows through');
       // Traced, the signal is a span of the callback's trace and carries it into the run.
       const port = callbacks.port ?? DEFAULT_CALLBACK_PORT;
+      // The Runtime's meter, tagged as the worker's own metrics are: the callbacks appear where the worker's do.
+      const meter = (await import('@temporalio/worker')).Runtime.instance().metricMeter.withTags({
+        namespace: worker.options.namespace,
+        taskQueue: worker.options.taskQueue,
+      });
       const receiver = await startCallbackReceiver({
         port,
         host: callbacks.host,
@@ -332,6 +338,7 @@ export class TuneflowPlugin extends SimplePlugin {
         signaler: temporalSignaler(this.#otel ? tracedClient(client) : client),
         logger: this.#logger,
         limits: callbacks.limits,
+        countCallback: callbackCounter(meter),
       }).catch(async (err: unknown) => {
         // The worker never ran: it lets go of its connection (which the caller closes next) before the error goes up.
         await releaseUnrun(worker, next);

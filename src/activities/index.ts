@@ -5,7 +5,7 @@
  * ApplicationFailures whose `type` the retry policies in src/workflows/policies.ts understand. Retrying is Temporal's
  * job: nothing here loops.
  */
-import { activityInfo, cancellationSignal, getClient, heartbeat } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, Context, getClient, heartbeat } from '@temporalio/activity';
 import type { TunesApi } from '../api';
 import type { Prompt, Tune } from '../api/schemas';
 import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from '../callbacks/signing';
@@ -32,6 +32,8 @@ import { Tenants } from '../tenants';
 import { TuneOwnership } from './ownership';
 import { spendActivities, type SpendActivities } from './spend';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
+import { countCharge, countInspection, countRetry, requestCounter } from '../metrics';
+import type { RequestObserver } from '../api/http';
 
 /** What a run's first local activity answers when asked for its budget too. */
 export interface RunSettings {
@@ -183,7 +185,9 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(async () => {
         // A LoRA or FaceID trains on its base: the tenant's, or one the operator gave it.
         if (typeof tune.base_tune_id === 'number') await ownership.requireOwned('tune.base_tune_id', tune.base_tune_id);
-        return ownership.remember(await createTuneOnce(creates, await uploadsOfTune(uploadDir, tune, reading)));
+        return ownership.remember(
+          charged(await createTuneOnce(creates, await uploadsOfTune(uploadDir, tune, reading))),
+        );
       }, brief && briefTune);
     },
 
@@ -202,7 +206,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(async () => {
         // The LoRAs and FaceIDs its text loads are the tenant's (each tune's title read once per worker).
         await ownership.requireReferences(`prompts[${key}].text`, prompt.text);
-        return createPromptOnce(creates, tuneId, await uploadsOfPrompt(uploadDir, prompt, reading), key);
+        return charged(await createPromptOnce(creates, tuneId, await uploadsOfPrompt(uploadDir, prompt, reading), key));
       }, brief && briefPrompt);
     },
 
@@ -233,7 +237,7 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
 
     async createPackTune({ packId, tune, brief }) {
       return mapped(
-        async () => createPackTuneOnce(creates, packId, await uploadsOfTune(uploadDir, tune, reading)),
+        async () => charged(await createPackTuneOnce(creates, packId, await uploadsOfTune(uploadDir, tune, reading))),
         brief && briefTune,
       );
     },
@@ -244,7 +248,9 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
           image.url !== undefined
             ? { file_url: image.url }
             : { file: (await readUploads(uploadDir, [{ field: image.field, path: image.path ?? '' }], reading))[0] };
-        return briefInspection(image, await api.images.inspect({ name, ...source }, options()));
+        const inspection = briefInspection(image, await api.images.inspect({ name, ...source }, options()));
+        countInspection(Context.current().metricMeter, inspection.flags);
+        return inspection;
       });
     },
 
@@ -381,9 +387,32 @@ function runOf(): CallbackRun {
   return { workflowId: execution.workflowId, runId: execution.runId };
 }
 
-/** Cancellation of the activity aborts its request; its attempt is the request's, on its span. */
+/**
+ * Cancellation of the activity aborts its request; its attempt is the request's, on its span; its requests are counted
+ * in the worker's metrics.
+ */
 function options() {
-  return { signal: cancellationSignal(), attempt: activityInfo().attempt };
+  return { signal: cancellationSignal(), attempt: activityInfo().attempt, observe: requestsOfAttempt() };
+}
+
+/** One observer per activity attempt, so its counter is made once however many requests the attempt sends. */
+const observers = new WeakMap<Context, RequestObserver>();
+function requestsOfAttempt(): RequestObserver {
+  const context = Context.current();
+  let observer = observers.get(context);
+  if (!observer) observers.set(context, (observer = requestCounter(context.metricMeter)));
+  return observer;
+}
+
+/**
+ * A create's answer, its charge counted for the job's tenant. A create found by a retry's look-up counts then: the
+ * attempt that made it never had its answer.
+ */
+function charged<T extends { cost_mc?: number | null }>(created: T): T {
+  const workflowId = activityInfo().workflowExecution?.workflowId;
+  const tenant = (workflowId !== undefined && jobOfWorkflowId(workflowId)?.tenant) || 'unknown';
+  countCharge(Context.current().metricMeter, tenant, created.cost_mc);
+  return created;
 }
 
 /**
@@ -394,6 +423,7 @@ const HEARTBEAT_EVERY_MS = 2_000;
 
 /** A call to the service as an activity: it heartbeats while it runs; its answer is redacted, then `shape`d (brief). */
 async function mapped<T>(call: () => Promise<T>, shape?: ((answer: T) => T) | false): Promise<T> {
+  if (activityInfo().attempt > 1) countRetry(Context.current().metricMeter);
   const beating = setInterval(() => heartbeat(), HEARTBEAT_EVERY_MS);
   try {
     const answer = redactCallbackSignatures(await call());

@@ -68,7 +68,16 @@ export interface RequestOptions {
    * @default 1
    */
   attempt?: number;
+  /**
+   * Told of every request this call sends, once it is answered or failed: its method, its route (ids as `{id}`) and
+   * the answer's status (undefined: no answer). A Temporal worker counts them in its metrics (src/metrics.ts).
+   * @default none
+   */
+  observe?: RequestObserver;
 }
+
+/** What `RequestOptions.observe` is told: never a query, a body or a header. */
+export type RequestObserver = (method: string, route: string, status: number | undefined) => void;
 
 /** Query parameters of a list call; undefined values are left out. */
 export type Query = Readonly<Record<string, string | number | boolean | undefined>>;
@@ -202,9 +211,11 @@ export class HttpClient {
         signal,
       );
     } catch (err) {
+      options?.observe?.(method, path.replace(ID_SEGMENT, '/{id}'), undefined);
       throw failure(err, method, fullPath, timeoutMs, this.#origin, signal);
     }
     const { statusCode, headers: responseHeaders, text } = answer;
+    options?.observe?.(method, path.replace(ID_SEGMENT, '/{id}'), statusCode);
     span?.setAttribute('http.response.status_code', statusCode);
 
     if (statusCode < 200 || statusCode >= 300) {

@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '@temporalio/common';
 import type { CallbackRefusal } from './unwrap';
+import { CallbackOutcome } from '../metrics';
 
 /** How much of a refused body is read and thrown away so the client sees the answer instead of a reset. */
 const DRAIN_LIMIT_BYTES = 1024 * 1024;
@@ -48,12 +49,17 @@ export class RefusalTally {
   constructor(
     private readonly logger: Logger,
     intervalMs: number,
+    /** Each refusal as the metrics count it: 200 (a run's budget spent), 5xx (failed), else refused. */
+    private readonly counted: (outcome: CallbackOutcome) => void = () => undefined,
   ) {
     this.timer = setInterval(() => this.flush(), intervalMs);
     this.timer.unref();
   }
 
   count(status: number, reason: string): void {
+    this.counted(
+      status === 200 ? CallbackOutcome.overBudget : status >= 500 ? CallbackOutcome.failed : CallbackOutcome.refused,
+    );
     const key = `${status} ${reason}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }

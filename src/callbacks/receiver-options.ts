@@ -3,6 +3,7 @@
  * when wrong, before anything listens.
  */
 import type { Logger } from '@temporalio/common';
+import type { CallbackOutcome } from '../metrics';
 import { isPort } from '../config';
 import { type Duration, durationToMs } from '../duration';
 import { createJsonLogger } from '../logging';
@@ -68,6 +69,11 @@ export interface CallbackReceiverOptions {
    * @default createJsonLogger(process.stderr, 'INFO')
    */
   logger?: Logger;
+  /**
+   * Told what became of each request (src/metrics.ts `callbackCounter`: the worker's metrics).
+   * @default none
+   */
+  countCallback?: (outcome: CallbackOutcome) => void;
 }
 
 /** What the receiver runs with: every option checked, and named when wrong, before anything listens. */
@@ -77,6 +83,7 @@ export interface ReceiverSettings {
   port: number;
   host: string;
   logger: Logger;
+  countCallback: (outcome: CallbackOutcome) => void;
   /** The largest body of a route: the option for every kind, or the route's own. */
   limitOf(route: CallbackRoute): number;
   gate: WakeUpGate;
@@ -118,7 +125,9 @@ export function receiverSettings(options: CallbackReceiverOptions): ReceiverSett
       throw new TypeError(`limits.${name}: must be a positive integer`);
   const idleTimeout = durationToMs(limits.idleTimeout, 'limits.idleTimeout');
   const logger = options.logger ?? createJsonLogger();
+  const countCallback = options.countCallback ?? (() => undefined);
   return {
+    countCallback,
     signer,
     signaler,
     port,
@@ -126,7 +135,7 @@ export function receiverSettings(options: CallbackReceiverOptions): ReceiverSett
     logger,
     limitOf: (route) => maxBodyBytes ?? route.maxBodyBytes,
     gate: new WakeUpGate({ coalesceMs, ...budget }),
-    refusals: new RefusalTally(logger, refusalLogMs),
+    refusals: new RefusalTally(logger, refusalLogMs, countCallback),
     headersTimeout,
     requestTimeout,
     idleTimeout,

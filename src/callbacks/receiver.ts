@@ -20,6 +20,7 @@ import { answers, answerUnreadable, busy, drain, health, send } from './answers'
 import { SignalerUnavailableError, type SignalOutcome } from './signaler';
 import { PROBE_PATH, type CallbackRun } from './signing';
 import { answerProbe } from './probe';
+import { CallbackOutcome } from '../metrics';
 import { callbackPath } from '../contract/messages';
 import { listen, localUrl } from '../listening';
 import { callbackParent } from './trace-context';
@@ -281,6 +282,7 @@ class CallbackHandler {
         refusals.count(200, 'run budget spent: dropped');
         return send(res, 200, answers.overBudget);
       }
+      this.s.countCallback(decision.skip === 'coalesced' ? CallbackOutcome.duplicated : CallbackOutcome.closedRun);
       logger.debug('callback not signalled', { kind, workflowId: run.workflowId, outcome: decision.skip });
       return send(res, 200, decision.skip === 'coalesced' ? answers.coalesced : answers.workflowNotFound);
     }
@@ -290,6 +292,7 @@ class CallbackHandler {
       outcome = await context.with(trace.setSpan(context.active(), span), () => signaler.signal(run, decision.signal));
     } catch (err) {
       gate.release(run, decision.signal, digest);
+      this.s.countCallback(CallbackOutcome.failed);
       if (err instanceof SignalerUnavailableError) {
         logger.error('callback not signalled: Temporal unavailable', {
           kind,
@@ -306,9 +309,11 @@ class CallbackHandler {
     if (outcome === 'workflow-not-found') {
       // The run closed (or never was): nothing to wake, and the service would not retry anyway.
       gate.closed(run, Date.now());
+      this.s.countCallback(CallbackOutcome.closedRun);
       logger.info('callback for a closed or unknown run', { kind, workflowId: run.workflowId, outcome });
       return send(res, 200, answers.workflowNotFound);
     }
+    this.s.countCallback(CallbackOutcome.accepted);
     logger.info('callback delivered', { kind, workflowId: run.workflowId, ids: decision.signal.ids, outcome });
     send(res, 200, answers.delivered);
   }
