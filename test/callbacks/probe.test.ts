@@ -10,7 +10,10 @@ import { startCallbackReceiver, type Signaler } from '../../src/callbacks/receiv
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { freePort } from '../../src/temporal-server/dev-server';
 
-jest.setTimeout(20_000);
+// Generous: a loaded machine may take seconds to answer on loopback; no outcome rests on time.
+jest.setTimeout(120_000);
+/** The probe's own limit in these tests, well above its 5 s default, so a slow answer is never `unreachable`. */
+const PATIENT_MS = 60_000;
 
 const SECRET = 'probe-test-secret-0123456789';
 const quiet = { info() {}, warn() {}, error() {}, debug() {}, trace() {}, log() {} };
@@ -49,11 +52,14 @@ test("arrived: the worker's own receiver answers the probe and signals no run", 
     logger: quiet,
   });
   try {
-    const result = await probeCallbackUrl(new CallbackSigner({ baseUrl: receiver.url, secret: SECRET }));
+    const result = await probeCallbackUrl(new CallbackSigner({ baseUrl: receiver.url, secret: SECRET }), PATIENT_MS);
     expect(describeProbe(result)).toBe('arrived');
     expect(signals).toEqual([]);
     // A receiver with another secret refuses it as it refuses a forged callback.
-    const stranger = await probeCallbackUrl(new CallbackSigner({ baseUrl: receiver.url, secret: `${SECRET}-other` }));
+    const stranger = await probeCallbackUrl(
+      new CallbackSigner({ baseUrl: receiver.url, secret: `${SECRET}-other` }),
+      PATIENT_MS,
+    );
     expect(describeProbe(stranger)).toBe('refused (403)');
   } finally {
     await receiver.close();
@@ -67,7 +73,9 @@ test('redirected: the status and the host it points to, never the path or the si
     res.end();
   });
   try {
-    const said = describeProbe(await probeCallbackUrl(new CallbackSigner({ baseUrl: url, secret: SECRET })));
+    const said = describeProbe(
+      await probeCallbackUrl(new CallbackSigner({ baseUrl: url, secret: SECRET }), PATIENT_MS),
+    );
     expect(said).toBe('redirected (302 to login.example.com)');
     expect(requests).toEqual(['POST /callbacks/probe']);
   } finally {
@@ -81,7 +89,9 @@ test('refused: an auth wall in front of the receiver, by its status', async () =
     res.end('unauthorized');
   });
   try {
-    const said = describeProbe(await probeCallbackUrl(new CallbackSigner({ baseUrl: `${url}/hooks`, secret: SECRET })));
+    const said = describeProbe(
+      await probeCallbackUrl(new CallbackSigner({ baseUrl: `${url}/hooks`, secret: SECRET }), PATIENT_MS),
+    );
     expect(said).toBe('refused (401)');
     // The base URL's path is kept, as the callbacks' own URLs keep it.
     expect(requests).toEqual(['POST /hooks/callbacks/probe']);
@@ -93,7 +103,9 @@ test('refused: an auth wall in front of the receiver, by its status', async () =
 test('refused: a 200 from something that is not a tuneflow receiver', async () => {
   const { server, url } = await answering((_req, res) => res.end('ok'));
   try {
-    const said = describeProbe(await probeCallbackUrl(new CallbackSigner({ baseUrl: url, secret: SECRET })));
+    const said = describeProbe(
+      await probeCallbackUrl(new CallbackSigner({ baseUrl: url, secret: SECRET }), PATIENT_MS),
+    );
     expect(said).toBe('refused (200, not a tuneflow receiver)');
   } finally {
     await close(server);
@@ -103,7 +115,7 @@ test('refused: a 200 from something that is not a tuneflow receiver', async () =
 test('unreachable: a port nothing listens on, by the error code', async () => {
   const port = await freePort();
   const said = describeProbe(
-    await probeCallbackUrl(new CallbackSigner({ baseUrl: `http://127.0.0.1:${port}`, secret: SECRET })),
+    await probeCallbackUrl(new CallbackSigner({ baseUrl: `http://127.0.0.1:${port}`, secret: SECRET }), PATIENT_MS),
   );
   expect(said).toBe('unreachable (ECONNREFUSED)');
 });
@@ -111,7 +123,7 @@ test('unreachable: a port nothing listens on, by the error code', async () => {
 test('not https: plain http to a host other than this machine is not sent; loopback may be plain http', async () => {
   // 192.0.2.1 (TEST-NET-1) would hang a request until the timeout: the answer comes at once because none is sent.
   for (const baseUrl of ['http://192.0.2.1:3001', 'http://hooks.example.com'])
-    expect(describeProbe(await probeCallbackUrl(new CallbackSigner({ baseUrl, secret: SECRET }), 60_000))).toBe(
+    expect(describeProbe(await probeCallbackUrl(new CallbackSigner({ baseUrl, secret: SECRET }), PATIENT_MS))).toBe(
       'not https (nothing sent)',
     );
   expect(['localhost', 'a.localhost', '127.0.0.1', '127.1.2.3', '[::1]'].filter(isLoopback)).toHaveLength(5);

@@ -16,7 +16,8 @@ import { bundleWorkflows } from './bundle';
 import { devServerTest, startDevServer } from './environment';
 import { startWorkerProcess } from './worker-process';
 
-jest.setTimeout(120_000);
+// Generous: five workers start one after another, each on a loaded machine; nothing here is timed.
+jest.setTimeout(300_000);
 
 const SECRET = 'callback-probe-test-secret-0123';
 const API_KEY = 'callback-probe-test-key-0123456789';

@@ -1,22 +1,25 @@
 /**
  * tuneflow's business metrics on `tuneflow worker`'s `/metrics`, each counter against what the mock service's journal
- * says happened: jobs that complete (a paid branch, images inspected, one of them flagged) while the service answers
- * some requests 429 and sends some callbacks twice, and forged callbacks posted to the receiver. A worker process of
- * its own, started for this test: its counters start at 0, so the scrape after the jobs is their increase.
+ * (and the runs' histories) say happened. No fault is left to chance: the first two tune creates are answered 429 (a
+ * rate of 1 capped by `maxFaults`), every callback is sent twice, one image in two is `__blurry__`. Counters are read
+ * as increases between scrapes (a worker's start, its probe included, is not the jobs'): the jobs' increase against
+ * the mock's own, then that of callbacks the test posts itself (forgeries, a bad body, replays to closed runs).
  */
 import { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { request } from 'undici';
 import { TuneflowClient } from '../../src/client';
 import { MetricName } from '../../src/metrics';
-import { startMockService, type MockService } from '../../src/mock-service';
+import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
 import { devServerTest, startDevServer } from './environment';
 import { startWorkerProcess } from './worker-process';
 
-jest.setTimeout(240_000);
+jest.setTimeout(300_000);
 
 const API_KEY = 'metrics-test-key-0123456789';
+/** Tune creates answered 429, unprocessed, each retried after its Retry-After. */
+const RATE_LIMITED = 2;
 const FORGED = 3;
 
 let env: TestWorkflowEnvironment | undefined;
@@ -28,8 +31,14 @@ beforeAll(async () => {
     port: 0,
     trainingTime: '1s',
     inferenceTime: '500ms',
-    // Retry-After 1: the activities' retries come a second later.
-    faults: { status429Rate: 0.2, status429RetryAfterSeconds: 1, callbackDuplicateRate: 0.5 },
+    // A rate of 1 draws every time: exactly the first RATE_LIMITED tune creates, whichever job sends them.
+    faults: {
+      status429Rate: 1,
+      maxFaults: RATE_LIMITED,
+      faultRoutes: ['POST /tunes'],
+      status429RetryAfterSeconds: 1,
+      callbackDuplicateRate: 1,
+    },
   });
 }, 120_000);
 
@@ -38,29 +47,54 @@ afterAll(async () => {
   await env?.teardown();
 });
 
-/** A scrape's samples of `name`: each with its labels. */
-function samples(text: string, name: string): Array<{ labels: Record<string, string>; value: number }> {
-  const found = [];
-  for (const line of text.split('\n')) {
-    const match = line.match(/^(\w+)(?:\{(.*)\})? (\S+)$/);
-    if (!match || match[1] !== name) continue;
-    const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-    found.push({ labels, value: Number(match[3]) });
+/** A scrape as counters: `name{labels}` summed over the samples that match. */
+class Scrape {
+  private readonly samples: Array<{ name: string; labels: Record<string, string>; value: number }> = [];
+
+  constructor(readonly text: string) {
+    for (const line of text.split('\n')) {
+      const match = line.match(/^(\w+)(?:\{(.*)\})? (\S+)$/);
+      if (!match) continue;
+      const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+      this.samples.push({ name: match[1], labels, value: Number(match[3]) });
+    }
   }
-  return found;
+
+  /** The sum of `name`'s samples whose labels include `where` (0 before the counter's first use). */
+  total(name: string, where: Record<string, string> = {}): number {
+    return this.samples
+      .filter((s) => s.name === name && Object.entries(where).every(([k, v]) => s.labels[k] === v))
+      .reduce((sum, s) => sum + s.value, 0);
+  }
 }
 
-/** The sum of `name`'s samples whose labels include `where`. */
-function total(text: string, name: string, where: Record<string, string> = {}): number {
-  return samples(text, name)
-    .filter((s) => Object.entries(where).every(([k, v]) => s.labels[k] === v))
-    .reduce((sum, s) => sum + s.value, 0);
+/** What `name{where}` rose by from `before` to `after`. */
+const rise = (before: Scrape, after: Scrape, name: string, where: Record<string, string> = {}) =>
+  after.total(name, where) - before.total(name, where);
+
+/** Per-route counts of `after` less those of `before`, zeros left out. */
+function routeRise(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after)
+      .map(([route, n]): [string, number] => [route, n - (before[route] ?? 0)])
+      .filter(([, n]) => n !== 0),
+  );
 }
+
+const sum = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
 
 /** The mock's route pattern as the metrics name the operation: `GET /tunes/:id` is `GET /tunes/{id}`. */
 const operationOf = (route: string) => route.replace(/\/:\w+/g, '/{id}');
 
-devServerTest('each counter on /metrics equals what the mock service says happened', async () => {
+/** Resolves once every callback the mock sent has its answer (or failure) in the journal. */
+async function callbacksAnswered(): Promise<void> {
+  while (mock.journal().callbacks.some((c) => c.status === null && c.failure === null))
+    await new Promise((resolve) => setTimeout(resolve, 100));
+}
+
+const CALLBACK_OUTCOMES = ['accepted', 'duplicated', 'refused', 'closed_run', 'over_budget', 'failed'] as const;
+
+devServerTest('each counter on /metrics rises by what the mock service says happened', async () => {
   const callbackPort = await freePort();
   const metricsPort = await freePort();
   const taskQueue = `tuneflow-metrics-${process.pid}`;
@@ -72,16 +106,30 @@ devServerTest('each counter on /metrics equals what the mock service says happen
     callbackPort,
     metricsPort,
   });
-  let scrape: string;
+  const scrape = async () => new Scrape(await (await request(`http://127.0.0.1:${metricsPort}/metrics`)).body.text());
+  const post = async (url: string, body: string) => {
+    const answer = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    await answer.body.dump();
+    return answer.statusCode;
+  };
+  const client = new Client({ connection: env!.connection, namespace: env!.namespace });
+  let start: Scrape, jobsDone: Scrape, posted: Scrape;
+  let before: { stats: MockStats; callbacks: number; chargedMc: number };
+  let after: typeof before;
   const histories = [];
+  const workflowIds = [`metrics-${Date.now()}-1`, `metrics-${Date.now()}-2`];
+  let replayed = 0;
   try {
-    const tuneflow = new TuneflowClient({
-      client: new Client({ connection: env!.connection, namespace: env!.namespace }),
-      taskQueue,
-    });
+    start = await scrape();
+    before = {
+      stats: mock.stats(),
+      callbacks: mock.journal().callbacks.length,
+      chargedMc: mock.ledger(API_KEY).totalMc,
+    };
+    const tuneflow = new TuneflowClient({ client, taskQueue });
     const runs = await Promise.all(
-      [1, 2].map((n) =>
-        tuneflow.trainThenGenerate(`metrics-${Date.now()}-${n}`, {
+      workflowIds.map((workflowId, n) =>
+        tuneflow.trainThenGenerate(workflowId, {
           tune: {
             name: 'dog',
             branch: 'sd15',
@@ -93,58 +141,116 @@ devServerTest('each counter on /metrics equals what the mock service says happen
       ),
     );
     await Promise.all(runs.map((run) => run.result()));
-    for (const run of runs) histories.push(await run.handle.fetchHistory());
-    // Forgeries: a callback URL with a signature the receiver never made.
-    for (let i = 0; i < FORGED; i++) {
-      const forged = await request(
-        `http://127.0.0.1:${callbackPort}/callbacks/tune?workflowId=w&runId=r&sig=${'0'.repeat(64)}`,
-        { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"id":1}' },
-      );
-      expect(forged.statusCode).toBe(403);
-      await forged.body.dump();
+    await callbacksAnswered();
+    // Every run the mock's callbacks name (the jobs, and any child of theirs), each closed by now.
+    const named = new Set(mock.journal().callbacks.flatMap((c) => (c.workflowId ? [c.workflowId] : [])));
+    for (const workflowId of new Set([...workflowIds, ...named])) {
+      const handle = client.workflow.getHandle(workflowId);
+      const described = await handle.describe();
+      expect([workflowId, described.status.name]).toEqual([workflowId, 'COMPLETED']);
+      histories.push(await handle.fetchHistory());
     }
-    const answer = await request(`http://127.0.0.1:${metricsPort}/metrics`);
-    scrape = await answer.body.text();
+    after = {
+      stats: mock.stats(),
+      callbacks: mock.journal().callbacks.length,
+      chargedMc: mock.ledger(API_KEY).totalMc,
+    };
+    jobsDone = await scrape();
+
+    // Callbacks the test posts itself: forgeries, a signed URL with a bad body, signed URLs of closed runs.
+    for (let i = 0; i < FORGED; i++)
+      expect(
+        await post(`http://127.0.0.1:${callbackPort}/callbacks/tune?workflowId=w&runId=r&sig=${'0'.repeat(64)}`, '{}'),
+      ).toBe(403);
+    const held = mock.heldCallbacks(API_KEY);
+    expect(held.length).toBeGreaterThan(0);
+    expect(await post(held[0].url, '{"id":"not an id"}')).toBe(422);
+    for (const { url, id } of held) {
+      expect(await post(url, JSON.stringify({ id }))).toBe(200);
+      replayed++;
+    }
+    posted = await scrape();
   } finally {
     worker.child.kill('SIGTERM');
   }
   expect(await worker.exited).toBe(0);
 
-  const stats = mock.stats();
-  // Requests: every one the service took up answered 2xx, by operation; those it refused, 429 (counted apart too).
-  for (const [route, count] of Object.entries(stats.routes))
-    expect([
+  // Requests, by the mock's counts: each route it took up answered 2xx, by operation; those it refused, 429.
+  const taken = routeRise(before.stats.routes, after.stats.routes);
+  const refused = routeRise(before.stats.refused, after.stats.refused);
+  expect(refused).toEqual({ 'POST /tunes': RATE_LIMITED });
+  const served = Object.fromEntries(
+    Object.keys(taken).map((route) => [
       route,
-      total(scrape, MetricName.serviceRequests, { operation: operationOf(route), status_class: '2xx' }),
-    ]).toEqual([route, count]);
-  const refused = Object.values(stats.refused).reduce((a, b) => a + b, 0);
-  expect(refused).toBeGreaterThan(0);
-  expect(total(scrape, MetricName.serviceRequests, { status_class: '4xx' })).toBe(refused);
-  expect(total(scrape, MetricName.serviceRateLimited)).toBe(refused);
-  expect(total(scrape, MetricName.serviceRequests)).toBe(
-    Object.values(stats.routes).reduce((a, b) => a + b, 0) + refused,
+      rise(start, jobsDone, MetricName.serviceRequests, { operation: operationOf(route), status_class: '2xx' }),
+    ]),
   );
-  // Retries: an activity's last attempt is in its history (ActivityTaskStarted), the ones before it are its retries.
+  expect(served).toEqual(taken);
+  expect(rise(start, jobsDone, MetricName.serviceRequests, { status_class: '4xx' })).toBe(RATE_LIMITED);
+  expect(rise(start, jobsDone, MetricName.serviceRequests)).toBe(sum(taken) + RATE_LIMITED);
+  expect(rise(start, jobsDone, MetricName.serviceRateLimited, { operation: 'POST /tunes' })).toBe(RATE_LIMITED);
+  expect(rise(start, jobsDone, MetricName.serviceRateLimited)).toBe(RATE_LIMITED);
+  // Retries: an activity's last attempt is in its history (ActivityTaskStarted), the ones before it are its retries;
+  // the 429s' among them.
   const retries = histories
     .flatMap((h) => h.events ?? [])
-    .reduce((sum, e) => sum + Math.max(0, (e.activityTaskStartedEventAttributes?.attempt ?? 1) - 1), 0);
-  expect(retries).toBeGreaterThan(0);
-  expect(total(scrape, MetricName.activityRetries)).toBe(retries);
+    .reduce((n, e) => n + Math.max(0, (e.activityTaskStartedEventAttributes?.attempt ?? 1) - 1), 0);
+  expect(retries).toBeGreaterThanOrEqual(RATE_LIMITED);
+  expect(rise(start, jobsDone, MetricName.activityRetries)).toBe(retries);
   // What the service charged, all of it the default tenant's.
-  expect(total(scrape, MetricName.chargedMillicents, { tenant: 'default' })).toBe(mock.ledger(API_KEY).totalMc);
-  expect(total(scrape, MetricName.chargedMillicents)).toBe(mock.ledger(API_KEY).totalMc);
-  // Images: each inspected once, by the journal's route count; one in two flagged blurry.
-  expect(total(scrape, MetricName.imagesInspected)).toBe(stats.routes['POST /images/inspect']);
-  expect(total(scrape, MetricName.imagesInspected, { flagged: 'true' })).toBe(2);
-  expect(total(scrape, MetricName.imageFlags, { flag: 'blurry' })).toBe(2);
-  // Callbacks: every POST the mock made that was answered, by outcome, and the forgeries refused.
-  const answered = stats.callbacks.sent - stats.callbacks.failed;
-  expect(stats.callbacks.duplicated).toBeGreaterThan(0);
-  const outcomes = ['accepted', 'duplicated', 'closed_run', 'over_budget'];
-  expect(outcomes.reduce((sum, outcome) => sum + total(scrape, MetricName.callbacks, { outcome }), 0)).toBe(answered);
-  expect(total(scrape, MetricName.callbacks, { outcome: 'duplicated' })).toBeGreaterThan(0);
-  expect(total(scrape, MetricName.callbacks, { outcome: 'refused' })).toBe(FORGED);
+  const charged = after.chargedMc - before.chargedMc;
+  expect(charged).toBeGreaterThan(0);
+  expect(rise(start, jobsDone, MetricName.chargedMillicents, { tenant: 'default' })).toBe(charged);
+  expect(rise(start, jobsDone, MetricName.chargedMillicents)).toBe(charged);
+  // Images: each inspected once (the mock's count of inspections), the two __blurry__ ones flagged.
+  expect(taken['POST /images/inspect']).toBe(4);
+  expect(rise(start, jobsDone, MetricName.imagesInspected, { flagged: 'false' })).toBe(2);
+  expect(rise(start, jobsDone, MetricName.imagesInspected, { flagged: 'true' })).toBe(2);
+  expect(rise(start, jobsDone, MetricName.imageFlags)).toBe(2);
+  expect(rise(start, jobsDone, MetricName.imageFlags, { flag: 'blurry' })).toBe(2);
+
+  // Callbacks the mock sent, every one twice: each answered POST is one outcome, by its status in the journal.
+  const sent = mock.journal().callbacks.slice(before.callbacks, after.callbacks);
+  const pairs = after.stats.callbacks.duplicated - before.stats.callbacks.duplicated;
+  expect(sent.length).toBe(2 * pairs);
+  expect(pairs).toBeGreaterThan(0);
+  const answered = (from: number, to: number) =>
+    sent.filter((c) => c.status !== null && c.status >= from && c.status < to);
+  const outcomes = Object.fromEntries(
+    CALLBACK_OUTCOMES.map((o) => [o, rise(start, jobsDone, MetricName.callbacks, { outcome: o })]),
+  );
+  expect(outcomes.accepted + outcomes.duplicated + outcomes.closed_run + outcomes.over_budget).toBe(
+    answered(200, 300).length,
+  );
+  expect(outcomes.refused).toBe(answered(400, 500).length);
+  expect(outcomes.failed).toBe(answered(500, 600).length);
+  expect(outcomes.over_budget).toBe(0);
+  // Accepted: each one signal in its run's history, and one of a pair at most; the copy that came second is
+  // `duplicated`, or `closed_run` when its run had closed by then.
+  const signals = histories
+    .flatMap((h) => h.events ?? [])
+    .filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'callback').length;
+  expect(outcomes.accepted).toBe(signals);
+  expect(outcomes.accepted).toBeLessThanOrEqual(pairs);
+  expect(outcomes.duplicated).toBeLessThanOrEqual(pairs);
+  expect(outcomes.accepted + outcomes.closed_run).toBeGreaterThanOrEqual(pairs);
+
+  // The test's own callbacks: each outcome exactly, and no request to the service for any of them.
+  expect(
+    Object.fromEntries(CALLBACK_OUTCOMES.map((o) => [o, rise(jobsDone, posted, MetricName.callbacks, { outcome: o })])),
+  ).toEqual({
+    accepted: 0,
+    duplicated: 0,
+    refused: FORGED + 1,
+    closed_run: replayed,
+    over_budget: 0,
+    failed: 0,
+  });
+  expect(rise(jobsDone, posted, MetricName.serviceRequests)).toBe(0);
+  expect(routeRise(after.stats.routes, mock.stats().routes)).toEqual({});
+
   // Labels stay bounded: no job ID (the key's timestamp), tune id or URL in any tuneflow sample.
-  const ours = scrape.split('\n').filter((line) => line.startsWith('tuneflow_'));
+  const ours = posted.text.split('\n').filter((line) => line.startsWith('tuneflow_'));
+  expect(ours.length).toBeGreaterThan(0);
   expect(ours.filter((line) => /metrics-\d{13}|127\.0\.0\.1|\/\d/.test(line))).toEqual([]);
 });
