@@ -30,6 +30,7 @@ export type {
 export { KeyInUseError, type KeyInUseDetails } from './contract/keys';
 export { INPUT_BOUNDS } from './contract/bounds';
 export { INSPECTION_FLAGS } from './contract/inspection';
+export { JOB_HISTOGRAM_BUCKETS, MetricName } from './metrics';
 export { Phase, progressQuery, type Progress } from './contract/messages';
 export { WorkflowName } from './contract/jobs';
 export type * from './contract/inputs';

@@ -6,12 +6,15 @@
  * conventions (`_total`, base units); labels are bounded: no job ID, key, URL or tune id. The SDK adds `namespace` and
  * `taskQueue`, and in an activity `activityType`.
  *
- * Counted outside workflow code only: a workflow's own (jobs by outcome, durations, polls per job) would be counted
- * from the workflows, replay-safe, and are not here yet.
+ * Counted here outside workflow code; a job's own (jobs by outcome, durations, polls per job) are counted by its run,
+ * through the workflow's meter, replay-safe (src/workflows/job-metrics.ts), under the names listed here too.
  */
 import type { MetricMeter } from '@temporalio/common';
 import type { RequestObserver } from './api/http';
 import type { InspectionFlag } from './contract/inspection';
+import { JobMetricName } from './contract/job-metrics';
+
+export { JOB_HISTOGRAM_BUCKETS, JobOutcome } from './contract/job-metrics';
 
 /** The metrics' names, as a scrape shows them. */
 export const MetricName = {
@@ -29,6 +32,7 @@ export const MetricName = {
   imageFlags: 'tuneflow_image_flags_total',
   /** Callbacks the receiver answered, by `outcome` (CallbackOutcome). */
   callbacks: 'tuneflow_callbacks_total',
+  ...JobMetricName,
 } as const;
 
 /** What became of a callback at the receiver. */

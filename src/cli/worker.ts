@@ -22,6 +22,7 @@ import { CALLBACK_PORT_ADVICE, TuneflowPlugin } from '../plugin';
 import { portIsFree } from '../temporal-server/dev-server';
 import type { TuneflowTracingOptions } from '../tracing';
 import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT } from '../tracing-environment';
+import { JOB_HISTOGRAM_BUCKETS } from '../metrics';
 
 export { workflowSource } from '../plugin';
 
@@ -146,7 +147,11 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
     Runtime.install({
       logger,
       telemetryOptions: config.metricsAddress
-        ? { metrics: { prometheus: { bindAddress: config.metricsAddress } } }
+        ? {
+            metrics: {
+              prometheus: { bindAddress: config.metricsAddress, histogramBucketOverrides: JOB_HISTOGRAM_BUCKETS },
+            },
+          }
         : {},
     });
   } catch (err) {

@@ -25,7 +25,9 @@ import { PromptLedger, TuneWatch, progressOf, type Counts } from './state';
 import { promptsOutlivingTune, type PromptTarget } from './tune-kinds';
 import { createToCleanUp, deleteCreated } from './cleanup';
 import { inspectEach, inspectsFirst } from './inspect-images';
-import { pollSafely, waitFor } from './waits';
+import { now, pollSafely, waitFor } from './waits';
+import { recordJobEnd, recordPhase } from './job-metrics';
+import { JobOutcome } from '../contract/job-metrics';
 import { WakeUps } from './wake-ups';
 
 // Creates and reads ask for brief answers (the activities' briefTune and briefPrompt): a copy not done yet carries
@@ -36,6 +38,8 @@ import { WakeUps } from './wake-ups';
 /** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
 export class Job {
   phase: Phase;
+  /** When the run entered its phase (workflow time), for the phase's duration once it leaves it. */
+  private phaseSince = now();
   readonly tune = new TuneWatch();
   readonly prompts: PromptLedger;
   private readonly counts: Counts = { apiCalls: 0, polls: 0, callbacks: 0 };
@@ -83,6 +87,10 @@ export class Job {
 
   /** The run's phase from now on, with its search attributes (when it keeps them). */
   private enter(phase: Phase, failure?: string): void {
+    if (phase !== this.phase) {
+      recordPhase(this.phase, this.phaseSince);
+      this.phaseSince = now();
+    }
     this.phase = phase;
     this.findable.keep(this.findings(failure));
   }
@@ -124,6 +132,7 @@ export class Job {
       const result = prior ? (prior.result as T) : await checkUploads(input).then(body);
       requireConvertible(result);
       this.enter(Phase.completed);
+      recordJobEnd(JobOutcome.completed, this.counts.polls);
       return result;
     } catch (thrown) {
       // An activity's arguments no payload can carry: the SDK throws where the command is made, before it is sent.
@@ -133,8 +142,11 @@ export class Job {
       if (isCancellation(err)) {
         if (this.settings?.cleanupOnCancel) await CancellationScope.nonCancellable(() => this.cleanUp());
         this.enter(Phase.cancelled);
+        recordJobEnd(JobOutcome.cancelled, this.counts.polls);
       } else {
-        this.enter(Phase.failed, failureTypeOf(err));
+        const failureType = failureTypeOf(err);
+        this.enter(Phase.failed, failureType);
+        recordJobEnd(JobOutcome.failed, this.counts.polls, failureType);
       }
       throw err;
     }

@@ -13,6 +13,7 @@ import { MetricName } from '../../src/metrics';
 import { startMockService, type MockService, type MockStats } from '../../src/mock-service';
 import { freePort } from '../../src/temporal-server/dev-server';
 import { devServerTest, startDevServer } from './environment';
+import { rise, scrape as scrapeOf, type Scrape } from './scrape';
 import { startWorkerProcess } from './worker-process';
 
 jest.setTimeout(300_000);
@@ -46,31 +47,6 @@ afterAll(async () => {
   await mock?.close();
   await env?.teardown();
 });
-
-/** A scrape as counters: `name{labels}` summed over the samples that match. */
-class Scrape {
-  private readonly samples: Array<{ name: string; labels: Record<string, string>; value: number }> = [];
-
-  constructor(readonly text: string) {
-    for (const line of text.split('\n')) {
-      const match = line.match(/^(\w+)(?:\{(.*)\})? (\S+)$/);
-      if (!match) continue;
-      const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-      this.samples.push({ name: match[1], labels, value: Number(match[3]) });
-    }
-  }
-
-  /** The sum of `name`'s samples whose labels include `where` (0 before the counter's first use). */
-  total(name: string, where: Record<string, string> = {}): number {
-    return this.samples
-      .filter((s) => s.name === name && Object.entries(where).every(([k, v]) => s.labels[k] === v))
-      .reduce((sum, s) => sum + s.value, 0);
-  }
-}
-
-/** What `name{where}` rose by from `before` to `after`. */
-const rise = (before: Scrape, after: Scrape, name: string, where: Record<string, string> = {}) =>
-  after.total(name, where) - before.total(name, where);
 
 /** Per-route counts of `after` less those of `before`, zeros left out. */
 function routeRise(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
@@ -106,7 +82,7 @@ devServerTest('each counter on /metrics rises by what the mock service says happ
     callbackPort,
     metricsPort,
   });
-  const scrape = async () => new Scrape(await (await request(`http://127.0.0.1:${metricsPort}/metrics`)).body.text());
+  const scrape = () => scrapeOf(metricsPort);
   const post = async (url: string, body: string) => {
     const answer = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     await answer.body.dump();

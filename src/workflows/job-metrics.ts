@@ -1,0 +1,39 @@
+/**
+ * A job's own metrics (src/contract/job-metrics.ts), through the workflow's metric meter: the SDK emits nothing while a
+ * run replays, so a worker that picks a run up after another (a restart, an eviction) counts only what happens from
+ * then on, and no command is made: recorded histories replay unchanged. The SDK adds `namespace`, `taskQueue` and
+ * `workflowType`. A run that is terminated or times out runs no more workflow code: it is not counted.
+ */
+import { metricMeter, workflowInfo } from '@temporalio/workflow';
+import { JobMetricName, NO_FAILURE, type JobOutcome } from '../contract/job-metrics';
+import type { Phase } from '../contract/messages';
+import { now } from './waits';
+
+/** A failure type as a label: the project's types and the errors' names; anything else is `other` (bounded). */
+export function failureLabel(type: string): string {
+  return /^[A-Za-z][A-Za-z0-9_.]{0,63}$/.test(type) ? type : 'other';
+}
+
+const seconds = (fromMs: number) => Math.max(0, now() - fromMs) / 1000;
+
+/** The time spent in `phase`, left now, begun at `sinceMs` (workflow time). */
+export function recordPhase(phase: Phase, sinceMs: number): void {
+  metricMeter
+    .createHistogram(JobMetricName.phaseDuration, 'float', 's', 'Time a job spent in each phase it left, in seconds')
+    .record(seconds(sinceMs), { phase });
+}
+
+/** A job's end: counted by outcome and failure type, its duration since its start event, its polls. */
+export function recordJobEnd(outcome: JobOutcome, polls: number, failureType?: string): void {
+  const failure_type = failureType === undefined ? NO_FAILURE : failureLabel(failureType);
+  metricMeter.createCounter(JobMetricName.jobs, '', 'Jobs that ended, by outcome and failure type').add(1, {
+    outcome,
+    failure_type,
+  });
+  metricMeter
+    .createHistogram(JobMetricName.jobDuration, 'float', 's', "A job's run from its start to its end, in seconds")
+    .record(seconds(workflowInfo().startTime.getTime()), { outcome });
+  metricMeter
+    .createHistogram(JobMetricName.jobPolls, 'int', '', 'Polls a job made because no callback came')
+    .record(polls, { outcome });
+}
