@@ -3,12 +3,13 @@
  * jobs reserve each paid create on the tenant's ledger workflow before it is made, commit what the service charged
  * and release what they did not spend. Many concurrent starts against a window that fits N of them: exactly N are
  * created (the mock's journal), the others fail OverBudget naming the window before any create. After faults (a 504
- * after the create, a create refused, a cancel) the ledger's sums add up, judged by the mock's charges.
+ * after the create, a create refused with a 422, a cancel, a `tuneflow worker` process SIGKILLed between reserve and
+ * commit) the ledger's sums add up, judged by the mock's charges.
  */
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { Client, WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { TuneflowClient } from '../../src/client';
 import { ledgerWorkflowId, SpendLedger, spendQuery, spendWindow, type Spend } from '../../src/contract/spend';
 import { tenantWorkflowId } from '../../src/contract/tenants';
@@ -19,6 +20,8 @@ import { spendCommand } from '../../src/cli/spend';
 import type { CommandIO } from '../../src/cli/command-line';
 import { bundleWorkflows } from './bundle';
 import { devServerTest, startDevServer } from './environment';
+import { waitFor } from './harness';
+import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 jest.setTimeout(900_000);
 
@@ -228,6 +231,161 @@ devServerTest(
     expect(spend).toMatchObject({ committedMc: studioMc, reservedMc: 0, releasedMc: 50_000, reservations: 3 });
     expect(studioMc).toBe(3 * TUNE_TRAINING_MC);
     expectSumsAddUp(spend);
+  },
+);
+
+devServerTest(
+  'a tuneflow worker SIGKILLed while its jobs wait on their creates: a second one finishes every job once, each tune ' +
+    'made once, and the ledger commits what the service charged, holds nothing, and counts each reservation once',
+  async () => {
+    const taskQueue = 'spend-killed';
+    const apiKey = 'spend-killed-key';
+    const JOBS = 3;
+    const ceilingMc = 10 * TUNE_TRAINING_MC;
+    // Priced above what the service charges: the retried create, which finds the tune, must still say what it cost.
+    const priceMc = TUNE_TRAINING_MC + 50_000;
+    const settings = {
+      temporalAddress: env!.address,
+      apiKey,
+      apiUrl: mock.url,
+      taskQueue,
+      env: { TUNEFLOW_TENANT_BUDGETS: `crew=${ceilingMc}/month` },
+    };
+    const crew = starter(taskQueue, 'crew');
+    const keys = Array.from({ length: JOBS }, (_, i) => `killed-${i}`);
+    const ids = keys.map((key) => tenantWorkflowId('crew', key));
+    const tunesOf = (id: string) => mock.journal().tunes.filter((t) => t.title.startsWith(`${id}#`));
+    const createsBefore = mock.stats().routes['POST /tunes'] ?? 0;
+    const chargedBefore = mock.ledger(apiKey).totalMc;
+    const workers: WorkerProcess[] = [];
+    try {
+      workers.push(await startWorkerProcess(settings));
+      // Every create is made at once and answered a minute late: the worker dies between reserve and commit.
+      mock.setFaults({ answerDelayMs: 60_000, faultRoutes: ['POST /tunes'] });
+      const handles = await Promise.all(
+        keys.map((key) =>
+          crew.trainThenGenerate(key, {
+            tune: paidTune(),
+            prompts: [],
+            options: { ...QUICK, maxPollInterval: '5 seconds', trainingTimeout: '4 minutes', tuneCostMc: priceMc },
+          }),
+        ),
+      );
+      await waitFor(
+        async () => ids.every((id) => tunesOf(id).length === 1),
+        () => `every job's tune to be made: ${JSON.stringify(mock.journal().tunes.map((t) => t.title))}`,
+        300_000,
+      );
+      for (const key of keys) expect(await activityTypes('crew', key)).toEqual(['reserveSpend', 'createTune']);
+      workers[0].child.kill('SIGKILL');
+      expect(await workers[0].exited).toBeNull(); // killed, not drained
+      mock.setFaults({});
+      workers.push(await startWorkerProcess(settings));
+      const settled = await Promise.allSettled(handles.map((h) => h.result()));
+      expect(settled.map((s) => s.status)).toEqual(ids.map(() => 'fulfilled'));
+      // Asked while the second worker runs, which answers the query.
+      const spend = await ledgerOf('crew');
+      const shown = await spendShown('crew');
+      const charged = mock.ledger(apiKey).totalMc - chargedBefore;
+      process.stderr.write(`after the kill: charged ${charged} mc, ledger ${JSON.stringify(spend)}\n`);
+      // Each tune made once (a retry found it by its title, no second POST), each charged once.
+      for (const id of ids) expect(tunesOf(id)).toHaveLength(1);
+      expect(mock.stats().routes['POST /tunes']).toBe(createsBefore + JOBS);
+      expect(charged).toBe(JOBS * TUNE_TRAINING_MC);
+      expect(spend).toMatchObject({
+        ceilingMc,
+        reservedMc: 0,
+        committedMc: charged,
+        releasedMc: JOBS * (priceMc - TUNE_TRAINING_MC),
+        reservedTotalMc: JOBS * priceMc,
+        overMc: 0,
+        openReservations: 0,
+        reservations: JOBS,
+      });
+      expectSumsAddUp(spend);
+      expect(shown).toEqual({ code: 0, stdout: `${JSON.stringify(spend)}\n` });
+      for (const id of ids) {
+        const handle = env!.client.workflow.getHandle(id);
+        expect((await handle.describe()).status.name).toBe('COMPLETED');
+        const events = (await handle.fetchHistory()).events ?? [];
+        // One run, its tasks completed by both workers; one reservation, one create, one commit.
+        expect(events.filter((e) => e.workflowExecutionContinuedAsNewEventAttributes)).toEqual([]);
+        const identities = new Set(events.flatMap((e) => e.workflowTaskCompletedEventAttributes?.identity ?? []));
+        expect(identities.size).toBe(2);
+        const scheduled = new Map(
+          events.flatMap((e) => {
+            const type = e.activityTaskScheduledEventAttributes?.activityType?.name;
+            return type && type !== 'retrieveTune' ? [[String(e.eventId), type] as const] : [];
+          }),
+        );
+        expect([...scheduled.values()]).toEqual(['reserveSpend', 'createTune', 'commitSpend']);
+        const attempts = Object.fromEntries(
+          events.flatMap((e) => {
+            const started = e.activityTaskStartedEventAttributes;
+            const type = started && scheduled.get(String(started.scheduledEventId));
+            return type ? [[type, started.attempt]] : [];
+          }),
+        );
+        // The create in flight at the kill ran again on the second worker; what came before and after, once.
+        expect(attempts).toEqual({ reserveSpend: 1, createTune: expect.any(Number), commitSpend: 1 });
+        expect(attempts.createTune).toBeGreaterThan(1);
+      }
+      workers[1].child.kill('SIGTERM');
+      expect(await workers[1].exited).toBe(0);
+    } finally {
+      mock.setFaults({});
+      for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
+    }
+  },
+);
+
+devServerTest(
+  'a create the service refuses (422, never retried): the job fails Validation and its reservation is released whole',
+  async () => {
+    const taskQueue = 'spend-refused';
+    const apiKey = 'spend-refused-key';
+    const priceMc = TUNE_TRAINING_MC;
+    const w = await worker(taskQueue, apiKey, { atelier: { ceilingMc: 10 * priceMc, period: 'month' } });
+    const atelier = starter(taskQueue, 'atelier');
+    const options = { ...QUICK, tuneCostMc: priceMc };
+    const { before, after, outcome, createsBefore } = await w.runUntil(async () => {
+      await (await atelier.trainThenGenerate('paid', { tune: paidTune(), prompts: [], options })).result();
+      const spendBefore = await ledgerOf('atelier');
+      const creates = mock.stats().routes['POST /tunes'] ?? 0;
+      // A base tune the account does not have: the service answers 422.
+      const refused = await atelier.trainThenGenerate('refused', {
+        tune: { ...paidTune(), base_tune_id: 999_999 },
+        prompts: [],
+        options,
+      });
+      const end = await refused.result().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      return { before: spendBefore, after: await ledgerOf('atelier'), outcome: end, createsBefore: creates };
+    });
+    process.stderr.write(`before the 422: ${JSON.stringify(before)}; after: ${JSON.stringify(after)}\n`);
+    // The service's refusal, as the create's activity failed with it.
+    const cause = outcome instanceof WorkflowFailedError ? outcome.cause : undefined;
+    const failure = cause instanceof ActivityFailure ? cause.cause : cause;
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect((failure as ApplicationFailure).type).toBe('Validation');
+    expect(((failure as ApplicationFailure).details?.[0] as { status?: number })?.status).toBe(422);
+    // One create, not retried, nothing charged for it.
+    expect(mock.stats().routes['POST /tunes']).toBe(createsBefore + 1);
+    expect(mock.ledger(apiKey).totalMc).toBe(priceMc);
+    expect(before).toMatchObject({ committedMc: priceMc, releasedMc: 0, reservedMc: 0, reservations: 1 });
+    expect(after).toMatchObject({
+      committedMc: before.committedMc,
+      releasedMc: before.releasedMc + priceMc,
+      reservedMc: 0,
+      openReservations: 0,
+      reservedTotalMc: before.reservedTotalMc + priceMc,
+      reservations: before.reservations + 1,
+    });
+    expectSumsAddUp(before);
+    expectSumsAddUp(after);
+    expect(await activityTypes('atelier', 'refused')).toEqual(['reserveSpend', 'createTune', 'releaseSpend']);
   },
 );
 
