@@ -59,6 +59,7 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },
+  '### Dashboard and alerts #1': { by: 'test/deploy/alerts.test.ts' },
   '### The worker #1': {
     notRun:
       'a production worker: a cluster at temporal:7233, a real API key and a public callback URL; the same command on local values is "Run it locally"\'s terminal 3',
