@@ -113,6 +113,7 @@ describe('the Grafana dashboard', () => {
     // Rate limiting, failures by type, callbacks, spend, polling: each on some panel.
     for (const name of [
       'tuneflow_service_rate_limited_total',
+      'tuneflow_jobs_total',
       'temporal_workflow_failed',
       'temporal_activity_execution_failed',
       'tuneflow_callbacks_total',
