@@ -44,8 +44,8 @@ export interface SpendActivities {
   /** Releases a create's reservation whole: it was not made, or the job ended before it. */
   releaseSpend(input: SpendOf & { window: string }): Promise<Spend>;
   /**
-   * The ceiling the operator set for `tenant` over `window` (an activity of the ledger workflow): 0 where this
-   * worker holds no budget of that tenant and period, so a ledger without one accepts nothing.
+   * The ceiling the operator set for `tenant` over `window` (an activity of the ledger workflow); retried where this
+   * worker holds no budget of that tenant and period, so that one which does answers.
    */
   ledgerCeiling(input: { tenant: string; window: string }): Promise<number>;
 }
@@ -118,7 +118,9 @@ export function spendActivities(tenants: Tenants): SpendActivities {
 
     async commitSpend({ create, window, costMc }) {
       const { tenant, id } = reservationOf(create);
-      return updateLedger(tenant, window, commitSpendUpdate, `commit:${id}`, [{ id, costMc }]);
+      // The ledger counts whole millicents; a charge the service gave in fractions is rounded up, never lost.
+      const charged = Math.max(0, Math.ceil(costMc));
+      return updateLedger(tenant, window, commitSpendUpdate, `commit:${id}`, [{ id, costMc: charged }]);
     },
 
     async releaseSpend({ create, window }) {
@@ -128,9 +130,14 @@ export function spendActivities(tenants: Tenants): SpendActivities {
 
     async ledgerCeiling({ tenant, window }) {
       const budget = tenants.budgetOf(tenant);
-      return budget && windowEndMs(window) !== undefined && spendPeriodOf(window) === budget.period
-        ? budget.ceilingMc
-        : 0;
+      if (budget && windowEndMs(window) !== undefined && spendPeriodOf(window) === budget.period)
+        return budget.ceilingMc;
+      // Retried, not 0: workers that disagree (a rolling change of TUNEFLOW_TENANT_BUDGETS) leave the answer to one
+      // that holds the budget, rather than refusing the tenant's every job.
+      throw ApplicationFailure.retryable(
+        `this worker holds no ${spendPeriodOf(window)} budget of tenant ${tenant} (TUNEFLOW_TENANT_BUDGETS)`,
+        'NoBudgetHere',
+      );
     },
   };
 }

@@ -4,6 +4,7 @@
 import {
   allHandlersFinished,
   ApplicationFailure,
+  CancellationScope,
   condition,
   continueAsNew,
   patched,
@@ -28,8 +29,9 @@ import { ledgerCeilingOptions } from './policies';
 
 /**
  * Ledgers with this marker read their ceiling from the operator's configuration (an activity at each run's start,
- * and again when a worker reserves under a higher one), take carried state only from their own continue-as-new, and
- * refuse commits and releases of no whole millicents. Ledgers before it took the ceiling each reservation carried.
+ * and again, at most once a minute, when a worker reserves under a higher one), take carried state only from their
+ * own continue-as-new (not a cron run's or a retry's), and refuse to run on a schedule or as a retry. Ledgers before it
+ * took the ceiling each reservation carried.
  */
 export const LEDGER_CEILING_FROM_OPERATOR = 'ledger-ceiling-from-operator';
 
@@ -41,14 +43,23 @@ const operator = proxyActivities<SpendActivities>(ledgerCeilingOptions);
  */
 export const LEDGER_UPDATES_PER_RUN = 500;
 
+/**
+ * Open reservations a ledger holds at most: made-up reservations (at no price, under IDs of anyone's making) cannot
+ * grow the state each continue-as-new carries past the server's payload limit.
+ */
+export const LEDGER_OPEN_MAX = 10_000;
+
+/** How often a reservation under a higher ceiling than the operator's may have the ledger read it again. */
+const CEILING_REREAD_MS = 60 * 1000;
+
 /** How long a ledger outlives its window once nothing is reserved: late commits and releases still find it. */
 const LINGER_MS = 24 * 60 * 60 * 1000;
 
 /**
  * Holds a tenant's spend for its window: reservations (refused over the operator's ceiling by the update's validator,
  * so a refusal leaves no history, but by the handler while the ceiling is being read), commits and releases, each
- * answered with the sums. Updates run one at a time in the run's order,
- * so of many concurrent reservations exactly those that fit are accepted. Reached by update-with-start from the jobs'
+ * answered with the sums. Each reservation is decided and made in one step, after any read of the ceiling it waits
+ * for, so of many concurrent reservations exactly those that fit are accepted. Reached by update-with-start from the jobs'
  * activities; continues as new carrying its state when the server suggests it or after `LEDGER_UPDATES_PER_RUN`
  * updates; ends a day after its window closed with nothing reserved.
  *
@@ -56,12 +67,19 @@ const LINGER_MS = 24 * 60 * 60 * 1000;
  * await client.workflow.getHandle('tuneflow:ledger:shop:2026-11-27').query(spendQuery);
  */
 export async function spendLedger(carried?: LedgerState): Promise<Spend> {
-  const { workflowId, continuedFromExecutionRunId } = workflowInfo();
+  const { workflowId, continuedFromExecutionRunId, attempt, cronSchedule } = workflowInfo();
   const own = ledgerOfWorkflowId(workflowId);
   const fromOperator = patched(LEDGER_CEILING_FROM_OPERATOR);
-  // Sums only the ledger's own continue-as-new carries: a raw start with a state is anyone's claim of what was spent.
-  const carriedOwn = !carried || (fromOperator ? continuedFromExecutionRunId !== undefined : true);
-  if (!own || !carriedOwn || (carried && (carried.tenant !== own.tenant || carried.window !== own.window)))
+  // Sums only the ledger's own continue-as-new carries: a raw start with a state is anyone's claim of what was spent,
+  // and a cron run or a retry is handed its first run's input again (with continuedFromExecutionRunId set).
+  const startedOwn = !fromOperator || (attempt === 1 && !cronSchedule);
+  const carriedOwn = !carried || !fromOperator || continuedFromExecutionRunId !== undefined;
+  if (
+    !own ||
+    !startedOwn ||
+    !carriedOwn ||
+    (carried && (carried.tenant !== own.tenant || carried.window !== own.window))
+  )
     throw ApplicationFailure.create({
       type: FailureType.invalidInput,
       nonRetryable: true,
@@ -70,17 +88,25 @@ export async function spendLedger(carried?: LedgerState): Promise<Spend> {
   const ledger = carried ? new SpendLedger(carried) : SpendLedger.empty(own.tenant, own.window);
   let handled = 0;
 
-  // The operator's ceiling, once read; re-read (one read at a time) when a reservation comes under a higher one, the
-  // sign of a ceiling raised since. An update's own ceiling only ever lowers it: whoever sends one gains nothing by it.
+  // The operator's ceiling, once read; re-read (one read at a time, at most once a minute) when a reservation comes
+  // under a higher one, the sign of a ceiling raised since. An update's own ceiling only ever lowers it. Not
+  // cancellable, as nothing of the ledger is: a cancelled ledger would leave its tenant's next job an empty one.
   let operatorMc: number | undefined;
+  let readAtMs = -Infinity;
   let reading: Promise<number> | undefined;
   const readCeiling = (): Promise<number> =>
-    (reading ??= operator.ledgerCeiling({ tenant: own.tenant, window: own.window }).then((mc) => {
+    (reading ??= CancellationScope.nonCancellable(() =>
+      operator.ledgerCeiling({ tenant: own.tenant, window: own.window }),
+    ).then((mc) => {
       reading = undefined;
       operatorMc = mc;
+      readAtMs = Date.now();
       ledger.state.ceilingMc = mc;
       return mc;
     }));
+  // A reservation the stored ceiling cannot decide: none read yet, or one under a higher ceiling, once a minute.
+  const undecided = (ceilingMc: number) =>
+    operatorMc === undefined || (ceilingMc > operatorMc && Date.now() - readAtMs >= CEILING_REREAD_MS);
   if (fromOperator) void readCeiling();
 
   setHandler(spendQuery, () => ledger.spend());
@@ -89,7 +115,7 @@ export async function spendLedger(carried?: LedgerState): Promise<Spend> {
     async ({ id, priceMc, ceilingMc }) => {
       handled++;
       if (!fromOperator) return ledger.reserve(id, priceMc, ceilingMc);
-      const ceiling = operatorMc === undefined || ceilingMc > operatorMc ? await readCeiling() : operatorMc;
+      const ceiling = undecided(ceilingMc) ? await readCeiling() : (operatorMc as number);
       const refusal = ledger.refusal(id, priceMc, Math.min(ceiling, ceilingMc));
       if (refusal) throw refusal;
       return ledger.reserve(id, priceMc, ceiling);
@@ -99,9 +125,15 @@ export async function spendLedger(carried?: LedgerState): Promise<Spend> {
         if (typeof id !== 'string' || !id || !Number.isSafeInteger(priceMc) || priceMc < 0)
           throw new TypeError('a reservation needs an id and a price in whole millicents');
         if (fromOperator && typeof ceilingMc !== 'number') throw new TypeError('a reservation needs a ceiling');
-        // Refused here, no history; unsure (the operator's not read yet, or maybe raised since), the handler decides.
-        if (fromOperator && (operatorMc === undefined || ceilingMc > operatorMc)) return;
-        const refusal = ledger.refusal(id, priceMc, ceilingMc);
+        if (fromOperator && !(id in ledger.state.open) && Object.keys(ledger.state.open).length >= LEDGER_OPEN_MAX)
+          throw new RangeError(`a ledger holds at most ${LEDGER_OPEN_MAX} open reservations`);
+        // Refused here, no history; undecided (the operator's not read yet, or maybe raised since), the handler decides.
+        if (fromOperator && undecided(ceilingMc)) return;
+        const refusal = ledger.refusal(
+          id,
+          priceMc,
+          fromOperator ? Math.min(operatorMc as number, ceilingMc) : ceilingMc,
+        );
         if (refusal) throw refusal;
       },
     },
@@ -135,15 +167,19 @@ export async function spendLedger(carried?: LedgerState): Promise<Spend> {
   const endMs = (windowEndMs(own.window) as number) + LINGER_MS;
   const done = () => Date.now() >= endMs && ledger.heldMc === 0;
   const full = () => handled >= LEDGER_UPDATES_PER_RUN || workflowInfo().continueAsNewSuggested;
-  for (;;) {
-    const left = endMs - Date.now();
-    await condition(() => full() || done(), left > 0 ? left : '1 hour');
-    if (full()) break;
-    if (done()) {
-      await condition(allHandlersFinished);
-      return ledger.spend();
+  const ended = await CancellationScope.nonCancellable(async () => {
+    for (;;) {
+      const left = endMs - Date.now();
+      await condition(() => full() || done(), left > 0 ? left : '1 hour');
+      if (full()) break;
+      if (done()) {
+        await condition(allHandlersFinished);
+        return true;
+      }
     }
-  }
-  await condition(allHandlersFinished);
+    await condition(allHandlersFinished);
+    return false;
+  });
+  if (ended) return ledger.spend();
   return continueAsNew<typeof spendLedger>(ledger.state);
 }

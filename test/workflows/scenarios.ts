@@ -372,7 +372,7 @@ export const scenarios = {
 
   /**
    * A tenant's ledger as its jobs keep it: started by the training's reservation (update-with-start), its ceiling read
-   * from the operator's budgets (a local activity, marker `ledger-ceiling-from-operator`), the training and two prompts
+   * from the operator's budgets (activity `ledgerCeiling`, marker `ledger-ceiling-from-operator`), the training and two prompts
    * reserved and committed. Recorded as it goes on (a ledger lasts its window and a day).
    */
   ledgerOfJobs: {

@@ -109,6 +109,21 @@ async function spendShown(tenant: string): Promise<{ code: number; stdout: strin
   return { code, stdout };
 }
 
+/** Updates straight to the ledger `workflowId` (starting it on `taskQueue` if need be), as anyone in the namespace can. */
+function ledgerUpdates(client: Client, taskQueue: string, workflowId: string) {
+  return (name: 'reserveSpend' | 'commitSpend', updateId: string, arg: object) =>
+    client.workflow.executeUpdateWithStart(name, {
+      updateId,
+      args: [arg],
+      startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
+        workflowId,
+        taskQueue,
+        args: [],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    });
+}
+
 /** Every reservation is accounted for: committed, released, or still held. */
 function expectSumsAddUp(spend: Spend): void {
   expect(spend.reservedTotalMc + spend.overMc).toBe(spend.committedMc + spend.releasedMc + spend.reservedMc);
@@ -397,17 +412,7 @@ devServerTest(
     const w = await worker(taskQueue, 'spend-ledger-key', { bulk: { ceilingMc: 1_000_000, period: 'month' } });
     const client = new Client({ connection: env!.connection, namespace: env!.namespace ?? 'default' });
     const workflowId = ledgerWorkflowId('bulk', '2026-11');
-    const update = (name: 'reserveSpend' | 'commitSpend', updateId: string, arg: object) =>
-      client.workflow.executeUpdateWithStart(name, {
-        updateId,
-        args: [arg],
-        startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
-          workflowId,
-          taskQueue,
-          args: [],
-          workflowIdConflictPolicy: 'USE_EXISTING',
-        }),
-      });
+    const update = ledgerUpdates(client, taskQueue, workflowId);
     const RESERVATIONS = 1_000;
     const spend = await w.runUntil(async () => {
       for (let i = 0; i < RESERVATIONS; i += 10)
@@ -441,7 +446,8 @@ devServerTest(
 
 devServerTest(
   "anyone in the namespace who reaches a ledger gains nothing: the operator's ceiling holds against a reservation " +
-    'under a higher one, a raw start with made-up sums fails, a negative commit is refused',
+    'under a higher one, a raw, retried or scheduled start with made-up sums fails, a negative commit is refused, and a ' +
+    'cancel changes nothing',
   async () => {
     const taskQueue = 'spend-forged';
     const ceilingMc = 1_000;
@@ -449,17 +455,7 @@ devServerTest(
     const client = new Client({ connection: env!.connection, namespace: env!.namespace ?? 'default' });
     const window = spendWindow('month', Date.now());
     const workflowId = ledgerWorkflowId('mallory', window);
-    const update = (name: 'reserveSpend' | 'commitSpend', updateId: string, arg: object) =>
-      client.workflow.executeUpdateWithStart(name, {
-        updateId,
-        args: [arg],
-        startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
-          workflowId,
-          taskQueue,
-          args: [],
-          workflowIdConflictPolicy: 'USE_EXISTING',
-        }),
-      });
+    const update = ledgerUpdates(client, taskQueue, workflowId);
     const outcome = await w.runUntil(async () => {
       // Under a ceiling of its own making, a billion: only the operator's 1,000 holds, read when the ledger starts.
       const first = await update('reserveSpend', 'reserve:a', { id: 'a', priceMc: 600, ceilingMc: 1e9 });
@@ -477,6 +473,13 @@ devServerTest(
         () => undefined,
         (err: unknown) => err,
       );
+      // The ceiling came from the operator, read once at the start: the reservation under a higher one came within the
+      // minute after, so the ledger refused it by its validator, as the lower one and the negative commit: no history.
+      const early = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+      const reads = early.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+      const accepted = early.flatMap(
+        (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId ?? [],
+      );
       // A raw start of another window's ledger carrying sums of its own: fails, nothing believed.
       const forgedId = ledgerWorkflowId('mallory', '2026-01');
       const forged = await client.workflow.start('spendLedger', {
@@ -488,7 +491,51 @@ devServerTest(
         () => undefined,
         (err: unknown) => err,
       );
+      // Retried, the same start is handed its sums again with continuedFromExecutionRunId set: every attempt fails.
+      const retriedId = ledgerWorkflowId('mallory', '2026-02');
+      const retried = await client.workflow.start('spendLedger', {
+        taskQueue,
+        workflowId: retriedId,
+        args: [{ ...SpendLedger.empty('mallory', '2026-02').state, committedMc: -1e9 }],
+        retry: { maximumAttempts: 2, initialInterval: '1 second' },
+        // A ledger that believed its sums would run on to its window's end: cut short, it fails by the timeout instead.
+        workflowRunTimeout: '1 minute',
+      });
+      const retriedEnd = await retried.result().then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      const retriedRuns: string[] = [];
+      for await (const run of client.workflow.list({ query: `WorkflowId = '${retriedId}'` }))
+        retriedRuns.push(run.status.name);
+      // On a schedule, a ledger does not run at all (each cron run would be handed its first run's input); the first
+      // run starts at the next minute.
+      const scheduled = await client.workflow.start('spendLedger', {
+        taskQueue,
+        workflowId: ledgerWorkflowId('mallory', '2026-03'),
+        args: [],
+        cronSchedule: '* * * * *',
+      });
+      const scheduledRun = await client.workflow.getHandle(scheduled.workflowId, scheduled.firstExecutionRunId);
+      let scheduledEvents = (await scheduledRun.fetchHistory()).events ?? [];
+      // Its first run starts within a minute; a ledger that ran on it would never fail.
+      const giveUpAt = Date.now() + 150_000;
+      while (!scheduledEvents.some((e) => e.workflowExecutionFailedEventAttributes) && Date.now() < giveUpAt) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        scheduledEvents = (await scheduledRun.fetchHistory()).events ?? [];
+      }
+      await scheduled.terminate('the test is done with it');
+      // Cancelled, the ledger goes on with its sums: a cancelled one would leave the tenant's next job an empty one.
+      await client.workflow.getHandle(workflowId).cancel();
+      const afterCancel = await update('reserveSpend', 'reserve:d', { id: 'd', priceMc: 100, ceilingMc: 1e9 });
       return {
+        reads,
+        accepted,
+        afterCancel,
+        retriedEnd,
+        retriedRuns,
+        scheduledFailure: scheduledEvents.find((e) => e.workflowExecutionFailedEventAttributes)
+          ?.workflowExecutionFailedEventAttributes?.failure,
         first,
         second,
         lower,
@@ -510,17 +557,14 @@ devServerTest(
     expect(outcome.negative).toBeInstanceOf(WorkflowUpdateFailedError);
     expect(String((outcome.negative as WorkflowUpdateFailedError).cause?.message)).toMatch(/0 or more/);
     expect(failureOf(outcome.forgedEnd)?.type).toBe('InvalidInput');
-    expect(outcome.spend).toMatchObject({ ceilingMc, reservedMc: 600, committedMc: 0, reservations: 1 });
-    // The ceiling came from the operator: read once at the start, and once more for the reservation under a higher
-    // one than it (the sign of a ceiling raised since), not for the lower one; the refused commit left no history.
+    expect(failureOf(outcome.retriedEnd)?.type).toBe('InvalidInput');
+    expect(outcome.retriedRuns).toEqual(['FAILED']);
+    expect(outcome.scheduledFailure?.applicationFailureInfo?.type).toBe('InvalidInput');
+    expect(outcome.afterCancel).toMatchObject({ ceilingMc, reservedMc: 700, reservations: 2 });
+    expect(outcome.spend).toMatchObject({ ceilingMc, reservedMc: 700, committedMc: 0, reservations: 2 });
+    expect(outcome.reads).toEqual(['ledgerCeiling']);
+    expect(outcome.accepted).toEqual(['reserve:a']);
     const history = await client.workflow.getHandle(workflowId).fetchHistory();
-    const activities = (history.events ?? []).flatMap(
-      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [],
-    );
-    expect(activities).toEqual(['ledgerCeiling', 'ledgerCeiling']);
-    const accepted = (history.events ?? []).flatMap(
-      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId ?? [],
-    );
-    expect(accepted).not.toContain('commit:a');
+    expect((history.events ?? []).some((e) => e.workflowExecutionCancelRequestedEventAttributes)).toBe(true);
   },
 );
