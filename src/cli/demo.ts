@@ -301,11 +301,16 @@ async function runDemoJob(
     return followed;
   });
   running.catch(() => undefined);
+  let ended = false;
+  void running.finally(() => (ended = true)).catch(() => undefined);
   // Stopped early: following ends (its query answered, its long poll cut) before the worker shuts down and the
   // connection closes; a call the closing cuts is retried by the client on a closed channel, which crashes.
   cleanups.push(async () => {
     following.abort('cleanup');
     await followed?.catch(() => undefined);
+    // The plugin opens its receiver and probes it before the worker polls: stopped then, the worker is still
+    // INITIALIZED, where shutdown() throws; it is let start, then shut down, or it would run to its job's end.
+    while (!ended && worker.getState() === 'INITIALIZED') await new Promise((resolve) => setTimeout(resolve, 20));
     if (worker.getState() === 'RUNNING') worker.shutdown();
     await running.catch(() => undefined);
   });

@@ -51,8 +51,7 @@ async function run(): Promise<void> {
   });
   let receiverOpenWhileRunning = false;
   const result = await worker.runUntil(async () => {
-    receiverOpenWhileRunning = !(await closed(callbackPort));
-    return client.workflow.execute(portraitOrder, {
+    const done = await client.workflow.execute(portraitOrder, {
       taskQueue,
       workflowId: orderId,
       args: [
@@ -63,6 +62,10 @@ async function run(): Promise<void> {
         },
       ],
     });
+    // Asked once the job is done, the worker still running: runUntil calls this before the plugin's start (its
+    // receiver, its probe) has run, so asked first it could find the port not yet open.
+    receiverOpenWhileRunning = !(await closed(callbackPort));
+    return done;
   });
   const output = {
     result,
