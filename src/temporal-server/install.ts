@@ -61,15 +61,20 @@ export async function which(tool: string, env: NodeJS.ProcessEnv = process.env):
   return undefined;
 }
 
-/** One way of installing `kind`: what it needs on PATH, what the log line says, and the steps. */
-interface Installer {
-  kind: ServerKind;
+/** One way of installing a tool into a cache: what it needs on PATH, what the log line says, and the steps. */
+export interface CacheInstaller {
   /** Its folder in the cache (versioned) and the executable there. */
   folder: string;
   executable: string;
   tools: string[];
+  /** `what: how long it takes`; the part before the colon names it in reasons. */
   describe: string;
   install(folder: string, env: NodeJS.ProcessEnv): Promise<void>;
+}
+
+/** One way of installing `kind`. */
+interface Installer extends CacheInstaller {
+  kind: ServerKind;
 }
 
 const INSTALLERS: Installer[] = [
@@ -146,6 +151,8 @@ export interface InstallOutcome {
   executable?: string;
   /** Why each way failed or was not tried, when none worked. */
   reasons: string[];
+  /** The way that worked, and how long it took. */
+  installed?: { describe: string; seconds: string };
 }
 
 /**
@@ -157,13 +164,33 @@ export async function installServer(
   env: NodeJS.ProcessEnv,
   log: (line: string) => void,
 ): Promise<InstallOutcome> {
+  return installFirst(
+    INSTALLERS.filter((i) => i.kind === kind),
+    cacheDir(env),
+    env,
+    log,
+  );
+}
+
+/**
+ * Installs into `root` by the first of `installers` whose tools are on PATH, each into a folder of its own renamed into
+ * place when done (a concurrent install of the same folder keeps the first); says on `log` what it installs and how
+ * long that took. Never throws: a failed install is a reason.
+ */
+export async function installFirst(
+  installers: CacheInstaller[],
+  root: string,
+  env: NodeJS.ProcessEnv,
+  log: (line: string) => void,
+): Promise<InstallOutcome> {
   const reasons: string[] = [];
-  for (const installer of INSTALLERS.filter((i) => i.kind === kind)) {
-    const destination = path.join(cacheDir(env), installer.folder);
+  for (const installer of installers) {
+    const destination = path.join(root, installer.folder);
+    const named = installer.describe.split(':')[0];
     const missing: string[] = [];
     for (const tool of installer.tools) if (!(await which(tool, env))) missing.push(tool);
     if (missing.length) {
-      reasons.push(`${missing.join(' and ')} not found on PATH, so ${installer.describe.split(':')[0]} was not tried`);
+      reasons.push(`${missing.join(' and ')} not found on PATH, so ${named} was not tried`);
       continue;
     }
     await fs.mkdir(path.dirname(destination), { recursive: true });
@@ -178,11 +205,16 @@ export async function installServer(
         if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
         await fs.rm(folder, { recursive: true, force: true });
       });
-      log(`installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-      return { executable: path.join(destination, installer.executable), reasons };
+      const seconds = ((Date.now() - started) / 1000).toFixed(1);
+      log(`installed in ${seconds} s`);
+      return {
+        executable: path.join(destination, installer.executable),
+        reasons,
+        installed: { describe: named, seconds },
+      };
     } catch (err) {
       await fs.rm(folder, { recursive: true, force: true });
-      reasons.push(`${installer.describe.split(':')[0]} failed: ${(err as Error).message}`);
+      reasons.push(`${named} failed: ${(err as Error).message}`);
     }
   }
   return { reasons };

@@ -7,10 +7,9 @@
  * own instead. There is no skip: a promtool that cannot be had fails the tests that need it, naming every reason.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import { cacheDir, isExecutable, which } from '../../src/temporal-server/install';
+import { cacheDir, installFirst, isExecutable, type CacheInstaller } from '../../src/temporal-server/install';
 
 export const PINNED = {
   /** Bookworm's; a point release may replace it, and the Go module is then built instead. */
@@ -30,16 +29,10 @@ export function promtoolCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(path.dirname(cacheDir(env)), 'promtool');
 }
 
-interface Installer {
-  folder: string;
-  tools: string[];
-  describe: string;
-  install(folder: string, env: NodeJS.ProcessEnv): Promise<void>;
-}
-
-const INSTALLERS: Installer[] = [
+const INSTALLERS: CacheInstaller[] = [
   {
     folder: `debian-${PINNED.debian.version}`,
+    executable: 'promtool',
     tools: ['apt-get', 'dpkg-deb', 'tar'],
     describe: `promtool ${PINNED.debian.version} from Debian's package (${PINNED.debian.apt}, 19 MB): seconds`,
     async install(folder, env) {
@@ -62,6 +55,7 @@ const INSTALLERS: Installer[] = [
   },
   {
     folder: `go-${PINNED.go.version}`,
+    executable: 'promtool',
     tools: ['go'],
     describe: `promtool ${PINNED.go.version} built from Prometheus's Go module (${PINNED.go.module}): minutes on two cores`,
     async install(folder, env) {
@@ -99,41 +93,12 @@ export async function provisionPromtool(
     return { executable: own, source: `${PROMTOOL_VARIABLE}=${own}` };
   }
   for (const installer of INSTALLERS) {
-    const executable = path.join(promtoolCacheDir(env), installer.folder, 'promtool');
+    const executable = path.join(promtoolCacheDir(env), installer.folder, installer.executable);
     if (await isExecutable(executable)) return { executable, source: `cached: ${installer.describe.split(':')[0]}` };
   }
-  const reasons: string[] = [];
-  for (const installer of INSTALLERS) {
-    const destination = path.join(promtoolCacheDir(env), installer.folder);
-    const missing: string[] = [];
-    for (const tool of installer.tools) if (!(await which(tool, env))) missing.push(tool);
-    if (missing.length) {
-      reasons.push(`${missing.join(' and ')} not found on PATH, so ${installer.describe.split(':')[0]} was not tried`);
-      continue;
-    }
-    await fs.mkdir(path.dirname(destination), { recursive: true });
-    const folder = `${destination}.installing-${randomBytes(4).toString('hex')}`;
-    await fs.mkdir(folder);
-    const started = Date.now();
-    log(`installing ${installer.describe}, into ${destination}`);
-    try {
-      await installer.install(folder, env);
-      await fs.rename(folder, destination).catch(async (err: NodeJS.ErrnoException) => {
-        // Another process finished the same install first: keep its copy.
-        if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
-        await fs.rm(folder, { recursive: true, force: true });
-      });
-      const seconds = ((Date.now() - started) / 1000).toFixed(1);
-      log(`installed in ${seconds} s`);
-      return {
-        executable: path.join(destination, 'promtool'),
-        source: `${installer.describe.split(':')[0]}, installed in ${seconds} s`,
-      };
-    } catch (err) {
-      await fs.rm(folder, { recursive: true, force: true });
-      reasons.push(`${installer.describe.split(':')[0]} failed: ${(err as Error).message}`);
-    }
-  }
+  const { executable, reasons, installed } = await installFirst(INSTALLERS, promtoolCacheDir(env), env, log);
+  if (executable && installed)
+    return { executable, source: `${installed.describe}, installed in ${installed.seconds} s` };
   throw new Error(
     `promtool could not be had (set ${PROMTOOL_VARIABLE} to one of your own):\n- ${reasons.join('\n- ')}`,
   );
