@@ -3,7 +3,12 @@
  * the inputs and results of the workflows. Workflow code imports `tuneflow-temporal/workflows` instead (this entry
  * loads undici and the worker's code); a caller in another namespace imports `tuneflow-temporal/nexus`.
  */
-export { TuneflowPlugin, type TuneflowCallbackOptions, type TuneflowPluginOptions } from './plugin';
+export {
+  shutdownOnceRunning,
+  TuneflowPlugin,
+  type TuneflowCallbackOptions,
+  type TuneflowPluginOptions,
+} from './plugin';
 export { tuneflowServiceHandler } from './nexus/handler';
 export { DEFAULT_TENANT, Tenants, loadTenantSettings, type TenantSettings } from './tenants';
 export {

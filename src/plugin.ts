@@ -469,6 +469,25 @@ export const CALLBACK_PORT_ADVICE =
  * `connection.close()` would then throw IllegalStateError in place of the error that stopped it. It is run and
  * stopped at once (the run sets it RUNNING before its first wait, so it stops before it polls for long).
  */
+/**
+ * Shuts `worker` down once it runs (`running`: its `run()`). The plugin holds the queue's limit, checks the key and
+ * opens its receiver before the worker polls: asked to stop then, a worker is still INITIALIZED, where `shutdown()`
+ * throws, and left so it would run on. Gives up when the run ends first.
+ *
+ * @example
+ * const running = worker.run();
+ * process.once('SIGTERM', () => void shutdownOnceRunning(worker, running));
+ */
+export async function shutdownOnceRunning(worker: Worker, running: Promise<unknown>): Promise<void> {
+  let ended = false;
+  void running.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
+  while (!ended && worker.getState() === 'INITIALIZED') await new Promise((resolve) => setTimeout(resolve, 20));
+  if (worker.getState() === 'RUNNING') worker.shutdown();
+}
+
 async function releaseUnrun(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
   const running = next(worker);
   if (worker.getState() === 'RUNNING') worker.shutdown();

@@ -36,7 +36,7 @@ import { DEFAULT_API_URL, loadDemoService, type DemoServiceConfig } from '../con
 import { saveImages, writeGallery } from './demo-gallery';
 import { createLogger } from '../logging';
 import { startMockService } from '../mock-service';
-import { TuneflowPlugin, type TuneflowCallbackOptions } from '../plugin';
+import { shutdownOnceRunning, TuneflowPlugin, type TuneflowCallbackOptions } from '../plugin';
 import { describeServer, openTemporal, provisionTemporal, TemporalUnavailableError } from '../temporal-server';
 import { freePort, portIsFree, startDevServerProcess } from '../temporal-server/dev-server';
 import type { PromptSpec, TrainThenGenerateInput, TrainThenGenerateResult } from '../contract/inputs';
@@ -301,17 +301,13 @@ async function runDemoJob(
     return followed;
   });
   running.catch(() => undefined);
-  let ended = false;
-  void running.finally(() => (ended = true)).catch(() => undefined);
   // Stopped early: following ends (its query answered, its long poll cut) before the worker shuts down and the
-  // connection closes; a call the closing cuts is retried by the client on a closed channel, which crashes.
+  // connection closes; a call the closing cuts is retried by the client on a closed channel, which crashes. Stopped
+  // before the worker polls, it is let start, then shut down, or it would run on to its job's end.
   cleanups.push(async () => {
     following.abort('cleanup');
     await followed?.catch(() => undefined);
-    // The plugin opens its receiver and probes it before the worker polls: stopped then, the worker is still
-    // INITIALIZED, where shutdown() throws; it is let start, then shut down, or it would run to its job's end.
-    while (!ended && worker.getState() === 'INITIALIZED') await new Promise((resolve) => setTimeout(resolve, 20));
-    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await shutdownOnceRunning(worker, running);
     await running.catch(() => undefined);
   });
   return Promise.race([running, view.stopped]);

@@ -14,6 +14,7 @@ import { openTemporal, type DevServerSettings, type TemporalServer } from '../..
 import { startDevServerProcess } from '../../src/temporal-server/dev-server';
 import { installQuietRuntime, isCI, VERDICT_VARIABLE, type Provisioned, type TemporalVerdict } from './global-setup';
 import { bundleWorkflows, WorkflowHarness } from './harness';
+import { shutdownOnceRunning } from '../../src/plugin';
 
 /** The verdict global-setup.ts published; without one (a file run outside the `workflows` project), none. */
 export function currentVerdict(env: Record<string, string | undefined> = process.env): TemporalVerdict {
@@ -119,11 +120,7 @@ export function useWorkflowHarness(
   };
 }
 
-/**
- * Runs `workers` (each with `run`, `worker.run()` by default) while `body` runs, then stops them. The plugin holds the
- * queue's limit on the server before a worker polls, so `body` can end while a worker is still INITIALIZED, where
- * shutdown() throws: each is waited for to run first.
- */
+/** Runs `workers` (each with `run`, `worker.run()` by default) while `body` runs, then stops them once they run. */
 export async function whileRunning<T>(
   workers: Worker[],
   body: () => Promise<T>,
@@ -133,10 +130,7 @@ export async function whileRunning<T>(
   try {
     return await body();
   } finally {
-    for (const worker of workers) {
-      while (worker.getState() === 'INITIALIZED') await new Promise((resolve) => setTimeout(resolve, 20));
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-    }
+    await Promise.all(workers.map((worker, i) => shutdownOnceRunning(worker, running[i])));
     await Promise.all(running);
   }
 }
