@@ -57,46 +57,57 @@ export function statusClass(status: number | undefined): string {
   return status === undefined ? 'none' : `${Math.floor(status / 100)}xx`;
 }
 
-/**
- * Counts each request of one activity attempt: created on first use (a counter is a call into the Runtime), with the
- * activity's meter, so each carries its activity type.
- */
+type Counter = ReturnType<MetricMeter['createCounter']>;
+
+/** Each meter's counters, by name: an activity attempt's meter lives as long as its context. */
+const counters = new WeakMap<MetricMeter, Map<string, Counter>>();
+
+/** `meter`'s counter `name`, made once (each make is a call into the Runtime). */
+function counter(meter: MetricMeter, name: string, description: string, unit = ''): Counter {
+  let made = counters.get(meter);
+  if (!made) counters.set(meter, (made = new Map()));
+  let found = made.get(name);
+  if (!found) made.set(name, (found = meter.createCounter(name, unit, description)));
+  return found;
+}
+
+/** Counts each request of one activity attempt with the activity's meter, so each carries its activity type. */
 export function requestCounter(meter: MetricMeter): RequestObserver {
-  let requests: ReturnType<MetricMeter['createCounter']> | undefined;
   return (method, route, status) => {
     const operation = `${method} ${route}`;
-    requests ??= meter.createCounter(MetricName.serviceRequests, '', 'Requests to the service');
-    requests.add(1, { operation, status_class: statusClass(status) });
+    counter(meter, MetricName.serviceRequests, 'Requests to the service').add(1, {
+      operation,
+      status_class: statusClass(status),
+    });
     if (status === 429)
-      meter.createCounter(MetricName.serviceRateLimited, '', 'Requests the service answered 429').add(1, { operation });
+      counter(meter, MetricName.serviceRateLimited, 'Requests the service answered 429').add(1, { operation });
   };
 }
 
 /** An activity attempt after the first. */
 export function countRetry(meter: MetricMeter): void {
-  meter.createCounter(MetricName.activityRetries, '', 'Activity attempts after the first').add(1);
+  counter(meter, MetricName.activityRetries, 'Activity attempts after the first').add(1);
 }
 
 /** A create's charge (`cost_mc`), for the job's tenant; nothing when the answer names none. */
 export function countCharge(meter: MetricMeter, tenant: string, costMc: number | null | undefined): void {
   if (typeof costMc !== 'number' || !(costMc > 0)) return;
-  meter
-    .createCounter(MetricName.chargedMillicents, 'millicents', 'What the service charged, in millicents')
-    .add(Math.round(costMc), { tenant });
+  counter(meter, MetricName.chargedMillicents, 'What the service charged, in millicents', 'millicents').add(
+    Math.round(costMc),
+    { tenant },
+  );
 }
 
 /** An inspected image and the flags it raised. */
 export function countInspection(meter: MetricMeter, flags: readonly InspectionFlag[]): void {
-  meter
-    .createCounter(MetricName.imagesInspected, '', 'Training images inspected')
-    .add(1, { flagged: String(flags.length > 0) });
+  counter(meter, MetricName.imagesInspected, 'Training images inspected').add(1, { flagged: String(flags.length > 0) });
   if (!flags.length) return;
-  const raised = meter.createCounter(MetricName.imageFlags, '', 'Flags the service raised on inspected images');
+  const raised = counter(meter, MetricName.imageFlags, 'Flags the service raised on inspected images');
   for (const flag of flags) raised.add(1, { flag });
 }
 
-/** The receiver's counter of callbacks by outcome, made once. */
+/** The receiver's counter of callbacks by outcome. */
 export function callbackCounter(meter: MetricMeter): (outcome: CallbackOutcome) => void {
-  const callbacks = meter.createCounter(MetricName.callbacks, '', 'Callbacks the receiver answered, by outcome');
+  const callbacks = counter(meter, MetricName.callbacks, 'Callbacks the receiver answered, by outcome');
   return (outcome) => callbacks.add(1, { outcome });
 }

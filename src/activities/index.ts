@@ -33,7 +33,6 @@ import { TuneOwnership } from './ownership';
 import { spendActivities, type SpendActivities } from './spend';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
 import { countCharge, countInspection, countRetry, requestCounter } from '../metrics';
-import type { RequestObserver } from '../api/http';
 
 /** What a run's first local activity answers when asked for its budget too. */
 export interface RunSettings {
@@ -392,16 +391,11 @@ function runOf(): CallbackRun {
  * in the worker's metrics.
  */
 function options() {
-  return { signal: cancellationSignal(), attempt: activityInfo().attempt, observe: requestsOfAttempt() };
-}
-
-/** One observer per activity attempt, so its counter is made once however many requests the attempt sends. */
-const observers = new WeakMap<Context, RequestObserver>();
-function requestsOfAttempt(): RequestObserver {
-  const context = Context.current();
-  let observer = observers.get(context);
-  if (!observer) observers.set(context, (observer = requestCounter(context.metricMeter)));
-  return observer;
+  return {
+    signal: cancellationSignal(),
+    attempt: activityInfo().attempt,
+    observe: requestCounter(Context.current().metricMeter),
+  };
 }
 
 /**
