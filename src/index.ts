@@ -40,3 +40,5 @@ export { Phase, progressQuery, type Progress } from './contract/messages';
 export { WorkflowName } from './contract/jobs';
 export type * from './contract/inputs';
 export { DEFAULT_TASK_QUEUE } from './config';
+export { BOOKKEEPING_ACTIVITIES, bookkeepingQueueOf } from './contract/task-queues';
+export { probeFairness, type FairnessProbe } from './task-queue-limits';

@@ -41,7 +41,8 @@ import { registerCommands } from './contract/search-attributes';
 import { missingSearchAttributes } from './search-attributes';
 import { tuneflowServiceHandler } from './nexus/handler';
 import { loadTenantSettings, Tenants, type TenantSettings } from './tenants';
-import { describeLimits, lacksQueueConfig, queueLimits, setQueueLimits } from './task-queue-limits';
+import { describeLimits, lacksQueueConfig, probeFairness, queueLimits, setQueueLimits } from './task-queue-limits';
+import { BOOKKEEPING_ACTIVITIES, BOOKKEEPING_SUFFIX, bookkeepingQueueOf } from './contract/task-queues';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -160,8 +161,10 @@ export interface TuneflowPluginOptions {
    * The worker sets it at start as the task queue's limit on the Temporal server (UpdateTaskQueueConfig, the same as
    * `tuneflow queue-limits --rate`), which every worker on the queue then obeys: a worker started without it, or with
    * another `maxTaskQueueActivitiesPerSecond`, changes nothing (the server's limit overrides a worker's). The latest
-   * worker to start with a value sets it, and says so when it replaces another. Polls and creates share it, and so do
-   * the activities that do not call the service (checkUploads, priorJob). Where the server holds no task queue limits
+   * worker to start with a value sets it, and says so when it replaces another. Polls and creates share it; the
+   * activities that do not call the service (the ledger's reservations, checkUploads, priorJob) run on the queue's bookkeeping queue
+   * beside it (`<taskQueue>.bookkeeping`, which the worker polls too) and take none of it. The worker then probes how
+   * the server shares the queue between tenants and says so (fairness on or off). Where the server holds no task queue limits
    * (an older server, the time-skipping test server) the worker says so at start and limits the queue itself, as
    * before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its own, the same on every worker.
    * `false`: the worker sets no limit, whatever the variable says (the server's, if any, still holds).
@@ -199,6 +202,8 @@ export interface TuneflowPluginOptions {
  */
 export class TuneflowPlugin extends SimplePlugin {
   readonly #api: TunesApi;
+  /** The activities that never reach the service, for the bookkeeper beside each worker. */
+  readonly #bookkeeping: Record<string, unknown>;
   readonly #ownsApi: boolean;
   readonly #callbacks: TuneflowCallbackOptions | undefined;
   readonly #signer: CallbackSigner | undefined;
@@ -234,14 +239,17 @@ export class TuneflowPlugin extends SimplePlugin {
     const otel = options.tracing === undefined ? undefined : openTelemetryPlugin(options.tracing);
     const api = given instanceof TunesApi ? given : new TunesApi(given);
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
+    const activities = createActivities({ api, callbacks: signer, uploadDir, tenants });
     super({
       name: 'tuneflow',
-      activities: createActivities({ api, callbacks: signer, uploadDir, tenants }),
+      // All of them, the bookkeeping ones too: a worker of an earlier release schedules those on the jobs' queue.
+      activities,
       // On every worker, traced or not, so a retried activity hands out the callback URLs its first attempt did.
       workerInterceptors: { activity: [rememberScheduledBy] },
       nexusServices: options.nexus === false ? undefined : [tuneflowServiceHandler(tenants)],
     });
     this.#api = api;
+    this.#bookkeeping = Object.fromEntries(BOOKKEEPING_ACTIVITIES.map((name) => [name, activities[name]]));
     this.#ownsApi = ownsApi;
     this.#callbacks = callbacks;
     this.#signer = signer;
@@ -313,6 +321,8 @@ export class TuneflowPlugin extends SimplePlugin {
    * before it takes a task), closed after it stopped, then the service client.
    */
   override async runWorker(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
+    // A bookkeeper given the plugin through its connection runs as it is: no bookkeeper of its own.
+    if (worker.options.taskQueue.endsWith(BOOKKEEPING_SUFFIX)) return next(worker);
     // Beside the start, not before it: the receiver and the polls do not wait on the namespace's answer.
     void this.#sayIfUnfindable(worker).catch(() => undefined);
     // Only with a rate: a worker without one opens its receiver as soon as before.
@@ -374,6 +384,9 @@ export class TuneflowPlugin extends SimplePlugin {
         `task queue ${target.taskQueue}: activities limited to ${rate}/s for every worker, held by the server${replaced}; ${describeLimits(now)}`,
         { taskQueue: target.taskQueue, serviceRate: rate, ...now },
       );
+      // Beside the start: the polls do not wait on it.
+      const connection = worker.client?.connection;
+      if (connection) void this.#sayFairness(logger, connection, worker).catch(() => undefined);
     } catch (err) {
       logger.warn(
         `task queue ${target.taskQueue}: the server holds no task queue limit or fairness ` +
@@ -382,6 +395,31 @@ export class TuneflowPlugin extends SimplePlugin {
         { taskQueue: target.taskQueue, serviceRate: rate },
       );
     }
+  }
+
+  /**
+   * Says how the server shares the rate-limited queue between tenants (src/task-queue-limits.ts, probeFairness): by
+   * tenant, or not, where one tenant's flood holds up everyone's jobs and the operator should turn
+   * fairness on; or that the probe could not tell.
+   */
+  async #sayFairness(logger: Logger, connection: Client['connection'], worker: Worker): Promise<void> {
+    const { namespace, taskQueue, identity } = worker.options;
+    const probe = await probeFairness(connection, namespace, taskQueue, identity);
+    const fields = { taskQueue, fairness: probe.fairness, ...(probe.reason && { reason: probe.reason }) };
+    if (probe.fairness === 'on')
+      logger.info(`task queue ${taskQueue}: the server shares it by tenant (fairness on, by a probe)`, fields);
+    else if (probe.fairness === 'off')
+      logger.warn(
+        `task queue ${taskQueue}: the server does not share it by tenant (fairness off, by a probe): one tenant's ` +
+          "flood holds up every other tenant's jobs; turn on the server's dynamic config " +
+          'matching.enableFairness (`tuneflow dev-server` and the compose file do)',
+        fields,
+      );
+    else
+      logger.warn(
+        `task queue ${taskQueue}: whether the server shares it by tenant is unknown (${probe.reason})`,
+        fields,
+      );
   }
 
   /**
@@ -413,11 +451,12 @@ export class TuneflowPlugin extends SimplePlugin {
     keyCheck: string,
     probe: Promise<string> | undefined,
   ): Promise<void> {
-    const running = super.runWorker(worker, next);
+    const running = this.#withBookkeeper(worker, () => super.runWorker(worker, next));
     // Its failure is awaited below, after the line.
     running.catch(() => undefined);
     if (this.#report !== false) {
-      const report = { taskQueue: worker.options.taskQueue, namespace: worker.options.namespace, ...this.#report };
+      const { taskQueue, namespace } = worker.options;
+      const report = { taskQueue, bookkeeping: bookkeepingQueueOf(taskQueue), namespace, ...this.#report };
       // The worker polls meanwhile: the line waits for the probe (a few seconds at most), the jobs do not.
       const callbackProbe = await probe;
       const logger = this.#logger ?? (await import('@temporalio/worker')).Runtime.instance().logger;
@@ -428,6 +467,40 @@ export class TuneflowPlugin extends SimplePlugin {
       });
     }
     await running;
+  }
+
+  /**
+   * Runs `run` (the worker) with its bookkeeper: a worker of the activities that never reach the service, on the
+   * bookkeeping queue beside the worker's (src/contract/task-queues.ts), so the server's rate limit on the worker's
+   * queue counts only the calls that reach the service. Both stop when either does; the first failure is thrown.
+   */
+  async #withBookkeeper(worker: Worker, run: () => Promise<void>): Promise<void> {
+    const { Worker: Workers } = await import('@temporalio/worker');
+    let bookkeeper: Worker;
+    try {
+      bookkeeper = await Workers.create({
+        connection: worker.connection,
+        namespace: worker.options.namespace,
+        taskQueue: bookkeepingQueueOf(worker.options.taskQueue),
+        identity: worker.options.identity,
+        activities: this.#bookkeeping,
+        // The worker's own activity interceptors (tracing's spans among them) on its bookkeeping too.
+        interceptors: { activity: worker.options.interceptors.activity },
+        shutdownGraceTime: worker.options.shutdownGraceTime,
+      });
+    } catch (err) {
+      await releaseUnrun(worker, run);
+      throw err;
+    }
+    const main = run();
+    const books = bookkeeper.run();
+    const settled = (p: Promise<void>) => p.then(noop, noop);
+    const mainEndedFirst = await Promise.race([settled(main).then(() => true), settled(books).then(() => false)]);
+    if (mainEndedFirst) await shutdownOnceRunning(bookkeeper, books);
+    else await shutdownOnceRunning(worker, main);
+    const [ran, kept] = await Promise.allSettled([main, books]);
+    if (ran.status === 'rejected') throw ran.reason;
+    if (kept.status === 'rejected') throw kept.reason;
   }
 
   /**
@@ -487,6 +560,8 @@ export async function shutdownOnceRunning(worker: Worker, running: Promise<unkno
   while (!ended && worker.getState() === 'INITIALIZED') await new Promise((resolve) => setTimeout(resolve, 20));
   if (worker.getState() === 'RUNNING') worker.shutdown();
 }
+
+const noop = (): void => undefined;
 
 async function releaseUnrun(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
   const running = next(worker);

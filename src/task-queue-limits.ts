@@ -3,11 +3,13 @@
  * queue limit, a default limit per tenant scaled by the tenant's weight, the weights themselves), which every worker on
  * the queue obeys whatever it was started with. `tuneflow queue-limits` and the plugin at a worker's start set it.
  */
-import type { WorkflowService } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
+import type { Connection, WorkflowService } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
 import { tenantNameProblem } from './contract/tenants';
 
-const { TaskQueueType, TaskQueueKind } = temporal.api.enums.v1;
+const { CommandType, TaskQueueType, TaskQueueKind } = temporal.api.enums.v1;
 
 /** What the server holds for a task queue's activity tasks. */
 export interface QueueLimits {
@@ -132,4 +134,112 @@ export function describeLimits(limits: QueueLimits): string {
     limits.tenantRate === undefined ? 'no per-tenant limit' : `each tenant ${limits.tenantRate}/s times its weight`,
     weights.length ? `weights ${weights.map(([tenant, weight]) => `${tenant}=${weight}`).join(',')}` : 'every weight 1',
   ].join(', ');
+}
+
+/** What a probe of the server's dispatch order found. */
+export interface FairnessProbe {
+  /** on: the server dispatches by tenant; off: first come, first served; unknown: the probe could not tell. */
+  fairness: 'on' | 'off' | 'unknown';
+  /** Why it could not tell. */
+  reason?: string;
+}
+
+/** The pause after each of a probe's starts. */
+const PROBE_PAUSE_MS = 50;
+
+/** How long a probe may take, all its calls together. */
+const FAIRNESS_PROBE_MS = 5_000;
+
+/** What the probe's runs are, in the namespace's list of runs. */
+export const FAIRNESS_PROBE_WORKFLOW = 'tuneflowFairnessProbe';
+
+/** Each tenant's tasks in a probe: a server without fairness takes them in alternation by chance once in 252 probes. */
+const PROBE_TASKS_EACH = 5;
+
+/**
+ * Asks the server how it dispatches, since no API says whether `matching.enableFairness` is on: five workflow tasks of
+ * tenant a, then five of tenant b, on a queue of the probe's own, all added before anything polls, then taken in turn
+ * by raw polls. With fairness they come in alternation, a, b, a, b (each tenant's first before anyone's second);
+ * without it, a's first or in no order by tenant. Each task is answered by completing its run, so nothing is left open
+ * (a run the probe could not take times out in a minute). Exact on a queue of one partition (`tuneflow dev-server`,
+ * the compose file); on a server whose queues have several, the tasks land on different partitions, and a server with
+ * fairness may look like one without.
+ *
+ * @example
+ * await probeFairness(client.connection, 'default', 'tuneflow'); // { fairness: 'on' }
+ */
+export async function probeFairness(
+  connection: Pick<Connection, 'workflowService' | 'withDeadline'>,
+  namespace: string,
+  taskQueue: string,
+  identity = 'tuneflow',
+): Promise<FairnessProbe> {
+  const service = connection.workflowService;
+  const queue = {
+    name: `${taskQueue}.fairness-probe-${randomUUID().slice(0, 8)}`,
+    kind: TaskQueueKind.TASK_QUEUE_KIND_NORMAL,
+  };
+  const tenants = ['probe-a', 'probe-b'].flatMap((tenant) => Array<string>(PROBE_TASKS_EACH).fill(tenant));
+  const ids = tenants.map((_, i) => `${queue.name}-${i + 1}`);
+  const taken: string[] = [];
+  try {
+    await connection.withDeadline(Date.now() + FAIRNESS_PROBE_MS, async () => {
+      for (const [i, workflowId] of ids.entries()) {
+        await service.startWorkflowExecution({
+          namespace,
+          workflowId,
+          workflowType: { name: FAIRNESS_PROBE_WORKFLOW },
+          taskQueue: queue,
+          requestId: randomUUID(),
+          identity,
+          workflowExecutionTimeout: msToTs('1 minute'),
+          priority: { fairnessKey: tenants[i] },
+        });
+        // The server hands a started run's task to matching on its own time, after the start's answer: a pause, so
+        // the tasks reach the backlog in the order they were added.
+        await new Promise((resolve) => setTimeout(resolve, PROBE_PAUSE_MS));
+      }
+      while (taken.length < ids.length) {
+        const task = await service.pollWorkflowTaskQueue({ namespace, taskQueue: queue, identity });
+        if (!task.taskToken?.length) break;
+        taken.push(task.workflowExecution?.workflowId ?? '');
+        await service.respondWorkflowTaskCompleted({
+          namespace,
+          identity,
+          taskToken: task.taskToken,
+          commands: [
+            {
+              commandType: CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+              completeWorkflowExecutionCommandAttributes: {},
+            },
+          ],
+        });
+      }
+    });
+  } catch (err) {
+    const reason = `${taken.length} of ${ids.length} probe tasks taken: ${(err as Error).message}`;
+    return { fairness: 'unknown', reason };
+  } finally {
+    await endUntaken(service, namespace, ids, taken);
+  }
+  const tenantOf = (id: string) => tenants[ids.indexOf(id)];
+  const alternating = taken.every((id, i) => tenantOf(id) === tenants[(i % 2) * PROBE_TASKS_EACH]);
+  return { fairness: alternating ? 'on' : 'off' };
+}
+
+/** The probe's runs it did not take, terminated (best effort: each times out in a minute anyway). */
+async function endUntaken(service: WorkflowService, namespace: string, ids: string[], taken: string[]): Promise<void> {
+  await Promise.all(
+    ids
+      .filter((id) => !taken.includes(id))
+      .map((workflowId) =>
+        service
+          .terminateWorkflowExecution({
+            namespace,
+            workflowExecution: { workflowId },
+            reason: 'tuneflow fairness probe',
+          })
+          .catch(() => undefined),
+      ),
+  );
 }

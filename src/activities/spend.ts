@@ -19,6 +19,7 @@ import {
   type Spend,
 } from '../contract/spend';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
+import { jobQueueOf } from '../contract/task-queues';
 import { startPriority, type Tenants } from '../tenants';
 
 /** The create a reservation covers, in its run: `tune`, `pack`, `prompt-3`. */
@@ -67,7 +68,8 @@ function updateLedger<Args extends unknown[]>(
   updateId: string,
   args: Args,
 ): Promise<Spend> {
-  const { taskQueue } = activityInfo();
+  // The jobs' queue, where the ledger's workflow tasks run, whether this activity came from it or its bookkeeping queue.
+  const taskQueue = jobQueueOf(activityInfo().taskQueue);
   return getClient().workflow.executeUpdateWithStart(update as typeof reserveSpendUpdate, {
     updateId,
     args: args as never,

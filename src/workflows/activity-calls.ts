@@ -9,12 +9,18 @@
  * over a task's weight. Eager dispatch is off: an activity handed to the worker with the workflow task skips the
  * server's matching, its rate limit and its fairness.
  *
- * No patch: the priority and eager dispatch are options of the ScheduleActivityTask command, and replay compares
- * commands by type and activity type, not by options, so every recorded history replays (test/replay.test.ts).
+ * The activities that never reach the service (the key's earlier job, the upload directory's check, the tenant's
+ * ledger) run on the bookkeeping queue beside the run's own (src/contract/task-queues.ts), which every worker with the
+ * plugin polls: the server's rate limit on the run's queue counts only the calls that reach the service.
+ *
+ * No patch: the priority, eager dispatch and task queue are options of the ScheduleActivityTask command, and replay
+ * compares commands by type and activity type, not by options, so every recorded history replays
+ * (test/replay.test.ts).
  */
 import { proxyActivities, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { TuneflowActivities } from '../activities';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
+import { bookkeepingQueueOf } from '../contract/task-queues';
 import {
   ledgerActivityOptions,
   pollActivityOptions,
@@ -34,6 +40,8 @@ const POLICIES = {
   ledger: ledgerActivityOptions,
 } as const;
 type Policy = keyof typeof POLICIES;
+/** The policies of the activities that never reach the service: they run on the bookkeeping queue. */
+const BOOKKEEPING: ReadonlySet<Policy> = new Set(['temporal', 'uploads', 'ledger']);
 type Calls = ReturnType<typeof proxyActivities<TuneflowActivities>>;
 
 /** The run the proxies were made for, and the proxies: one slot, so a context shared by runs never mixes tenants. */
@@ -47,18 +55,24 @@ export function fairShare(workflowId: string): Pick<ActivityOptions, 'priority' 
 }
 
 function callsOfThisRun(policy: Policy): Calls {
-  const { runId, workflowId } = workflowInfo();
+  const { runId, workflowId, taskQueue } = workflowInfo();
   if (made?.runId !== runId) {
     const share = fairShare(workflowId);
-    const proxy = (options: ActivityOptions) => proxyActivities<TuneflowActivities>({ ...options, ...share });
+    const books = bookkeepingQueueOf(taskQueue);
+    const proxy = (of: Policy) =>
+      proxyActivities<TuneflowActivities>({
+        ...POLICIES[of],
+        ...share,
+        ...(BOOKKEEPING.has(of) && { taskQueue: books }),
+      });
     made = {
       runId,
       calls: {
-        service: proxy(POLICIES.service),
-        polls: proxy(POLICIES.polls),
-        temporal: proxy(POLICIES.temporal),
-        uploads: proxy(POLICIES.uploads),
-        ledger: proxy(POLICIES.ledger),
+        service: proxy('service'),
+        polls: proxy('polls'),
+        temporal: proxy('temporal'),
+        uploads: proxy('uploads'),
+        ledger: proxy('ledger'),
       },
     };
   }

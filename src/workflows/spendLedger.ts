@@ -35,6 +35,11 @@ import { ledgerCeilingOptions } from './policies';
  */
 export const LEDGER_CEILING_FROM_OPERATOR = 'ledger-ceiling-from-operator';
 
+/**
+ * The operator's ceiling, read on the ledger's own queue (the jobs'), not the bookkeeping queue: the reservations that
+ * wait on this read hold the bookkeeping queue's activity slots, so the read takes a slot of another pool. One read a
+ * ledger run, and at most one a minute after: a share of the service's rate too small to count.
+ */
 const operator = proxyActivities<SpendActivities>(ledgerCeilingOptions);
 
 /**

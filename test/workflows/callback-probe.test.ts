@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { LogLevel, LogMetadata, Logger } from '@temporalio/common';
+import type { LogMetadata } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type WorkflowBundle } from '@temporalio/worker';
 import { startMockService, type MockService } from '../../src/mock-service';
@@ -15,6 +15,7 @@ import { freePort } from '../../src/temporal-server/dev-server';
 import { bundleWorkflows } from './bundle';
 import { devServerTest, startDevServer } from './environment';
 import { startWorkerProcess } from './worker-process';
+import { recordingLogger } from './recording-logger';
 
 // Generous: five workers start one after another, each on a loaded machine; nothing here is timed.
 jest.setTimeout(300_000);
@@ -56,21 +57,6 @@ afterAll(async () => {
   await mock?.close();
   await env?.teardown();
 });
-
-/** A logger that keeps every line, for the start report. */
-function recordingLogger(): Logger & { lines: Array<{ message: string; meta?: LogMetadata }> } {
-  const lines: Array<{ message: string; meta?: LogMetadata }> = [];
-  const log = (_level: LogLevel, message: string, meta?: LogMetadata) => void lines.push({ message, meta });
-  return {
-    lines,
-    log,
-    trace: (m, meta) => log('TRACE', m, meta),
-    debug: (m, meta) => log('DEBUG', m, meta),
-    info: (m, meta) => log('INFO', m, meta),
-    warn: (m, meta) => log('WARN', m, meta),
-    error: (m, meta) => log('ERROR', m, meta),
-  };
-}
 
 /** Resolves once the worker logged its start line: after the probe answered, the worker running meanwhile. */
 async function saidStart(logger: ReturnType<typeof recordingLogger>): Promise<void> {

@@ -10,6 +10,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { Client, WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import { TuneflowClient } from '../../src/client';
 import { ledgerWorkflowId, SpendLedger, spendQuery, spendWindow, type Spend } from '../../src/contract/spend';
 import { tenantWorkflowId } from '../../src/contract/tenants';
@@ -193,6 +194,54 @@ devServerTest(
     expect(await activityTypes('shop', refusedKey)).toEqual(['reserveSpend']);
     const doneKey = keys.find((_, i) => outcomes[i].status === 'fulfilled') as string;
     expect(await activityTypes('shop', doneKey)).toEqual(['reserveSpend', 'createTune', 'commitSpend']);
+  },
+);
+
+/** Each activity a run scheduled, with the task queue it was scheduled on. */
+async function scheduledOn(workflowId: string): Promise<Array<[string, string]>> {
+  const history = await env!.client.workflow.getHandle(workflowId).fetchHistory();
+  return (history.events ?? []).flatMap((e) => {
+    const a = e.activityTaskScheduledEventAttributes;
+    return a ? [[a.activityType?.name ?? '', a.taskQueue?.name ?? ''] as [string, string]] : [];
+  });
+}
+
+devServerTest(
+  "only the calls that reach the service take the job's queue: the ledger's reservations and commits run on its " +
+    "bookkeeping queue, which the worker polls beside its own; the ledger and its ceiling read on the jobs' queue",
+  async () => {
+    const taskQueue = 'spend-books';
+    const books = `${taskQueue}.bookkeeping`;
+    const w = await worker(taskQueue, 'spend-books-key', {
+      books: { ceilingMc: 10 * TUNE_TRAINING_MC, period: 'month' },
+    });
+    const pollers = await w.runUntil(async () => {
+      const handle = await starter(taskQueue, 'books').trainThenGenerate('booked', {
+        tune: paidTune(),
+        prompts: [],
+        options: { ...QUICK, tuneCostMc: TUNE_TRAINING_MC },
+      });
+      await handle.result();
+      const described = await env!.client.workflowService.describeTaskQueue({
+        namespace: 'default',
+        taskQueue: { name: books },
+        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+      });
+      return (described.pollers ?? []).map((p) => p.identity);
+    });
+    expect(pollers).toContain(w.options.identity);
+    const scheduled = await scheduledOn(tenantWorkflowId('books', 'booked'));
+    const onBooks = scheduled.filter(([, queue]) => queue === books).map(([type]) => type);
+    const onJobs = scheduled.filter(([, queue]) => queue === taskQueue).map(([type]) => type);
+    expect(onBooks).toEqual(['reserveSpend', 'commitSpend']);
+    expect(onJobs[0]).toBe('createTune');
+    expect(new Set(onJobs)).toEqual(new Set(['createTune', 'retrieveTune']));
+    expect(onBooks.length + onJobs.length).toBe(scheduled.length);
+    const ledgerId = ledgerWorkflowId('books', spendWindow('month', Date.now()));
+    // The ceiling read the reservations wait on runs in another pool than theirs: the jobs' queue.
+    expect(await scheduledOn(ledgerId)).toEqual([['ledgerCeiling', taskQueue]]);
+    const ledger = await env!.client.workflow.getHandle(ledgerId).describe();
+    expect(ledger.taskQueue).toBe(taskQueue);
   },
 );
 

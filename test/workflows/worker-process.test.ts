@@ -138,6 +138,7 @@ devServerTest(
           .find((line) => line.includes('"tuneflow worker started"'));
         expect(JSON.parse(started!).meta).toEqual({
           taskQueue,
+          bookkeeping: `${taskQueue}.bookkeeping`,
           namespace: 'default',
           apiUrl: strict.url,
           callbacks: `http://127.0.0.1:${callbackPort}`,
