@@ -162,11 +162,11 @@ export interface TuneflowPluginOptions {
    * `tuneflow queue-limits --rate`), which every worker on the queue then obeys: a worker started without it, or with
    * another `maxTaskQueueActivitiesPerSecond`, changes nothing (the server's limit overrides a worker's). The latest
    * worker to start with a value sets it, and says so when it replaces another. Polls and creates share it; the
-   * activities that do not call the service (the ledger's reservations, checkUploads, priorJob) run on the queue's bookkeeping queue
-   * beside it (`<taskQueue>.bookkeeping`, which the worker polls too) and take none of it. The worker then probes how
-   * the server shares the queue between tenants and says so (fairness on or off). Where the server holds no task queue limits
-   * (an older server, the time-skipping test server) the worker says so at start and limits the queue itself, as
-   * before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its own, the same on every worker.
+   * activities that do not call the service (the ledger's reservations, checkUploads, priorJob) run on the queue's
+   * bookkeeping queue beside it (`<taskQueue>.bookkeeping`, which the worker polls too) and take none of it. The worker
+   * then probes how the server shares the queue between tenants and says so (fairness on or off). Where the server
+   * holds no task queue limits (an older server, the time-skipping test server) the worker says so at start and
+   * limits the queue itself, as before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its own, the same on every worker.
    * `false`: the worker sets no limit, whatever the variable says (the server's, if any, still holds).
    * @default TUNEFLOW_SERVICE_RATE; unset: the worker sets none
    */
