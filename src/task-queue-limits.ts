@@ -147,8 +147,11 @@ export interface FairnessProbe {
 /** The pause after each of a probe's starts. */
 const PROBE_PAUSE_MS = 50;
 
-/** How long a probe may take, all its calls together. */
-const FAIRNESS_PROBE_MS = 5_000;
+/** How long a probe may take, all its calls together: a second on a quiet server, more on a loaded one. */
+const FAIRNESS_PROBE_MS = 20_000;
+
+/** The least time a poll is given: the server refuses a long poll with under 2 s left ("Context timeout is too short"). */
+const PROBE_POLL_MIN_MS = 3_000;
 
 /** What the probe's runs are, in the namespace's list of runs. */
 export const FAIRNESS_PROBE_WORKFLOW = 'tuneflowFairnessProbe';
@@ -182,8 +185,9 @@ export async function probeFairness(
   const tenants = ['probe-a', 'probe-b'].flatMap((tenant) => Array<string>(PROBE_TASKS_EACH).fill(tenant));
   const ids = tenants.map((_, i) => `${queue.name}-${i + 1}`);
   const taken: string[] = [];
+  const deadline = Date.now() + FAIRNESS_PROBE_MS;
   try {
-    await connection.withDeadline(Date.now() + FAIRNESS_PROBE_MS, async () => {
+    await connection.withDeadline(deadline, async () => {
       for (const [i, workflowId] of ids.entries()) {
         await service.startWorkflowExecution({
           namespace,
@@ -199,11 +203,16 @@ export async function probeFairness(
         // the tasks reach the backlog in the order they were added.
         await new Promise((resolve) => setTimeout(resolve, PROBE_PAUSE_MS));
       }
-      while (taken.length < ids.length) {
-        const task = await service.pollWorkflowTaskQueue({ namespace, taskQueue: queue, identity });
-        if (!task.taskToken?.length) break;
-        taken.push(task.workflowExecution?.workflowId ?? '');
-        await service.respondWorkflowTaskCompleted({
+    });
+    while (taken.length < ids.length) {
+      if (deadline - Date.now() < PROBE_POLL_MIN_MS) throw new Error(`out of time (${FAIRNESS_PROBE_MS / 1000} s)`);
+      const task = await connection.withDeadline(deadline, () =>
+        service.pollWorkflowTaskQueue({ namespace, taskQueue: queue, identity }),
+      );
+      if (!task.taskToken?.length) throw new Error('a poll came back empty');
+      taken.push(task.workflowExecution?.workflowId ?? '');
+      await connection.withDeadline(deadline, () =>
+        service.respondWorkflowTaskCompleted({
           namespace,
           identity,
           taskToken: task.taskToken,
@@ -213,9 +222,9 @@ export async function probeFairness(
               completeWorkflowExecutionCommandAttributes: {},
             },
           ],
-        });
-      }
-    });
+        }),
+      );
+    }
   } catch (err) {
     const reason = `${taken.length} of ${ids.length} probe tasks taken: ${(err as Error).message}`;
     return { fairness: 'unknown', reason };

@@ -3,6 +3,11 @@
  * what the service charged, release what was not spent. Each is one update-with-start of the ledger workflow, whose
  * update ID is a digest of the job's workflow ID, its run ID and the create it covers: a retried activity (a worker
  * killed, a lost answer) asks again under the same ID, and the ledger counts it once.
+ *
+ * The server holds at most 10 updates of one workflow in flight (`history.maxInFlightUpdates`) and answers the rest
+ * ResourceExhausted, which the client retries for up to 10 s before the activity retries too: a flood of a tenant's
+ * jobs (500 at once) would keep the ledger's updates that fit from ever being handled. So a worker sends at most
+ * `LEDGER_UPDATES_IN_FLIGHT` updates to one ledger at a time and queues the rest in order, in process.
  */
 import { createHash } from 'node:crypto';
 import { activityInfo, getClient } from '@temporalio/activity';
@@ -21,6 +26,37 @@ import {
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
 import { jobQueueOf } from '../contract/task-queues';
 import { startPriority, type Tenants } from '../tenants';
+
+/**
+ * Updates one worker (its plugin's activities) has in flight to one ledger: two workers stay under the server's 10, and
+ * each of the ledger's workflow tasks still carries several.
+ */
+export const LEDGER_UPDATES_IN_FLIGHT = 4;
+
+/** Runs calls keyed by ledger, at most `LEDGER_UPDATES_IN_FLIGHT` of a key at once, the rest in the order they came. */
+export class LedgerLanes {
+  readonly #lanes = new Map<string, { running: number; waiting: (() => void)[] }>();
+
+  async run<T>(key: string, call: () => Promise<T>): Promise<T> {
+    let lane = this.#lanes.get(key);
+    if (!lane) this.#lanes.set(key, (lane = { running: 0, waiting: [] }));
+    if (lane.running < LEDGER_UPDATES_IN_FLIGHT) lane.running++;
+    else await new Promise<void>((resolve) => lane.waiting.push(resolve));
+    try {
+      return await call();
+    } finally {
+      // A call that ends hands its place to the next one waiting; the last one out drops the lane.
+      const next = lane.waiting.shift();
+      if (next) next();
+      else if (--lane.running === 0) this.#lanes.delete(key);
+    }
+  }
+
+  /** Ledgers with calls running or waiting (for tests). */
+  get size(): number {
+    return this.#lanes.size;
+  }
+}
 
 /** The create a reservation covers, in its run: `tune`, `pack`, `prompt-3`. */
 export interface SpendOf {
@@ -60,8 +96,9 @@ function reservationOf(create: string): { tenant: string; id: string } {
   return { tenant, id };
 }
 
-/** One update of the tenant's ledger, starting it if need be. */
+/** One update of the tenant's ledger, starting it if need be, in its lane. */
 function updateLedger<Args extends unknown[]>(
+  lanes: LedgerLanes,
   tenant: string,
   window: string,
   update: Parameters<ReturnType<typeof getClient>['workflow']['executeUpdateWithStart']>[0],
@@ -70,19 +107,23 @@ function updateLedger<Args extends unknown[]>(
 ): Promise<Spend> {
   // The jobs' queue, where the ledger's workflow tasks run, whether this activity came from it or its bookkeeping queue.
   const taskQueue = jobQueueOf(activityInfo().taskQueue);
-  return getClient().workflow.executeUpdateWithStart(update as typeof reserveSpendUpdate, {
-    updateId,
-    args: args as never,
-    startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
-      workflowId: ledgerWorkflowId(tenant, window),
-      taskQueue,
-      args: [],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      // Its workflow tasks share the queue by tenant, as the tenant's jobs' do.
-      priority: startPriority(tenant),
-      staticSummary: `tenant ${tenant}'s spend for ${window}`,
+  const workflowId = ledgerWorkflowId(tenant, window);
+  const client = getClient();
+  return lanes.run(workflowId, () =>
+    client.workflow.executeUpdateWithStart(update as typeof reserveSpendUpdate, {
+      updateId,
+      args: args as never,
+      startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
+        workflowId,
+        taskQueue,
+        args: [],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        // Its workflow tasks share the queue by tenant, as the tenant's jobs' do.
+        priority: startPriority(tenant),
+        staticSummary: `tenant ${tenant}'s spend for ${window}`,
+      }),
     }),
-  });
+  );
 }
 
 /**
@@ -92,6 +133,7 @@ function updateLedger<Args extends unknown[]>(
  * const activities = { ...spendActivities(tenants) };
  */
 export function spendActivities(tenants: Tenants): SpendActivities {
+  const lanes = new LedgerLanes();
   return {
     async reserveSpend({ create, priceMc, atMs }) {
       const { tenant, id } = reservationOf(create);
@@ -99,7 +141,7 @@ export function spendActivities(tenants: Tenants): SpendActivities {
       if (!budget) return { window: null };
       const window = spendWindow(budget.period, atMs);
       try {
-        const spend = await updateLedger(tenant, window, reserveSpendUpdate, `reserve:${id}`, [
+        const spend = await updateLedger(lanes, tenant, window, reserveSpendUpdate, `reserve:${id}`, [
           { id, priceMc, ceilingMc: budget.ceilingMc },
         ]);
         return { window, spend };
@@ -122,12 +164,12 @@ export function spendActivities(tenants: Tenants): SpendActivities {
       const { tenant, id } = reservationOf(create);
       // The ledger counts whole millicents; a charge the service gave in fractions is rounded up, never lost.
       const charged = Math.max(0, Math.ceil(costMc));
-      return updateLedger(tenant, window, commitSpendUpdate, `commit:${id}`, [{ id, costMc: charged }]);
+      return updateLedger(lanes, tenant, window, commitSpendUpdate, `commit:${id}`, [{ id, costMc: charged }]);
     },
 
     async releaseSpend({ create, window }) {
       const { tenant, id } = reservationOf(create);
-      return updateLedger(tenant, window, releaseSpendUpdate, `release:${id}`, [{ id }]);
+      return updateLedger(lanes, tenant, window, releaseSpendUpdate, `release:${id}`, [{ id }]);
     },
 
     async ledgerCeiling({ tenant, window }) {

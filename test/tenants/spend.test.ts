@@ -13,6 +13,7 @@ import {
 } from '../../src/contract/spend';
 import { jobOfWorkflowId } from '../../src/contract/tenants';
 import { loadTenantSettings, Tenants } from '../../src/tenants';
+import { LEDGER_UPDATES_IN_FLIGHT, LedgerLanes } from '../../src/activities/spend';
 
 describe('budgets from the operator', () => {
   test('TUNEFLOW_TENANT_BUDGETS: tenant=millicents/day or /month, each tenant once', () => {
@@ -155,5 +156,55 @@ describe("the ledger's arithmetic", () => {
     const carried = new SpendLedger(JSON.parse(JSON.stringify(ledger.state)));
     expect(carried.spend()).toEqual(ledger.spend());
     expect(carried.commit('b', 50)).toMatchObject({ committedMc: 140, reservedMc: 0 });
+  });
+});
+
+describe("a worker's updates to a ledger, in lanes", () => {
+  /** A call that starts when the lane lets it and ends when the test says. */
+  function held(lanes: LedgerLanes, key: string, started: string[], name: string) {
+    let end!: () => void;
+    const ended = new Promise<void>((resolve) => (end = resolve));
+    const done = lanes.run(key, async () => {
+      started.push(name);
+      await ended;
+      return name;
+    });
+    return { end, done };
+  }
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+  test(`at most ${LEDGER_UPDATES_IN_FLIGHT} of one ledger at once, the rest in the order they came; other ledgers apart`, async () => {
+    const lanes = new LedgerLanes();
+    const started: string[] = [];
+    const calls = Array.from({ length: LEDGER_UPDATES_IN_FLIGHT + 3 }, (_, i) => held(lanes, 'shop', started, `s${i}`));
+    const other = held(lanes, 'studio', started, 'other');
+    await turn();
+    expect(started).toEqual([...calls.slice(0, LEDGER_UPDATES_IN_FLIGHT).map((_, i) => `s${i}`), 'other']);
+    // One ends: the first waiting takes its place, and only it.
+    calls[1].end();
+    await expect(calls[1].done).resolves.toBe('s1');
+    await turn();
+    expect(started.slice(-1)).toEqual([`s${LEDGER_UPDATES_IN_FLIGHT}`]);
+    expect(started).toHaveLength(LEDGER_UPDATES_IN_FLIGHT + 2);
+    for (const call of calls) call.end();
+    other.end();
+    await Promise.all(calls.map((c) => c.done));
+    expect(started).toHaveLength(LEDGER_UPDATES_IN_FLIGHT + 4);
+    expect(lanes.size).toBe(0);
+  });
+
+  test('a call that fails gives its place up and its error to its caller alone', async () => {
+    const lanes = new LedgerLanes();
+    const failing = Array.from({ length: LEDGER_UPDATES_IN_FLIGHT + 2 }, (_, i) =>
+      lanes.run('shop', async () => {
+        throw new Error(`refused ${i}`);
+      }),
+    );
+    const results = await Promise.allSettled([...failing, lanes.run('shop', async () => 'made')]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([
+      ...failing.map((_, i) => `refused ${i}`),
+      'made',
+    ]);
+    expect(lanes.size).toBe(0);
   });
 });

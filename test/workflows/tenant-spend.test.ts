@@ -460,7 +460,8 @@ devServerTest(
     const taskQueue = 'spend-ledger';
     const w = await worker(taskQueue, 'spend-ledger-key', { bulk: { ceilingMc: 1_000_000, period: 'month' } });
     const client = new Client({ connection: env!.connection, namespace: env!.namespace ?? 'default' });
-    const workflowId = ledgerWorkflowId('bulk', '2026-11');
+    // This month's: a past window's ledger, a day after it closed, ends whenever nothing is held.
+    const workflowId = ledgerWorkflowId('bulk', spendWindow('month', Date.now()));
     const update = ledgerUpdates(client, taskQueue, workflowId);
     const RESERVATIONS = 1_000;
     const spend = await w.runUntil(async () => {

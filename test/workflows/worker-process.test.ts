@@ -16,6 +16,7 @@ import { IMAGE_MC, startMockService, TUNE_TRAINING_MC, type MockService } from '
 import { freePort } from '../../src/temporal-server/dev-server';
 import { loadWorkerConfig } from '../../src/config';
 import { createTuneflowWorker } from '../../src/cli/worker';
+import { shutdownOnceRunning } from '../../src/plugin';
 import { devServerTest, startDevServer } from './environment';
 import { summarize } from './history-summary';
 import { startWorkerProcess } from './worker-process';
@@ -180,7 +181,8 @@ devServerTest("TUNEFLOW_MAX_CACHED_WORKFLOWS bounds the worker's cache of runs; 
       loadWorkerConfig({ ...settings, TUNEFLOW_TASK_QUEUE: `cache-${Date.now()}`, ...extra }),
     );
     const running = run();
-    worker.shutdown();
+    // The plugin starts its bookkeeper (and more) before the worker polls: shutdown() would throw until then.
+    await shutdownOnceRunning(worker, running);
     await running;
     return worker.options.maxCachedWorkflows;
   };
