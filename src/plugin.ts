@@ -492,6 +492,7 @@ export class TuneflowPlugin extends SimplePlugin {
       await releaseUnrun(worker, run);
       throw err;
     }
+    quietAboutWorkflows(bookkeeper);
     const main = run();
     const books = bookkeeper.run();
     const settled = (p: Promise<void>) => p.then(noop, noop);
@@ -562,6 +563,27 @@ export async function shutdownOnceRunning(worker: Worker, running: Promise<unkno
 }
 
 const noop = (): void => undefined;
+
+/** The SDK's warning that a worker registers no workflows, which a bookkeeper never does on purpose. */
+const NO_WORKFLOWS = 'No workflows registered, not polling for workflow tasks';
+
+/**
+ * Drops the SDK's one warning that `bookkeeper` polls no workflow tasks (every start would say it to the operator),
+ * passing every other line on. The worker's logger is an SDK field; should it move, the warning shows again, no more.
+ */
+function quietAboutWorkflows(bookkeeper: Worker): void {
+  const held = bookkeeper as unknown as { logger?: Logger };
+  const logger = held.logger;
+  if (!logger) return;
+  held.logger = {
+    log: (level, message, meta) => (message === NO_WORKFLOWS ? undefined : logger.log(level, message, meta)),
+    trace: (message, meta) => logger.trace(message, meta),
+    debug: (message, meta) => logger.debug(message, meta),
+    info: (message, meta) => logger.info(message, meta),
+    warn: (message, meta) => (message === NO_WORKFLOWS ? undefined : logger.warn(message, meta)),
+    error: (message, meta) => logger.error(message, meta),
+  };
+}
 
 async function releaseUnrun(worker: Worker, next: (w: Worker) => Promise<void>): Promise<void> {
   const running = next(worker);
