@@ -1,7 +1,7 @@
 import { createServer as createNetServer, connect as connectTcp, type AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { Client, Connection, ServiceError, WorkflowNotFoundError } from '@temporalio/client';
-import type { LogLevel, LogMetadata, Logger } from '@temporalio/common';
+import { recordingLogger, type LogEntry } from '../recording-logger';
 import { request } from 'undici';
 import {
   type CallbackReceiver,
@@ -67,24 +67,6 @@ const prompt2 = { ...prompt, id: 29716916, images: [], user_error: 'NSFW content
 interface SignalCall {
   run: CallbackRun;
   wakeUp: CallbackWakeUp;
-}
-
-interface LogEntry {
-  level: LogLevel;
-  message: string;
-  meta?: LogMetadata;
-}
-
-function recordingLogger(entries: LogEntry[]): Logger {
-  const log = (level: LogLevel, message: string, meta?: LogMetadata) => void entries.push({ level, message, meta });
-  return {
-    log,
-    trace: (m, meta) => log('TRACE', m, meta),
-    debug: (m, meta) => log('DEBUG', m, meta),
-    info: (m, meta) => log('INFO', m, meta),
-    warn: (m, meta) => log('WARN', m, meta),
-    error: (m, meta) => log('ERROR', m, meta),
-  };
 }
 
 let receiver: CallbackReceiver;

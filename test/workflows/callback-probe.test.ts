@@ -15,7 +15,7 @@ import { freePort } from '../../src/temporal-server/dev-server';
 import { bundleWorkflows } from './bundle';
 import { devServerTest, startDevServer } from './environment';
 import { startWorkerProcess } from './worker-process';
-import { recordingLogger } from './recording-logger';
+import { recordingLogger } from '../recording-logger';
 
 // Generous: five workers start one after another, each on a loaded machine; nothing here is timed.
 jest.setTimeout(300_000);

@@ -13,7 +13,7 @@ import { FAIRNESS_PROBE_WORKFLOW, probeFairness } from '../../src/task-queue-lim
 import { bundleWorkflows } from './bundle';
 import { devServerExecutable, devServerTest, startDevServer, whileRunning } from './environment';
 import { waitFor } from './harness';
-import { recordingLogger } from './recording-logger';
+import { recordingLogger } from '../recording-logger';
 
 jest.setTimeout(300_000);
 

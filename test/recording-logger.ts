@@ -1,8 +1,14 @@
 import type { LogLevel, LogMetadata, Logger } from '@temporalio/common';
 
-/** A logger that keeps every line, for what a worker says at start. */
-export function recordingLogger(): Logger & { lines: Array<{ level: LogLevel; message: string; meta?: LogMetadata }> } {
-  const lines: Array<{ level: LogLevel; message: string; meta?: LogMetadata }> = [];
+/** One line a logger was given. */
+export interface LogEntry {
+  level: LogLevel;
+  message: string;
+  meta?: LogMetadata;
+}
+
+/** A logger that keeps every line (in `lines`, or the array given), for what a worker or the receiver says. */
+export function recordingLogger(lines: LogEntry[] = []): Logger & { lines: LogEntry[] } {
   const log = (level: LogLevel, message: string, meta?: LogMetadata) => void lines.push({ level, message, meta });
   return {
     lines,
