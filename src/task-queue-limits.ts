@@ -147,7 +147,10 @@ export interface FairnessProbe {
 /** The pause after each of a probe's starts. */
 const PROBE_PAUSE_MS = 50;
 
-/** How long a probe may take, all its calls together: a second on a quiet server, more on a loaded one. */
+/**
+ * How long a probe may take, its starts, polls and completions together (a second on a quiet server, more on a loaded
+ * one); the terminations of runs it did not take come after, best effort.
+ */
 const FAIRNESS_PROBE_MS = 20_000;
 
 /** The least time a poll is given: the server refuses a long poll with under 2 s left ("Context timeout is too short"). */
@@ -210,7 +213,6 @@ export async function probeFairness(
         service.pollWorkflowTaskQueue({ namespace, taskQueue: queue, identity }),
       );
       if (!task.taskToken?.length) throw new Error('a poll came back empty');
-      taken.push(task.workflowExecution?.workflowId ?? '');
       await connection.withDeadline(deadline, () =>
         service.respondWorkflowTaskCompleted({
           namespace,
@@ -224,6 +226,8 @@ export async function probeFairness(
           ],
         }),
       );
+      // Taken once completed: a run whose completion failed is terminated below with the untaken.
+      taken.push(task.workflowExecution?.workflowId ?? '');
     }
   } catch (err) {
     const reason = `${taken.length} of ${ids.length} probe tasks taken: ${(err as Error).message}`;

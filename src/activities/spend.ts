@@ -10,7 +10,7 @@
  * `LEDGER_UPDATES_IN_FLIGHT` updates to one ledger at a time and queues the rest in order, in process.
  */
 import { createHash } from 'node:crypto';
-import { activityInfo, getClient } from '@temporalio/activity';
+import { activityInfo, Context, getClient } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError } from '@temporalio/client';
 import {
@@ -33,15 +33,33 @@ import { startPriority, type Tenants } from '../tenants';
  */
 export const LEDGER_UPDATES_IN_FLIGHT = 4;
 
-/** Runs calls keyed by ledger, at most `LEDGER_UPDATES_IN_FLIGHT` of a key at once, the rest in the order they came. */
+/**
+ * Runs calls keyed by ledger, at most `LEDGER_UPDATES_IN_FLIGHT` of a key at once, the rest in the order they came. A
+ * call whose `signal` aborts while it waits (its activity cancelled, or past its timeout) leaves the queue, rejected
+ * with the signal's reason: its retry would otherwise wait behind it.
+ */
 export class LedgerLanes {
   readonly #lanes = new Map<string, { running: number; waiting: (() => void)[] }>();
 
-  async run<T>(key: string, call: () => Promise<T>): Promise<T> {
+  async run<T>(key: string, call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
     let lane = this.#lanes.get(key);
     if (!lane) this.#lanes.set(key, (lane = { running: 0, waiting: [] }));
+    const queue = lane.waiting;
     if (lane.running < LEDGER_UPDATES_IN_FLIGHT) lane.running++;
-    else await new Promise<void>((resolve) => lane.waiting.push(resolve));
+    else
+      await new Promise<void>((resolve, reject) => {
+        const leave = () => {
+          queue.splice(queue.indexOf(take), 1);
+          reject(signal?.reason);
+        };
+        const take = () => {
+          signal?.removeEventListener('abort', leave);
+          resolve();
+        };
+        queue.push(take);
+        signal?.addEventListener('abort', leave, { once: true });
+      });
     try {
       return await call();
     } finally {
@@ -109,20 +127,23 @@ function updateLedger<Args extends unknown[]>(
   const taskQueue = jobQueueOf(activityInfo().taskQueue);
   const workflowId = ledgerWorkflowId(tenant, window);
   const client = getClient();
-  return lanes.run(workflowId, () =>
-    client.workflow.executeUpdateWithStart(update as typeof reserveSpendUpdate, {
-      updateId,
-      args: args as never,
-      startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
-        workflowId,
-        taskQueue,
-        args: [],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        // Its workflow tasks share the queue by tenant, as the tenant's jobs' do.
-        priority: startPriority(tenant),
-        staticSummary: `tenant ${tenant}'s spend for ${window}`,
+  return lanes.run(
+    workflowId,
+    () =>
+      client.workflow.executeUpdateWithStart(update as typeof reserveSpendUpdate, {
+        updateId,
+        args: args as never,
+        startWorkflowOperation: new WithStartWorkflowOperation('spendLedger', {
+          workflowId,
+          taskQueue,
+          args: [],
+          workflowIdConflictPolicy: 'USE_EXISTING',
+          // Its workflow tasks share the queue by tenant, as the tenant's jobs' do.
+          priority: startPriority(tenant),
+          staticSummary: `tenant ${tenant}'s spend for ${window}`,
+        }),
       }),
-    }),
+    Context.current().cancellationSignal,
   );
 }
 

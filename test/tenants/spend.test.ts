@@ -193,6 +193,24 @@ describe("a worker's updates to a ledger, in lanes", () => {
     expect(lanes.size).toBe(0);
   });
 
+  test('a call whose activity is cancelled while it waits leaves the queue, rejected with the reason', async () => {
+    const lanes = new LedgerLanes();
+    const started: string[] = [];
+    const running = Array.from({ length: LEDGER_UPDATES_IN_FLIGHT }, (_, i) => held(lanes, 'shop', started, `s${i}`));
+    const cancelled = new AbortController();
+    const gone = lanes.run('shop', async () => started.push('cancelled'), cancelled.signal);
+    const next = held(lanes, 'shop', started, 'next');
+    cancelled.abort(new Error('timed out while waiting'));
+    await expect(gone).rejects.toThrow('timed out while waiting');
+    running[0].end();
+    await turn();
+    expect(started.slice(LEDGER_UPDATES_IN_FLIGHT)).toEqual(['next']);
+    await expect(lanes.run('shop', async () => 'never', cancelled.signal)).rejects.toThrow('timed out while waiting');
+    for (const call of [...running, next]) call.end();
+    await Promise.all([...running, next].map((c) => c.done));
+    expect(lanes.size).toBe(0);
+  });
+
   test('a call that fails gives its place up and its error to its caller alone', async () => {
     const lanes = new LedgerLanes();
     const failing = Array.from({ length: LEDGER_UPDATES_IN_FLIGHT + 2 }, (_, i) =>
