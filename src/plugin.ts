@@ -166,7 +166,8 @@ export interface TuneflowPluginOptions {
    * bookkeeping queue beside it (`<taskQueue>.bookkeeping`, which the worker polls too) and take none of it. The worker
    * then probes how the server shares the queue between tenants and says so (fairness on or off). Where the server
    * holds no task queue limits (an older server, the time-skipping test server) the worker says so at start and
-   * limits the queue itself, as before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its own, the same on every worker.
+   * limits the queue itself, as before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its
+   * own, the same on every worker.
    * `false`: the worker sets no limit, whatever the variable says (the server's, if any, still holds).
    * @default TUNEFLOW_SERVICE_RATE; unset: the worker sets none
    */

@@ -153,7 +153,10 @@ const PROBE_PAUSE_MS = 50;
  */
 const FAIRNESS_PROBE_MS = 20_000;
 
-/** The least time a poll is given: the server refuses a long poll with under 2 s left ("Context timeout is too short"). */
+/**
+ * The least time a poll is given: the server refuses a long poll with under 2 s left ("Context timeout is too
+ * short").
+ */
 const PROBE_POLL_MIN_MS = 3_000;
 
 /** What the probe's runs are, in the namespace's list of runs. */

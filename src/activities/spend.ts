@@ -123,7 +123,8 @@ function updateLedger<Args extends unknown[]>(
   updateId: string,
   args: Args,
 ): Promise<Spend> {
-  // The jobs' queue, where the ledger's workflow tasks run, whether this activity came from it or its bookkeeping queue.
+  // The jobs' queue, where the ledger's workflow tasks run, whether this activity came from it or from its bookkeeping
+  // queue.
   const taskQueue = jobQueueOf(activityInfo().taskQueue);
   const workflowId = ledgerWorkflowId(tenant, window);
   const client = getClient();
