@@ -267,6 +267,23 @@ export function loadTemporalConfig(env: Env = process.env): ClientConnectConfig 
 }
 
 /**
+ * Where Prometheus scrapes the process (TUNEFLOW_METRICS_ADDRESS, else `fallback`); undefined when "off".
+ *
+ * @example
+ * loadMetricsAddress({ TUNEFLOW_METRICS_ADDRESS: '127.0.0.1:9465' }, 'off'); // '127.0.0.1:9465'
+ */
+export function loadMetricsAddress(env: Env, fallback: string): string | undefined {
+  const metrics = env.TUNEFLOW_METRICS_ADDRESS ?? fallback;
+  if (metrics === 'off') return undefined;
+  return read(
+    { TUNEFLOW_METRICS_ADDRESS: metrics },
+    'TUNEFLOW_METRICS_ADDRESS',
+    hostPort,
+    'must be host:port or "off"',
+  );
+}
+
+/**
  * Reads and checks every setting of the worker.
  *
  * @example
@@ -274,21 +291,12 @@ export function loadTemporalConfig(env: Env = process.env): ClientConnectConfig 
  */
 export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
   const apiKey = loadApiKey(env);
-  const metrics = env.TUNEFLOW_METRICS_ADDRESS ?? DEFAULT_METRICS_ADDRESS;
   return {
     api: { baseUrl: loadApiUrl(env), apiKey },
     callbacks: loadCallbackConfig(env),
     taskQueue: loadTaskQueue(env),
     temporal: loadTemporalConfig(env),
-    metricsAddress:
-      metrics === 'off'
-        ? undefined
-        : read(
-            { TUNEFLOW_METRICS_ADDRESS: metrics },
-            'TUNEFLOW_METRICS_ADDRESS',
-            hostPort,
-            'must be host:port or "off"',
-          ),
+    metricsAddress: loadMetricsAddress(env, DEFAULT_METRICS_ADDRESS),
     logLevel: loadLogLevel(env),
     maxCachedWorkflows: env.TUNEFLOW_MAX_CACHED_WORKFLOWS
       ? read(env, 'TUNEFLOW_MAX_CACHED_WORKFLOWS', z.coerce.number().int().min(0), 'must be a whole number, 0 or more')

@@ -8,6 +8,7 @@ import {
   readPort,
   DEFAULT_CALLBACK_PORT,
   loadLogLevel,
+  loadMetricsAddress,
   loadReceiverConfig,
   loadTemporalConfig,
   type LogLevel,
@@ -20,6 +21,8 @@ import { tracedClient } from '../tracing';
 import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT } from '../tracing-environment';
 import { startCallbackReceiver, temporalSignaler } from '../callbacks/receiver';
 import { CallbackSigner } from '../callbacks/signing';
+import { callbackCounter } from '../metrics';
+import { checkMetricsPortFree, installRuntime } from './metrics-runtime';
 
 const USAGE = `Usage: tuneflow callbacks [--port N] [--host H] [--help]
 
@@ -36,6 +39,7 @@ Environment:
   TUNEFLOW_CALLBACK_PORT      port, as --port
   TUNEFLOW_CALLBACK_HOST      address, as --host
   TUNEFLOW_LOG_LEVEL          TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
+  TUNEFLOW_METRICS_ADDRESS    Prometheus scrape address host:port of tuneflow_callbacks_total, or "off" (default off)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE
                               the Temporal connection (connected on the first callback)
   ${Object.keys(TRACING_ENVIRONMENT).join(', ')}
@@ -44,11 +48,17 @@ Environment:
 
 interface Settings extends ReceiverConfig {
   logLevel: LogLevel;
+  /** Off unless set: beside a worker on one host, the worker's default port would be taken. */
+  metricsAddress: string | undefined;
 }
 
 /** The environment's settings (src/config.ts), then the flags over them; a ConfigError names what is wrong. */
 function readSettings(values: { port?: string; host?: string }, env: Record<string, string | undefined>): Settings {
-  const settings = { ...loadReceiverConfig(env), logLevel: loadLogLevel(env) };
+  const settings = {
+    ...loadReceiverConfig(env),
+    logLevel: loadLogLevel(env),
+    metricsAddress: loadMetricsAddress(env, 'off'),
+  };
   if (values.port !== undefined) settings.port = readPort(values.port, '--port');
   if (values.host !== undefined) {
     if (!values.host.trim())
@@ -84,9 +94,12 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
   const temporal = loadTemporalConfig(env);
   const tracing = loadTracingConfig(env);
 
-  const { port, host, secret, logLevel } = settings;
+  const { port, host, secret, logLevel, metricsAddress } = settings;
   const urlHost = host.includes(':') ? `[${host}]` : host;
+  await checkMetricsPortFree(metricsAddress);
   const logger = createLogger(stderr, logLevel);
+  // Only with metrics: a receiver without them never loads the SDK's native Runtime.
+  const meter = metricsAddress ? await installRuntime(logger, metricsAddress) : undefined;
   const signer = new CallbackSigner({ baseUrl: settings.baseUrl, secret });
   const namespace = temporal.namespace ?? 'default';
   // Lazy: the receiver answers health checks (and 503 to callbacks) while Temporal is still out of reach.
@@ -99,7 +112,15 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
 
   let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
   try {
-    receiver = await startCallbackReceiver({ port, host, signer, signaler, logger, limits: settings.limits });
+    receiver = await startCallbackReceiver({
+      port,
+      host,
+      signer,
+      signaler,
+      logger,
+      limits: settings.limits,
+      ...(meter && { countCallback: callbackCounter(meter.withTags({ namespace })) }),
+    });
   } catch (err) {
     stop.dispose();
     await connection.close().catch(() => undefined);
@@ -115,6 +136,7 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
   stdout.write(`callbacks listening on http://${urlHost}:${boundPort}\n`);
   logger.info('callback receiver started', {
     url: `http://${urlHost}:${boundPort}`,
+    metrics: metricsAddress ?? 'off',
     namespace,
     temporalAddress: temporal.connectionOptions.address ?? 'localhost:7233',
   });

@@ -5,7 +5,7 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
-import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import {
   ExitCode,
   exitCodeForStop,
@@ -22,7 +22,7 @@ import { CALLBACK_PORT_ADVICE, TuneflowPlugin } from '../plugin';
 import { portIsFree } from '../temporal-server/dev-server';
 import type { TuneflowTracingOptions } from '../tracing';
 import { loadTracingConfig, startTracing, TRACING_ENVIRONMENT } from '../tracing-environment';
-import { JOB_HISTOGRAM_BUCKETS } from '../metrics';
+import { checkMetricsPortFree, installRuntime } from './metrics-runtime';
 
 export { workflowSource } from '../plugin';
 
@@ -143,23 +143,7 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
   // cannot listen would leave a worker that never polls.
   await checkPortsFree(config);
   const logger = createLogger(process.stderr, config.logLevel);
-  try {
-    Runtime.install({
-      logger,
-      telemetryOptions: config.metricsAddress
-        ? {
-            metrics: {
-              prometheus: { bindAddress: config.metricsAddress, histogramBucketOverrides: JOB_HISTOGRAM_BUCKETS },
-            },
-          }
-        : {},
-    });
-  } catch (err) {
-    throw new ConfigError(
-      'TUNEFLOW_METRICS_ADDRESS',
-      `cannot serve metrics on ${config.metricsAddress}: ${(err as Error).message}`,
-    );
-  }
+  await installRuntime(logger, config.metricsAddress);
   const traces = tracingConfig && (await startTracing(tracingConfig, logger));
   // What stopped the worker: 130 for Ctrl-C, 0 for SIGTERM (or a signal the SDK alone listens for, such as SIGQUIT).
   let stoppedBy: NodeJS.Signals | 'abort' | undefined;
@@ -216,9 +200,7 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<ExitCode> {
 
 /** The metrics and callback ports, free to listen on; a ConfigError names the variable of a taken one. */
 async function checkPortsFree(config: WorkerConfig): Promise<void> {
-  const metrics = config.metricsAddress?.match(/^(.*):(\d+)$/);
-  if (metrics && Number(metrics[2]) !== 0 && !(await portIsFree(Number(metrics[2]), metrics[1])))
-    throw portTaken('TUNEFLOW_METRICS_ADDRESS', config.metricsAddress!, 'choose another port, or "off"');
+  await checkMetricsPortFree(config.metricsAddress);
   const callbacks = config.callbacks;
   if (callbacks && callbacks.port !== 0 && !(await portIsFree(callbacks.port, callbacks.host)))
     throw portTaken('TUNEFLOW_CALLBACK_PORT', `port ${callbacks.port}`, CALLBACK_PORT_ADVICE);

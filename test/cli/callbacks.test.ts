@@ -212,6 +212,42 @@ describe('tuneflow callbacks: running', () => {
     expect(stderr).not.toContain(SECRET);
   });
 
+  it('with TUNEFLOW_METRICS_ADDRESS, serves tuneflow_callbacks_total by outcome on /metrics; a taken port is exit 2', async () => {
+    const metricsPort = await closedPort();
+    const env = envWith({
+      TUNEFLOW_CALLBACK_SECRET: SECRET,
+      TUNEFLOW_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
+      TEMPORAL_ADDRESS: `127.0.0.1:${await closedPort()}`,
+      TEMPORAL_NAMESPACE: 'tuneflow-test',
+    });
+    const { child, firstLine, output } = await startListening(['--port', '0', '--host', '127.0.0.1'], env);
+    const exited = finish(child, output);
+    try {
+      const base = firstLine.slice('callbacks listening on '.length);
+      for (const sig of ['0'.repeat(64), '1'.repeat(64)]) {
+        const forged = await request(`${base}/callbacks/prompt?workflowId=job-1&sig=${sig}`, {
+          method: 'POST',
+          body: JSON.stringify({ id: 1, text: 't', tune_id: 2 }),
+        });
+        expect(forged.statusCode).toBe(403);
+        await forged.body.dump();
+      }
+      const scraped = await (await request(`http://127.0.0.1:${metricsPort}/metrics`)).body.text();
+      const refused = scraped.split('\n').filter((line) => line.startsWith('tuneflow_callbacks_total{'));
+      expect(refused).toEqual([expect.stringMatching(/^tuneflow_callbacks_total\{.*outcome="refused".* 2$/)]);
+      expect(refused[0]).toContain('namespace="tuneflow-test"');
+
+      // A second receiver on the same metrics port: named, before it listens.
+      const second = await run(['--port', '0', '--host', '127.0.0.1'], env);
+      expect(second.code).toBe(2);
+      expect(second.stderr).toContain(`TUNEFLOW_METRICS_ADDRESS: 127.0.0.1:${metricsPort} is taken`);
+      expect(second.stdout).toBe('');
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect((await exited).code).toBe(0);
+  });
+
   it('stops on SIGINT (Ctrl-C) with exit 130, taking the port from TUNEFLOW_CALLBACK_PORT', async () => {
     const port = await closedPort();
     const env = envWith({
