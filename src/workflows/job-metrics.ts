@@ -6,7 +6,7 @@
  */
 import { metricMeter, workflowInfo } from '@temporalio/workflow';
 import { JobMetricName, NO_FAILURE, type JobOutcome } from '../contract/job-metrics';
-import type { Phase } from '../contract/messages';
+import type { CallbackKind, Phase } from '../contract/messages';
 import { now } from './waits';
 
 /** A failure type as a label: the project's types and the errors' names; anything else is `other` (bounded). */
@@ -36,4 +36,11 @@ export function recordJobEnd(outcome: JobOutcome, polls: number, failureType?: s
   metricMeter
     .createHistogram(JobMetricName.jobPolls, 'int', '', 'Polls a job made because no callback came')
     .record(polls, { outcome });
+}
+
+/** A callback about objects the run already knew were done (a poll found them first). */
+export function recordLateCallback(kind: CallbackKind): void {
+  metricMeter
+    .createCounter(JobMetricName.lateCallbacks, '', 'Callbacks that came after a poll had found what they say')
+    .add(1, { kind });
 }

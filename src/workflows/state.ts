@@ -281,6 +281,12 @@ export class PromptLedger {
     return this.expected !== undefined && this.ours.size >= this.expected && this.unsettled().length === 0;
   }
 
+  /** Whether prompt `id` is ours and settled. */
+  isSettled(id: number): boolean {
+    const prompt = this.ours.get(id);
+    return prompt !== undefined && isPromptSettled(prompt);
+  }
+
   /** Our prompts without images or a user_error yet. */
   unsettled(): Prompt[] {
     return [...this.ours.values()].filter((p) => !isPromptSettled(p));

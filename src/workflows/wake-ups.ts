@@ -13,6 +13,7 @@ import {
   tuneTrainedSignal,
 } from '../contract/messages';
 import { CallbackReads, idsOf, readWakeUp, type Waiting } from './callback-reads';
+import { recordLateCallback } from './job-metrics';
 import type { Counts, PromptLedger, TuneWatch } from './state';
 import { now } from './waits';
 
@@ -86,7 +87,16 @@ export class WakeUps {
 
   /** A callback about objects of `kind`: kept for a read when the run may wait for them, dropped otherwise. */
   private wake(kind: CallbackKind, ids: number[]): void {
+    if (this.alreadyDone(kind, ids)) recordLateCallback(kind);
     if (kind === CallbackKind.tune) this.tuneReads.wake(ids, now(), this.tuneWaiting());
     else this.promptReads.wake(ids, now(), this.promptsWaiting());
+  }
+
+  /** Every object the callback names is the run's and was done before it came: a poll found it first. */
+  private alreadyDone(kind: CallbackKind, ids: number[]): boolean {
+    if (!ids.length) return false;
+    const { tune, prompts } = this.run;
+    if (kind === CallbackKind.tune) return tune.trained && ids.every((id) => id === tune.id);
+    return ids.every((id) => prompts.isSettled(id));
   }
 }

@@ -2,7 +2,8 @@
  * Every metric tuneflow's alert rules and Grafana dashboard name (deploy/) is on a real worker's /metrics, with the
  * labels they select and group by: `tuneflow worker` runs jobs against the mock service that leave each kind of
  * sample there (a charged job whose first tune create is answered 429 and whose image is inspected, then a job whose
- * first inspection is answered 500 and which its inspection refuses, a forged callback), then its /metrics is read. `up` alone is Prometheus's own.
+ * first inspection is answered 500 and which its inspection refuses, a forged callback, a job whose tune's callback comes
+ * after its poll), then its /metrics is read. `up` alone is Prometheus's own.
  * test/deploy/alerts.test.ts checks the same files with promtool.
  */
 import { Client } from '@temporalio/client';
@@ -25,7 +26,8 @@ beforeAll(async () => {
   mock = await startMockService({
     port: 0,
     trainingTime: '1s',
-    inferenceTime: '500ms',
+    // Long enough that a run still waits for its prompt when its tune's late callback comes (below).
+    inferenceTime: '4s',
     // The first tune create answered 429 (a rate of 1, one fault): a retried activity and a rate-limited request.
     faults: { status429Rate: 1, maxFaults: 1, faultRoutes: ['POST /tunes'], status429RetryAfterSeconds: 1 },
   });
@@ -75,6 +77,20 @@ devServerTest("every metric and label the rules and the dashboard read is on a w
     );
     await forged.body.dump();
     expect(forged.statusCode).toBe(403);
+    // Callbacks 2.5 s late, a poll each second: the tune's poll finds it trained first, and its callback comes late
+    // while the run generates.
+    mock.setFaults({ callbackDelayMs: 2_500 });
+    const late = await tuneflow.trainThenGenerate(`${id}-late`, {
+      tune: { name: 'dog', branch: 'sd15', image_urls: [`${mock.url}/images/training-2.png`] },
+      prompts: [{ text: 'sks dog in the rain' }],
+      options: {
+        pollInterval: '1 second',
+        maxPollInterval: '2 seconds',
+        trainingTimeout: '1 minute',
+        promptTimeout: '1 minute',
+      },
+    });
+    await late.result();
     text = await (await request(`http://127.0.0.1:${metricsPort}/metrics`)).body.text();
   } finally {
     worker.child.kill('SIGTERM');

@@ -289,3 +289,71 @@ devServerTest('jobs, their durations, phases and polls on /metrics are what the 
   expect(ours.length).toBeGreaterThan(0);
   expect(ours.filter((line) => new RegExp(`${stamp}|127\\.0\\.0\\.1|/\\d`).test(line))).toEqual([]);
 });
+
+devServerTest(
+  'a callback that comes after a poll found its tune trained is counted late, and costs no read',
+  async () => {
+    // Callbacks 3.5 s late, polls each second: the tune's poll finds it trained first, and its callback comes while the
+    // run waits for its prompt (6 s of inference).
+    const slow = await startMockService({
+      port: 0,
+      trainingTime: '1s',
+      inferenceTime: '6s',
+      faults: { callbackDelayMs: 3_500 },
+    });
+    const taskQueue = `tuneflow-late-callbacks-${process.pid}`;
+    const client = new Client({ connection: env!.connection, namespace: env!.namespace });
+    const metricsPort = await freePort();
+    const worker = await startWorkerProcess({
+      temporalAddress: env!.address,
+      apiKey: API_KEY,
+      apiUrl: slow.url,
+      taskQueue,
+      callbackPort: await freePort(),
+      metricsPort,
+    });
+    const workflowId = `job-metrics-${stamp}-late`;
+    let before: Scrape, after: Scrape;
+    try {
+      before = await scrape(metricsPort);
+      const run = await new TuneflowClient({ client, taskQueue }).trainThenGenerate(workflowId, {
+        tune: { name: 'dog', branch: 'sd15', image_urls: [`${slow.url}/images/training-0.png`] },
+        prompts: [{ text: 'sks dog on a beach' }],
+        options: {
+          pollInterval: '1 second',
+          maxPollInterval: '2 seconds',
+          trainingTimeout: '1 minute',
+          promptTimeout: '1 minute',
+        },
+      });
+      await run.result();
+      after = await scrape(metricsPort);
+    } finally {
+      worker.child.kill('SIGTERM');
+      expect(await worker.exited).toBe(0);
+      await slow.close();
+    }
+    const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+    const firstCreate = events.findIndex(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createPrompt',
+    );
+    const tuneCallbacks = events
+      .map((e, i) => ({ i, signal: e.workflowExecutionSignaledEventAttributes }))
+      .filter(({ signal }) => signal?.signalName === 'callback')
+      .filter(
+        ({ signal }) =>
+          defaultPayloadConverter.fromPayload<{ kind: string }>(signal!.input!.payloads![0]).kind === 'tune',
+      );
+    // The history says what the test meant: one tune callback, and it came after the run moved on to its prompts.
+    expect(tuneCallbacks).toHaveLength(1);
+    expect(tuneCallbacks[0].i).toBeGreaterThan(firstCreate);
+    expect(firstCreate).toBeGreaterThan(0);
+    expect(rise(before!, after!, MetricName.lateCallbacks, { kind: 'tune' })).toBe(1);
+    // Not late: the prompt's callback came after its poll too, but to a closed run (the receiver's closed_run), or
+    // before (an on-time callback).
+    expect(rise(before!, after!, MetricName.lateCallbacks, { kind: 'prompt' })).toBe(0);
+    // The late callback read nothing: every read of the tune was a poll the history shows.
+    const reads = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'retrieveTune');
+    expect(slow.stats().routes['GET /tunes/:id']).toBe(reads.length);
+  },
+);
