@@ -17,7 +17,7 @@ import Ajv from 'ajv';
 import { parse } from 'yaml';
 import { startCallbackReceiver, type Signaler } from '../../src/callbacks/receiver';
 import { CallbackSigner } from '../../src/callbacks/signing';
-import { ENVIRONMENT, loadReceiverConfig, loadWorkerConfig } from '../../src/config';
+import { ENVIRONMENT, loadMetricsAddress, loadReceiverConfig, loadWorkerConfig } from '../../src/config';
 import { registerCommands, SEARCH_ATTRIBUTES } from '../../src/contract/search-attributes';
 import { loadTracingConfig } from '../../src/tracing-environment';
 
@@ -189,6 +189,17 @@ describe('docker-compose.yml', () => {
     expect(config.secret).toBe(loadWorkerConfig(env(services.worker)).callbacks!.secret);
     expect(env(receiver).TEMPORAL_ADDRESS).toBe(env(services.worker).TEMPORAL_ADDRESS);
     expect(receiver.ports).toEqual(['3001:3001']);
+    // Its callbacks counted where Prometheus looks (profile metrics), inside the network only.
+    const metrics = loadMetricsAddress(env(receiver), 'off')!;
+    expect(receiver.expose).toEqual([metrics.split(':')[1]]);
+    const scrape = parse(compose.configs!.prometheus.content!) as {
+      scrape_configs: Array<{ dns_sd_configs?: Array<{ names: string[]; type: string; port: number }> }>;
+    };
+    expect(scrape.scrape_configs.flatMap((c) => c.dns_sd_configs ?? [])).toContainEqual({
+      names: ['callbacks'],
+      type: 'A',
+      port: Number(metrics.split(':')[1]),
+    });
     expect(receiver.healthcheck?.test).toEqual(services.worker.healthcheck?.test);
   });
 
