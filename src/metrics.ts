@@ -12,7 +12,7 @@
 import type { MetricMeter } from '@temporalio/common';
 import type { RequestObserver } from './api/http';
 import type { InspectionFlag } from './contract/inspection';
-import { JobMetricName } from './contract/job-metrics';
+import { answeredChargeMc, CHARGED, JobMetricName } from './contract/job-metrics';
 
 export { JOB_HISTOGRAM_BUCKETS, JobOutcome } from './contract/job-metrics';
 
@@ -24,8 +24,11 @@ export const MetricName = {
   serviceRateLimited: 'tuneflow_service_rate_limited_total',
   /** Activity attempts after the first (Temporal's retries), by `activityType`. */
   activityRetries: 'tuneflow_activity_retries_total',
-  /** What the service charged, in millicents, by `tenant`, from the creates' answers (`cost_mc`). */
-  chargedMillicents: 'tuneflow_charged_millicents_total',
+  /**
+   * What the service charged, in millicents, by `tenant`: from the creates' answers (`cost_mc`), and at a job's end
+   * what its cost holds beyond them (a pack's, whose answers name no price).
+   */
+  chargedMillicents: CHARGED.name,
   /** Training images inspected, by `flagged` (`true` when the service raised any flag). */
   imagesInspected: 'tuneflow_images_inspected_total',
   /** Flags the service raised on inspected images, by `flag` (the service's known flags). */
@@ -91,11 +94,8 @@ export function countRetry(meter: MetricMeter): void {
 
 /** A create's charge (`cost_mc`), for the job's tenant; nothing when the answer names none. */
 export function countCharge(meter: MetricMeter, tenant: string, costMc: number | null | undefined): void {
-  if (typeof costMc !== 'number' || !(costMc > 0)) return;
-  counter(meter, MetricName.chargedMillicents, 'What the service charged, in millicents', 'millicents').add(
-    Math.round(costMc),
-    { tenant },
-  );
+  const mc = answeredChargeMc(costMc);
+  if (mc) counter(meter, CHARGED.name, CHARGED.description, CHARGED.unit).add(mc, { tenant });
 }
 
 /** An inspected image and the flags it raised. */

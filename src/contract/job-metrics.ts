@@ -21,6 +21,22 @@ export const JobMetricName = {
   lateCallbacks: 'tuneflow_callbacks_late_total',
 } as const;
 
+/**
+ * What the service charged, in millicents, by `tenant`: counted by the create activities from their answers
+ * (`cost_mc`), and by a job's run at its end for what its cost holds beyond those (a pack's tune and prompts, whose
+ * answers name no price). Both count it under this name, this unit and this description.
+ */
+export const CHARGED = {
+  name: 'tuneflow_charged_millicents_total',
+  unit: 'millicents',
+  description: 'What the service charged, in millicents',
+} as const;
+
+/** A create's answered charge as the counter takes it: a positive number, rounded; else 0 (none named). */
+export function answeredChargeMc(costMc: unknown): number {
+  return typeof costMc === 'number' && costMc > 0 ? Math.round(costMc) : 0;
+}
+
 /** How a job's run ended. */
 export const JobOutcome = {
   completed: 'completed',

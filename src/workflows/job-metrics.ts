@@ -5,7 +5,7 @@
  * `workflowType`. A run that is terminated or times out runs no more workflow code: it is not counted.
  */
 import { metricMeter, workflowInfo } from '@temporalio/workflow';
-import { JobMetricName, NO_FAILURE, type JobOutcome } from '../contract/job-metrics';
+import { CHARGED, JobMetricName, NO_FAILURE, type JobOutcome } from '../contract/job-metrics';
 import type { CallbackKind, Phase } from '../contract/messages';
 import { now } from './waits';
 
@@ -23,8 +23,20 @@ export function recordPhase(phase: Phase, sinceMs: number): void {
     .record(seconds(sinceMs), { phase });
 }
 
-/** A job's end: counted by outcome and failure type, its duration since its start event, its polls. */
-export function recordJobEnd(outcome: JobOutcome, polls: number, failureType?: string): void {
+/**
+ * A job's end: counted by outcome and failure type, its duration since its start event, its polls; and the charge its
+ * cost holds that no create's answer named (`unansweredMc`: a pack's tune and prompts), for `tenant`.
+ */
+export function recordJobEnd(
+  outcome: JobOutcome,
+  polls: number,
+  charge: { tenant: string; unansweredMc: number },
+  failureType?: string,
+): void {
+  if (charge.unansweredMc > 0)
+    metricMeter
+      .createCounter(CHARGED.name, CHARGED.unit, CHARGED.description)
+      .add(Math.round(charge.unansweredMc), { tenant: charge.tenant });
   const failure_type = failureType === undefined ? NO_FAILURE : failureLabel(failureType);
   metricMeter.createCounter(JobMetricName.jobs, '', 'Jobs that ended, by outcome and failure type').add(1, {
     outcome,

@@ -27,6 +27,7 @@ import { createToCleanUp, deleteCreated } from './cleanup';
 import { inspectEach, inspectsFirst } from './inspect-images';
 import { now, pollSafely, waitFor } from './waits';
 import { recordJobEnd, recordPhase } from './job-metrics';
+import { answeredChargeMc } from '../contract/job-metrics';
 import { JobOutcome } from '../contract/job-metrics';
 import { WakeUps } from './wake-ups';
 
@@ -52,6 +53,8 @@ export class Job {
   private callbacksAsked: boolean | undefined;
   /** The run's search attributes, kept current where the namespace has them. */
   private readonly findable = new Findable();
+  /** The charges the creates' answers named (`cost_mc`), as the activities counted them. */
+  private answeredMc = 0;
   /** What inspection found in each training image (runs with `options.inspect` whose tune has images). */
   inspection: ImageInspection[] | undefined;
   /** What the job has cost, and the checks that hold it to `maxCostMc`. */
@@ -95,6 +98,15 @@ export class Job {
     this.findable.keep(this.findings(failure));
   }
 
+  /**
+   * What the job's cost holds beyond the charges its creates' answers named (the activities counted those): a pack's
+   * tune and prompts, a price a later read told. For the tenant the activities count it under.
+   */
+  private unansweredCharge(): { tenant: string; unansweredMc: number } {
+    const tenant = jobOfWorkflowId(workflowInfo().workflowId)?.tenant || 'unknown';
+    return { tenant, unansweredMc: Math.max(0, this.budget.cost().mc - this.answeredMc) };
+  }
+
   private findings(failure?: string): Findings {
     const tenant = jobOfWorkflowId(workflowInfo().workflowId)?.tenant ?? DEFAULT_TENANT;
     return { tenant, phase: this.phase, tuneId: this.tune.id, costMc: this.budget.cost().mc, failure };
@@ -132,7 +144,7 @@ export class Job {
       const result = prior ? (prior.result as T) : await checkUploads(input).then(body);
       requireConvertible(result);
       this.enter(Phase.completed);
-      recordJobEnd(JobOutcome.completed, this.counts.polls);
+      recordJobEnd(JobOutcome.completed, this.counts.polls, this.unansweredCharge());
       return result;
     } catch (thrown) {
       // An activity's arguments no payload can carry: the SDK throws where the command is made, before it is sent.
@@ -142,11 +154,11 @@ export class Job {
       if (isCancellation(err)) {
         if (this.settings?.cleanupOnCancel) await CancellationScope.nonCancellable(() => this.cleanUp());
         this.enter(Phase.cancelled);
-        recordJobEnd(JobOutcome.cancelled, this.counts.polls);
+        recordJobEnd(JobOutcome.cancelled, this.counts.polls, this.unansweredCharge());
       } else {
         const failureType = failureTypeOf(err);
         this.enter(Phase.failed, failureType);
-        recordJobEnd(JobOutcome.failed, this.counts.polls, failureType);
+        recordJobEnd(JobOutcome.failed, this.counts.polls, this.unansweredCharge(), failureType);
       }
       throw err;
     }
@@ -192,6 +204,7 @@ export class Job {
     );
     this.callbacksAsked = !!created.callback;
     this.createdTuneId = created.id;
+    this.answeredMc += answeredChargeMc(created.cost_mc);
     this.tune.adopt(created);
     return created;
   }
@@ -327,6 +340,7 @@ export class Job {
         );
       return this.promptReserved(i, specs[i].num_images ?? 1, target.free, make).then((created) => {
         this.callbacksAsked = !!created.callback;
+        this.answeredMc += answeredChargeMc(created.cost_mc);
         this.prompts.adopt(created, i);
         return created;
       });

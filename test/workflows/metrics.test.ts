@@ -15,6 +15,7 @@ import { freePort } from '../../src/temporal-server/dev-server';
 import { devServerTest, startDevServer } from './environment';
 import { rise, scrape as scrapeOf, type Scrape } from './scrape';
 import { startWorkerProcess } from './worker-process';
+import { PET_PACK_ID } from './scenarios';
 
 jest.setTimeout(300_000);
 
@@ -93,7 +94,8 @@ devServerTest('each counter on /metrics rises by what the mock service says happ
   let before: { stats: MockStats; callbacks: number; chargedMc: number };
   let after: typeof before;
   const histories = [];
-  const workflowIds = [`metrics-${Date.now()}-1`, `metrics-${Date.now()}-2`];
+  const packId = `metrics-${Date.now()}-pack`;
+  const workflowIds = [`metrics-${Date.now()}-1`, `metrics-${Date.now()}-2`, packId];
   let replayed = 0;
   try {
     start = await scrape();
@@ -104,7 +106,7 @@ devServerTest('each counter on /metrics rises by what the mock service says happ
     };
     const tuneflow = new TuneflowClient({ client, taskQueue });
     const runs = await Promise.all(
-      workflowIds.map((workflowId, n) =>
+      workflowIds.slice(0, 2).map((workflowId, n) =>
         tuneflow.trainThenGenerate(workflowId, {
           tune: {
             name: 'dog',
@@ -116,7 +118,12 @@ devServerTest('each counter on /metrics rises by what the mock service says happ
         }),
       ),
     );
-    await Promise.all(runs.map((run) => run.result()));
+    // A pack: its answers name no price (the run counts the pack's charges at its end).
+    const pack = await tuneflow.packTune(packId, {
+      packId: PET_PACK_ID,
+      tune: { name: 'dog', image_urls: [`${mock.url}/images/training-9.png`] },
+    });
+    await Promise.all([...runs, pack].map((run) => run.result()));
     await callbacksAnswered();
     // Every run the mock's callbacks name (the jobs, and any child of theirs), each closed by now.
     const named = new Set(mock.journal().callbacks.flatMap((c) => (c.workflowId ? [c.workflowId] : [])));
