@@ -2,7 +2,9 @@
  * `npm run soak`: N tuneflow jobs on a real Temporal dev server with K `tuneflow worker` processes, the mock service
  * and the callback receiver (`tuneflow callbacks`), under a fault profile; judged against the mock's own journal and
  * the server's histories. With --compare-floor the same plan then runs through the floor (bench/floor: bare workflows
- * of the same Temporal shape) and the report adds tuneflow / floor; with --report DIR, a page of charts. Progress on
+ * of the same Temporal shape) and the report adds tuneflow / floor; with --metrics the workers' and the receiver's
+ * /metrics are held to the soak's own counts, and with --compare-metrics the same plan runs twice at once, with metrics
+ * and without, for what they cost; with --report DIR, a page of charts. Progress on
  * stderr while it runs, a table at the end, and with --json one JSON object as the last line of stdout. Exit 0 when
  * every invariant holds, 1 when one is broken, 2 for a bad flag.
  */
@@ -13,7 +15,7 @@ import { medianRatios, ratiosOf, roundFigures, sameShape, type Round } from './m
 import { FlagError, parseSoakOptions, USAGE, type SoakOptions } from './options';
 import { tuneflowCommand } from './processes';
 import { jobOptions, runSoak, stderr, type PhaseDetail } from './run';
-import { comparisonRows, reportTable, type SoakReport } from './report';
+import { comparisonRows, reportTable, type MetricsCost, type SoakReport } from './report';
 
 async function main(argv: string[]): Promise<number> {
   let options: SoakOptions | undefined;
@@ -35,6 +37,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const runId = Date.now().toString(36);
   if (options.profiles.includes('fair-share')) return finish(options, await fairShareRounds(options, runId));
+  if (options.compareMetrics) return finish(options, await metricsRounds(options, runId));
   // Each round runs the pair on fresh servers; the order turns each round, so neither side always runs on the
   // machine the other just left.
   let first: { tuneflow: { report: SoakReport; detail: PhaseDetail }; floor?: FloorRun } | undefined;
@@ -131,6 +134,43 @@ async function fairShareRounds(
   const { report, detail } = first!;
   report.fairShare = judged.figures;
   report.violations = [...violations, ...judged.violations];
+  return { report, charted: [{ name: 'tuneflow', color: TUNEFLOW_COLOR, ...detail }] };
+}
+
+/**
+ * --compare-metrics: each round the plan twice at once, each side on its own server, mock and receiver, one with
+ * --metrics and one without (both on the machine at the same moment: its other work weighs on both alike); the report
+ * is the first round's side with metrics, with each round's figures of both sides and every run's violations.
+ */
+async function metricsRounds(
+  options: SoakOptions,
+  runId: string,
+): Promise<{ report: SoakReport; charted: ChartedRun[] }> {
+  let first: { report: SoakReport; detail: PhaseDetail } | undefined;
+  const cost: MetricsCost['rounds'] = [];
+  const violations: string[] = [];
+  for (let r = 1; r <= options.rounds; r++) {
+    stderr(`round ${r} of ${options.rounds}: with metrics and without, at once`);
+    const [on, off] = await Promise.all([
+      runSoak({ ...options, metrics: true }, `${runId}-${r}m`),
+      runSoak({ ...options, metrics: false }, `${runId}-${r}o`),
+    ]);
+    for (const [side, run] of [
+      ['on', on],
+      ['off', off],
+    ] as const)
+      violations.push(...run.report.violations.map((v) => `round ${r}, metrics ${side}: ${v}`));
+    first ??= on;
+    const ratios = ratiosOf(on.report, off.report);
+    cost.push({ on: roundFigures(on.report), off: roundFigures(off.report), ratios });
+    stderr(
+      `round ${r}: worker and receiver CPU per job with metrics ${on.report.workerAndReceiverCpuMsPerJob} ms, ` +
+        `without ${off.report.workerAndReceiverCpuMsPerJob} ms (${ratios.workerAndReceiverCpuMsPerJob}x)`,
+    );
+  }
+  const { report, detail } = first!;
+  report.metricsCost = { rounds: cost, medianRatios: medianRatios(cost.map((round) => round.ratios)) };
+  report.violations = violations;
   return { report, charted: [{ name: 'tuneflow', color: TUNEFLOW_COLOR, ...detail }] };
 }
 

@@ -85,6 +85,14 @@ export interface SoakOptions {
   ordinaryJobs: number;
   /** Trace each worker's garbage collection (`node --trace-gc`) and report each V8 heap's peaks (bench/soak/gc-trace.ts). */
   traceGc: boolean;
+  /**
+   * Serve `/metrics` from each worker and the receiver, scrape them every `scrapeIntervalSeconds` and hold their
+   * figures to the soak's own (bench/soak/agreement.ts).
+   */
+  metrics: boolean;
+  scrapeIntervalSeconds: number;
+  /** Run the plan twice at once, with metrics and without, and report what they cost the workers and the receiver. */
+  compareMetrics: boolean;
 }
 
 export const USAGE = `Usage: npm run soak -- [--jobs N] [--workers K] [--profile NAME[,NAME...]|all] [--duration D] [--json]
@@ -113,11 +121,20 @@ ${Object.entries(PROFILES)
                         server with the same flags, workers and delays; the report adds the floor's figures and
                         tuneflow / floor (needs npm run build and --profile none)
   --rounds N            with --compare-floor: N pairs, tuneflow first then the floor first in turn; the report adds
-                        each round's tuneflow / floor and their median (default 1); with fair-share: N rounds of a
+                        each round's tuneflow / floor and their median (default 1); with --compare-metrics: N pairs
+                        with metrics and without, and the median of metrics on / off; with fair-share: N rounds of a
                         run with fairness and one without, the first of the two turning each round
   --ordinary M          with fair-share: the second tenant's jobs (default 20), alone and again beside the flood
   --together            with --compare-floor: each round runs both sides at once (the machine's other work, and
                         each side's, weighs on both alike) instead of one after the other
+  --metrics             each worker and the receiver serve /metrics (TUNEFLOW_METRICS_ADDRESS on a free port); the
+                        soak scrapes them every --scrape-interval and once more after the jobs ended, and the report
+                        sets each figure (jobs ended, API calls, 429s, callbacks, charged) beside the soak's own, with
+                        the largest rise between two scrapes as the bound the difference must keep within
+  --scrape-interval S   with --metrics or --compare-metrics: seconds between scrapes, 1 to 60 (default 5)
+  --compare-metrics     the same plan twice at once, each on its own server, mock and receiver: one side with
+                        --metrics, one with TUNEFLOW_METRICS_ADDRESS=off; the report adds each side's worker and
+                        receiver CPU per job, RSS peak and jobs/s and metrics on / off, by round with --rounds
   --report DIR          write DIR/index.html (charts: worker memory and runs in flight over time, reaction
                         latencies; tuneflow beside the floor when compared) and DIR/report.json
   --training-time D     how long the mock trains a tune (default 10s)
@@ -192,6 +209,9 @@ const FLAGS = {
   'service-limit': { type: 'string' },
   'service-rate': { type: 'string' },
   ordinary: { type: 'string' },
+  metrics: { type: 'boolean' },
+  'scrape-interval': { type: 'string' },
+  'compare-metrics': { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -216,6 +236,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
   const profiles = profilesOf(profileName);
   const schedule = scheduleOf(v);
   const comparing = comparisonOf(v, profileName, profiles.includes('fair-share'));
+  const metrics = metricsOf(v, comparing, profiles.includes('fair-share'));
   if (v.report !== undefined && !v.report.trim()) throw new FlagError('--report: must be a directory to write into');
   const service = serviceOf(v, comparing.compareFloor);
   const ordinaryJobs = fairShareOf(v, profiles, service);
@@ -229,6 +250,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     durationMs: durationToMs(duration('--duration', v.duration, '4 minutes'), '--duration'),
     json: v.json ?? false,
     ...comparing,
+    ...metrics,
     reportDir: v.report,
     trainingTime: duration('--training-time', v['training-time'], '10s'),
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),
@@ -287,16 +309,38 @@ function comparisonOf(
     throw new FlagError(`--compare-floor: the floor takes no faults; run it with --profile none, got '${profileName}'`);
   if (compareFloor && v.cluster) throw new FlagError('--compare-floor: runs on the dev server, not with --cluster');
   const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
-  if (rounds > 1 && !compareFloor && !fairShare)
+  if (rounds > 1 && !compareFloor && !fairShare && !v['compare-metrics'])
     throw new FlagError(
       '--rounds: needs --compare-floor (rounds of tuneflow and the floor) or --profile fair-share (rounds with ' +
-        'fairness and without)',
+        'fairness and without), or --compare-metrics (rounds with metrics and without)',
     );
   const together = v.together ?? false;
   if (together && !compareFloor) throw new FlagError('--together: needs --compare-floor (it runs both sides at once)');
   if (v['floor-http'])
     throw new FlagError("--floor-http: gone; the floor always makes tuneflow's requests now (bench/floor/worker.ts)");
   return { compareFloor, rounds, together };
+}
+
+/** --metrics, --scrape-interval and --compare-metrics: whose /metrics are read, how often, beside a run without. */
+function metricsOf(
+  v: Flags,
+  comparing: Pick<SoakOptions, 'compareFloor'>,
+  fairShare: boolean,
+): Pick<SoakOptions, 'metrics' | 'scrapeIntervalSeconds' | 'compareMetrics'> {
+  const compareMetrics = v['compare-metrics'] ?? false;
+  const metrics = v.metrics ?? false;
+  if (compareMetrics && metrics)
+    throw new FlagError('--metrics: --compare-metrics already runs one side with metrics; give one of the two');
+  if (compareMetrics && comparing.compareFloor)
+    throw new FlagError('--compare-metrics: one comparison a run; not with --compare-floor');
+  if (compareMetrics && fairShare)
+    throw new FlagError('--compare-metrics: fair-share runs its own pairs; not with --profile fair-share');
+  // Two clusters at once would weigh on the machine as no single run does.
+  if (compareMetrics && v.cluster) throw new FlagError('--compare-metrics: runs on dev servers, not with --cluster');
+  if (v['scrape-interval'] !== undefined && !metrics && !compareMetrics)
+    throw new FlagError('--scrape-interval: needs --metrics or --compare-metrics (nothing is scraped without)');
+  const scrapeIntervalSeconds = positiveInteger('--scrape-interval', v['scrape-interval'], 5, 60);
+  return { metrics, scrapeIntervalSeconds, compareMetrics };
 }
 
 /** --service-limit and --service-rate: the mock's rate limit and the workers' own; tuneflow's alone. */

@@ -3,6 +3,7 @@
  * compared with the floor (the report page's table too).
  */
 import * as os from 'node:os';
+import { AGREED, AGREED_NAMES, type MetricsFigures } from './agreement';
 import { fairShareRows, type FairShareFigures } from './fair-share';
 import type { FaultCounts } from './faults';
 import type { HeapPeak } from './gc-trace';
@@ -17,6 +18,7 @@ import {
   type Ratios,
   type ReactionFigures,
   type Round,
+  type RoundFigures,
 } from './measure';
 import { sizingLines, type Sizing } from './sizing';
 import type { TenancyVerdict } from './tenancy';
@@ -122,6 +124,78 @@ export interface SoakReport extends PhaseFigures {
   floorShape?: FloorShape;
   /** What the run says of sizing workers: memory a run in flight, jobs a second a core, the cache, the warning sign. */
   sizing: Sizing;
+  /**
+   * With --metrics: the workers' and the receiver's `/metrics`, summed over every process's last scrape, against the
+   * soak's own counts, each with its bound (the largest rise between two scrapes); late callbacks and polls per job.
+   */
+  metrics?: MetricsFigures;
+  /** With --compare-metrics: each round's side with metrics and side without, metrics on / off, and the median. */
+  metricsCost?: MetricsCost;
+}
+
+/** What the metrics cost: the same plan at once with them and without, round by round. */
+export interface MetricsCost {
+  rounds: Array<{ on: RoundFigures; off: RoundFigures; ratios: Ratios }>;
+  medianRatios: Ratios;
+}
+
+/** The figures --compare-metrics sets side by side. */
+const COST_FIGURES = [
+  'workerAndReceiverCpuMsPerJob',
+  'workerCpuMsPerJob',
+  'receiverCpuMsPerJob',
+  'workerRssMiB',
+  'jobsPerSecond',
+] as const;
+
+/** --compare-metrics as lines of a table: each figure's with and without metrics and on / off, by round. */
+export function metricsCostLines(cost: MetricsCost): string[] {
+  const show = (n: number | null, unit = '') => (n === null ? 'n/a' : `${n}${unit}`);
+  const rows = [
+    [
+      'metrics on / off',
+      ...cost.rounds.flatMap((_, i) => [`${i + 1}: on`, `${i + 1}: off`, `${i + 1}: on / off`]),
+      'median on / off',
+    ],
+    ...COST_FIGURES.map((key) => [
+      COMPARED_NAMES[key],
+      ...cost.rounds.flatMap((round) => [show(round.on[key]), show(round.off[key]), show(round.ratios[key], 'x')]),
+      show(cost.medianRatios[key], 'x'),
+    ]),
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return [
+    'what the metrics cost: the same plan at once with TUNEFLOW_METRICS_ADDRESS and without (CPU in ms, RSS in MiB)',
+    ...rows.map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    ),
+  ];
+}
+
+/** The metrics section of the table: each figure from /metrics and from the soak, apart by, within. */
+function metricsLines(metrics: MetricsFigures): string[] {
+  const rows = [
+    ['on /metrics against the soak', 'metrics', 'soak', 'difference', 'bound'],
+    ...AGREED.map((figure) => {
+      const { metrics: m, soak, difference, bound } = metrics.figures[figure];
+      return [AGREED_NAMES[figure], String(m), String(soak), String(difference), String(bound)];
+    }),
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return [
+    `metrics: ${metrics.scrapes} scrapes of ${metrics.processes} processes, every ${metrics.scrapeIntervalSeconds} s ` +
+      `(the bound: the largest rise between two, and one interval of each of the ${metrics.processesLost} processes ` +
+      'lost before the last)',
+    ...rows.map((row) =>
+      row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  '),
+    ),
+    `callbacks by outcome ${JSON.stringify(metrics.callbackOutcomes)}; late ${JSON.stringify(metrics.lateCallbacks)}`,
+    `polls per job ${metrics.pollsPerJob ?? 'n/a'} (${metrics.polls} polls); activity retries ${metrics.activityRetries}`,
+    `charged for prompts no answer priced (hostile-starters' unpriced answers): ${metrics.unpricedMc} mc, on no metric`,
+  ];
 }
 
 /** The first worker's V8 heaps in words: `main 163 / 139 / 46, thread 2 124 / 103 / 58` (peaks, MiB), or n/a. */
@@ -291,5 +365,7 @@ export function reportTable(report: SoakReport): string {
     for (const row of compared) lines.push(row.map((cell, i) => (i < 3 ? cell.padEnd(widths[i]) : cell)).join('  '));
   }
   if (report.rounds && report.medianRatios) lines.push('', ...roundsTable(report.rounds, report.medianRatios));
+  if (report.metrics) lines.push('', ...metricsLines(report.metrics));
+  if (report.metricsCost) lines.push('', ...metricsCostLines(report.metricsCost));
   return lines.join('\n');
 }

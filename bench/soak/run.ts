@@ -16,6 +16,14 @@ import { GALLERY_TUNES, startMockService, type MockService } from '../../src/moc
 import { solidPng } from '../../src/mock-service/png';
 import { freePort } from '../../src/temporal-server/dev-server';
 import type { TuneflowOptions } from '../../src/contract/inputs';
+import {
+  agree,
+  MetricsScrapes,
+  soakCountsOf,
+  type AgreedFigures,
+  type MetricsTarget,
+  type SoakCounts,
+} from './agreement';
 import { sdkDefaultCache, sizingOf } from './sizing';
 import type { SoakReport } from './report';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
@@ -115,8 +123,9 @@ export async function runSoak(
     const followed = await soak.startAndFollow();
     const used = soak.measure();
     await soak.settle();
+    const counted = await soak.lastScrape();
     const judged = await soak.judge();
-    return soak.report(followed, used, judged);
+    return soak.report(followed, used, judged, counted);
   } finally {
     await soak.tearDown();
   }
@@ -146,6 +155,8 @@ interface Judged {
   tenancy: SoakReport['tenancy'];
   logLeaks: number;
   signedUrlsInLogs: number;
+  /** Runs that ended as workflow code ends them (completed or failed): the jobs' and the attacks'. */
+  ended: number;
 }
 
 /** One phase's state; each step is a method, in the order `runSoak` calls them. */
@@ -172,6 +183,9 @@ class SoakRun {
   private proxy?: CuttableProxy;
   private receiverUrl!: string;
   private receiver!: TuneflowProcess;
+  /** With --metrics: where the receiver serves `/metrics`, and the run's scrapes of it and of every worker. */
+  private receiverMetrics?: MetricsTarget;
+  private scrapes?: MetricsScrapes;
   private uploads?: UploadWorld;
   private workers!: SoakWorkers;
   /** The harness's own client; undefined until the workers run. */
@@ -225,6 +239,15 @@ class SoakRun {
     await this.startWorkers();
     await this.connect();
     this.faults = this.faultInjection();
+    if (this.options.metrics) {
+      const receiver = this.receiverMetrics!;
+      this.scrapes = new MetricsScrapes(
+        () => [...this.workers.metricsTargets(), receiver],
+        this.options.scrapeIntervalSeconds * 1000,
+      );
+      await this.scrapes.start();
+      this.cleanups.push(() => this.scrapes?.stop());
+    }
   }
 
   /**
@@ -245,6 +268,7 @@ class SoakRun {
     this.proxy = proxy;
     const receiverPort = await freePort();
     this.receiverUrl = `http://127.0.0.1:${receiverPort}`;
+    const metricsPort = this.options.metrics ? await freePort() : undefined;
     const receiver = await startTuneflow(
       'receiver',
       ['callbacks', '--port', String(receiverPort), '--host', '127.0.0.1'],
@@ -252,11 +276,18 @@ class SoakRun {
         TEMPORAL_ADDRESS: proxy ? `127.0.0.1:${proxy.port}` : address,
         TUNEFLOW_CALLBACK_SECRET: this.secret,
         TUNEFLOW_LOG_LEVEL: 'WARN',
+        TUNEFLOW_METRICS_ADDRESS: metricsPort === undefined ? 'off' : `127.0.0.1:${metricsPort}`,
       },
       'callbacks listening on',
       path.join(this.dir, 'receiver.log'),
     );
     this.receiver = receiver;
+    if (metricsPort !== undefined)
+      this.receiverMetrics = {
+        name: 'receiver',
+        port: metricsPort,
+        running: () => receiver.child.exitCode === null && receiver.child.signalCode === null,
+      };
     this.cleanups.push(() => stopProcess(receiver));
   }
 
@@ -276,7 +307,7 @@ class SoakRun {
     });
     const args = [...workerNodeFlags(this.options), ...tuneflowCommand().args, 'worker'];
     this.workers = new SoakWorkers(
-      { name: 'worker', args, env, ready: 'tuneflow worker started', dir: this.dir },
+      { name: 'worker', args, env, ready: 'tuneflow worker started', dir: this.dir, metrics: this.options.metrics },
       stderr,
     );
     await this.workers.start(this.options.workers);
@@ -476,6 +507,28 @@ class SoakRun {
   }
 
   /**
+   * With --metrics: once every callback the mock sent has its answer (10 s at most), the last scrape and, at that
+   * moment, the soak's own counts of the same things (the jobs ended are the judge's, from the histories).
+   */
+  async lastScrape(): Promise<SoakCounts | undefined> {
+    if (!this.scrapes) return undefined;
+    for (const since = Date.now(); Date.now() - since < 10_000; )
+      if (this.mock.journal().callbacks.some((c) => c.status === null && c.failure === null))
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      else break;
+    await this.scrapes.stop();
+    this.scrapes.writeLast(this.dir);
+    const { sent, leakedSent, pacedSent } = this.faults.forgeries;
+    return soakCountsOf(
+      this.mock.stats(),
+      this.mock.journal(),
+      this.mock.ledger(this.apiKey).charges,
+      sent + leakedSent + pacedSent,
+      this.hostileStarters,
+    );
+  }
+
+  /**
    * Each job's history against the mock's journal, and the logs for secrets. A job that visibility reported closed but
    * whose history still ends open (visibility leads) is read again until the deadline.
    */
@@ -520,10 +573,25 @@ class SoakRun {
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
     if (signedUrlsInLogs) violations.push(`${signedUrlsInLogs} signed callback URLs in the logs`);
     if (faults.forgeries.accepted) violations.push(`${faults.forgeries.accepted} forged callbacks were answered 2xx`);
-    return { outcomes, verdict, faultCounts, hostileFigures, tenancy, logLeaks, signedUrlsInLogs };
+    const ended = [...outcomes, ...attackOutcomes].filter((o) => o.status === 'completed' || o.status === 'failed');
+    return {
+      outcomes,
+      verdict,
+      faultCounts,
+      hostileFigures,
+      tenancy,
+      logLeaks,
+      signedUrlsInLogs,
+      ended: ended.length,
+    };
   }
 
-  report(followed: Followed, used: Used, judged: Judged): { report: SoakReport; detail: PhaseDetail } {
+  report(
+    followed: Followed,
+    used: Used,
+    judged: Judged,
+    counted: SoakCounts | undefined,
+  ): { report: SoakReport; detail: PhaseDetail } {
     const { options, jobs, faults } = this;
     const { outcomes, verdict, faultCounts } = judged;
     const { stats, apiCalls } = used;
@@ -588,6 +656,7 @@ class SoakRun {
       ...(judged.hostileFigures && { hostile: judged.hostileFigures }),
       ...(judged.tenancy && { tenancy: judged.tenancy }),
       slowest: slowestOf(outcomes, 3),
+      ...(counted && { metrics: this.metricsFigures({ ...counted, jobs: judged.ended }, counted.unpricedMc) }),
       violations: this.violations,
     };
     return {
@@ -605,6 +674,23 @@ class SoakRun {
           }),
         }),
       },
+    };
+  }
+
+  /** The metrics' figures against the soak's (`counted`); a violation for each one further apart than its bound. */
+  private metricsFigures(counted: AgreedFigures, unpricedMc: number): NonNullable<SoakReport['metrics']> {
+    const scrapes = this.scrapes!;
+    const { agreed, only, processes, lost } = scrapes.figures();
+    const { figures, violations } = agree(agreed, counted, scrapes.sums, lost);
+    this.violations.push(...violations);
+    return {
+      scrapeIntervalSeconds: this.options.scrapeIntervalSeconds,
+      unpricedMc,
+      scrapes: scrapes.sums.length,
+      processes,
+      processesLost: lost.length,
+      figures,
+      ...only,
     };
   }
 

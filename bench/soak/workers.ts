@@ -4,6 +4,8 @@
  * gracefully at the end.
  */
 import * as path from 'node:path';
+import { freePort } from '../../src/temporal-server/dev-server';
+import type { MetricsTarget } from './agreement';
 import { WorkerUsage } from './measure';
 import type { SoakOptions } from './options';
 import { startNode, stopGracefully, stopProcess, type TuneflowProcess } from './processes';
@@ -19,13 +21,16 @@ export class SoakWorkers {
   /** CPU and memory over every worker the run started, the killed ones included. */
   readonly usage = new WorkerUsage();
   private readonly running: TuneflowProcess[] = [];
+  /** With `metrics`: each worker started, where it serves `/metrics` (a killed one's last scrape still counts). */
+  private readonly metricsPorts: Array<{ worker: TuneflowProcess; port: number }> = [];
   private starts = 0;
   private nextKill = 0;
 
   constructor(
     /**
      * Each worker's `node` arguments (flags first), environment and the line that says it is ready; `name-N` names
-     * the Nth started, and its log in `dir` (`name-N.log`).
+     * the Nth started, and its log in `dir` (`name-N.log`). With `metrics`, each serves `/metrics` on a free port
+     * of its own (TUNEFLOW_METRICS_ADDRESS).
      */
     private readonly settings: {
       name: string;
@@ -33,6 +38,7 @@ export class SoakWorkers {
       env: Record<string, string>;
       ready: string;
       dir: string;
+      metrics?: boolean;
     },
     private readonly log: (line: string) => void,
   ) {}
@@ -66,6 +72,15 @@ export class SoakWorkers {
     }
   }
 
+  /** Every worker started with `metrics`, to scrape: the killed ones too, no longer running. */
+  metricsTargets(): MetricsTarget[] {
+    return this.metricsPorts.map(({ worker, port }) => ({
+      name: worker.name,
+      port,
+      running: () => worker.child.exitCode === null && worker.child.signalCode === null,
+    }));
+  }
+
   /** Stops every worker gracefully (a CPU profile is written on exit); kills one that hangs. */
   async stop(): Promise<void> {
     await Promise.all(this.running.map((w) => stopGracefully(w)));
@@ -73,9 +88,12 @@ export class SoakWorkers {
 
   private async startOne(): Promise<TuneflowProcess> {
     const n = ++this.starts;
-    const { name, args, env, ready, dir } = this.settings;
-    const worker = await startNode(`${name}-${n}`, args, env, ready, path.join(dir, `${name}-${n}.log`));
+    const { name, args, env, ready, dir, metrics } = this.settings;
+    const port = metrics ? await freePort() : undefined;
+    const own = port === undefined ? env : { ...env, TUNEFLOW_METRICS_ADDRESS: `127.0.0.1:${port}` };
+    const worker = await startNode(`${name}-${n}`, args, own, ready, path.join(dir, `${name}-${n}.log`));
     this.usage.started(worker.child.pid);
+    if (port !== undefined) this.metricsPorts.push({ worker, port });
     return worker;
   }
 }

@@ -1,40 +1,5 @@
 /**
- * A worker's `/metrics` read as samples: what the metrics tests compare with the mock service's journal and the runs'
- * histories. A worker's counters start at 0 with it, so they are compared as increases between two scrapes.
+ * A worker's `/metrics` read as samples, for the metrics tests: the soak's parser (bench/soak/scrape.ts), so the
+ * format is read in one place.
  */
-import { request } from 'undici';
-
-/** A scrape as counters: `name{labels}` summed over the samples that match. */
-export class Scrape {
-  private readonly samples: Array<{ name: string; labels: Record<string, string>; value: number }> = [];
-
-  constructor(readonly text: string) {
-    for (const line of text.split('\n')) {
-      const match = line.match(/^(\w+)(?:\{(.*)\})? (\S+)$/);
-      if (!match) continue;
-      const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-      this.samples.push({ name: match[1], labels, value: Number(match[3]) });
-    }
-  }
-
-  /** The sum of `name`'s samples whose labels include `where` (0 before the counter's first use). */
-  total(name: string, where: Record<string, string> = {}): number {
-    return this.samples
-      .filter((s) => s.name === name && Object.entries(where).every(([k, v]) => s.labels[k] === v))
-      .reduce((sum, s) => sum + s.value, 0);
-  }
-
-  /** The values `label` takes among `name`'s samples. */
-  values(name: string, label: string): string[] {
-    return [...new Set(this.samples.filter((s) => s.name === name).map((s) => s.labels[label]))].sort();
-  }
-}
-
-/** The worker's `/metrics` on `port`, now. */
-export async function scrape(port: number): Promise<Scrape> {
-  return new Scrape(await (await request(`http://127.0.0.1:${port}/metrics`)).body.text());
-}
-
-/** What `name{where}` rose by from `before` to `after`. */
-export const rise = (before: Scrape, after: Scrape, name: string, where: Record<string, string> = {}): number =>
-  after.total(name, where) - before.total(name, where);
+export { rise, scrape, Scrape } from '../../bench/soak/scrape';
