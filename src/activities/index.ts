@@ -235,10 +235,11 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
     },
 
     async createPackTune({ packId, tune, brief }) {
-      return mapped(
-        async () => charged(await createPackTuneOnce(creates, packId, await uploadsOfTune(uploadDir, tune, reading))),
-        brief && briefTune,
-      );
+      return mapped(async () => {
+        const created = await createPackTuneOnce(creates, packId, await uploadsOfTune(uploadDir, tune, reading));
+        // On existing tunes the answer is the first of them, its training paid long ago: no charge of this job's.
+        return tune.tune_ids === undefined ? charged(created) : created;
+      }, brief && briefTune);
     },
 
     async inspectImage({ name, image }) {

@@ -99,7 +99,7 @@ async function receive(argv: string[], { stdout, stderr, env }: CommandIO): Prom
   await checkMetricsPortFree(metricsAddress);
   const logger = createLogger(stderr, logLevel);
   // Only with metrics: a receiver without them never loads the SDK's native Runtime.
-  const meter = metricsAddress ? await installRuntime(logger, metricsAddress) : undefined;
+  const meter = metricsAddress ? await installRuntime(logger, metricsAddress, []) : undefined;
   const signer = new CallbackSigner({ baseUrl: settings.baseUrl, secret });
   const namespace = temporal.namespace ?? 'default';
   // Lazy: the receiver answers health checks (and 503 to callbacks) while Temporal is still out of reach.

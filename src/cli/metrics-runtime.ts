@@ -19,11 +19,17 @@ export async function checkMetricsPortFree(address: string | undefined): Promise
  * Installs the process's Runtime: `logger`, and metrics served on `address` unless it is undefined ("off"); gives
  * its meter. Loaded when called: the receiver alone loads the SDK's native Runtime only for metrics.
  */
-export async function installRuntime(logger: Logger, address: string | undefined): Promise<MetricMeter> {
+export async function installRuntime(
+  logger: Logger,
+  address: string | undefined,
+  // The worker's: the Runtime drains the worker on them. The receiver stops on its own (none here).
+  shutdownSignals?: NodeJS.Signals[],
+): Promise<MetricMeter> {
   const { Runtime } = await import('@temporalio/worker');
   try {
     return Runtime.install({
       logger,
+      ...(shutdownSignals && { shutdownSignals }),
       telemetryOptions: address
         ? { metrics: { prometheus: { bindAddress: address, histogramBucketOverrides: JOB_HISTOGRAM_BUCKETS } } }
         : {},

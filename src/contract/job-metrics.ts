@@ -14,9 +14,9 @@ export const JobMetricName = {
   /** Polls a job made (reads because no callback came; reads a callback asked for are not), by `outcome`. */
   jobPolls: 'tuneflow_job_polls',
   /**
-   * Callbacks that came after the run had learned what they say (every object they name was done: a poll, or an
-   * earlier callback's read, found it first), by `kind` (tune, prompt, pack-prompts). With polls per job, how an
-   * operator sees callbacks that are slow or lost. One for a run already closed is the receiver's `closed_run`.
+   * Callbacks that came after a poll had found every object they name done, by `kind` (tune, prompt, pack-prompts).
+   * With polls per job, how an operator sees callbacks that are slow or lost. One for a run already closed is the
+   * receiver's `closed_run`; one for an object done at its create (a FaceID) or by an earlier callback's read is not.
    */
   lateCallbacks: 'tuneflow_callbacks_late_total',
 } as const;

@@ -55,6 +55,8 @@ export class CallbackReads {
   private added = 0;
   /** Whether reads for the same object back off (see above); decided by the run at its first wait. */
   backOff = false;
+  /** Objects a poll found done (a callback for one of them comes late): at most the run's own objects. */
+  readonly doneByPoll = new Set<number>();
 
   /** Counts the ids kept so far: a wait whose count changed has a new due time to take into account. */
   get changes(): number {

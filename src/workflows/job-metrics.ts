@@ -53,6 +53,6 @@ export function recordJobEnd(
 /** A callback about objects the run already knew were done (a poll found them first). */
 export function recordLateCallback(kind: CallbackKind): void {
   metricMeter
-    .createCounter(JobMetricName.lateCallbacks, '', 'Callbacks that came after a poll had found what they say')
+    .createCounter(JobMetricName.lateCallbacks, '', 'Callbacks that came after a poll found what they name done')
     .add(1, { kind });
 }

@@ -247,6 +247,8 @@ export class Job {
     );
     this.callbacksAsked = !!created.callback;
     if (!reused) this.createdTuneId = created.id;
+    // As the activity counts it: a retry's look-up finds a new tune with its price (a reused one is no charge).
+    if (!reused) this.answeredMc += answeredChargeMc(created.cost_mc);
     this.tune.adopt(created);
     this.prompts.claimPack(reused ? { tuneId: created.id, minId, packId } : { tuneId: created.id });
     this.wakeUps.expectingPrompts = true;
@@ -308,6 +310,7 @@ export class Job {
           ),
         reads: this.wakeUps.tuneReads,
         waiting: () => this.wakeUps.tuneWaiting(),
+        doneIds: () => this.wakeUps.tuneDone(),
       },
       this.options,
       this.counts,
@@ -407,6 +410,7 @@ export class Job {
         },
         reads: this.wakeUps.promptReads,
         waiting: () => this.wakeUps.promptsWaiting(),
+        doneIds: () => this.wakeUps.promptsDone(),
       },
       this.options,
       this.counts,

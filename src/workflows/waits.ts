@@ -39,6 +39,8 @@ export interface Wait {
   read: (summary: string) => Promise<void>;
   reads: CallbackReads;
   waiting: () => Waiting;
+  /** The objects of the wait done now (its tune trained, its prompts settled): what a poll found is told apart. */
+  doneIds: () => readonly number[];
 }
 
 /** A duration for a summary, e.g. `2m 1s`. */
@@ -102,7 +104,9 @@ export async function waitFor(
       // Woken for a read no longer needed (its object done meanwhile): the poll stays due when it was.
       if (!deadline.passed && !(!met && wakeAt === pollAt) && now() < pollAt) continue;
       const why = deadline.passed ? 'the last poll, at the deadline' : `poll ${made + 1}`;
+      const doneBefore = new Set(wait.doneIds());
       await pollSafely(() => read(`${subject}: ${why}`), counts, record);
+      for (const id of wait.doneIds()) if (!doneBefore.has(id)) reads.doneByPoll.add(id);
       pollAt = undefined;
       if (done()) return { done: true, record };
       if (deadline.passed) return { done: false, record };

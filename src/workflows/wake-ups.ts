@@ -92,11 +92,23 @@ export class WakeUps {
     else this.promptReads.wake(ids, now(), this.promptsWaiting());
   }
 
-  /** Every object the callback names is the run's and was done before it came: a poll found it first. */
+  /** Every object the callback names is the run's and a poll found it done first. */
   private alreadyDone(kind: CallbackKind, ids: number[]): boolean {
-    if (!ids.length) return false;
-    const { tune, prompts } = this.run;
-    if (kind === CallbackKind.tune) return tune.trained && ids.every((id) => id === tune.id);
-    return ids.every((id) => prompts.isSettled(id));
+    const { doneByPoll } = kind === CallbackKind.tune ? this.tuneReads : this.promptReads;
+    return ids.length > 0 && ids.every((id) => doneByPoll.has(id));
+  }
+
+  /** The tune, once trained. */
+  tuneDone(): number[] {
+    const { id, trained } = this.run.tune;
+    return id !== undefined && trained ? [id] : [];
+  }
+
+  /** The prompts settled. */
+  promptsDone(): number[] {
+    return this.run.prompts
+      .all()
+      .filter((p) => this.run.prompts.isSettled(p.id))
+      .map((p) => p.id);
   }
 }

@@ -2,8 +2,8 @@
  * Every metric tuneflow's alert rules and Grafana dashboard name (deploy/) is on a real worker's /metrics, with the
  * labels they select and group by: `tuneflow worker` runs jobs against the mock service that leave each kind of
  * sample there (a charged job whose first tune create is answered 429 and whose image is inspected, then a job whose
- * first inspection is answered 500 and which its inspection refuses, a forged callback, a job whose tune's callback comes
- * after its poll), then its /metrics is read. `up` alone is Prometheus's own.
+ * first inspection is answered 500 and which its inspection refuses, a forged callback, a job whose tune's callback
+ * comes after its poll), then its /metrics is read. `up` alone is Prometheus's own.
  * test/deploy/alerts.test.ts checks the same files with promtool.
  */
 import { Client } from '@temporalio/client';

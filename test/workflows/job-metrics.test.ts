@@ -261,6 +261,8 @@ devServerTest('jobs, their durations, phases and polls on /metrics are what the 
 
   // Jobs, each counted once, by the worker its run ended on.
   expect(jobsRise(before, after)).toEqual(byKey(onFirst));
+  // Callbacks on time (or none, for the tune that never trains): none late.
+  expect(rise(before, after, MetricName.lateCallbacks)).toBe(0);
   expect(jobsRise(secondBefore, secondAfter)).toEqual(byKey(onSecond));
   expectHistograms(before, after, onFirst);
   expectHistograms(secondBefore, secondAfter, onSecond);
