@@ -17,8 +17,12 @@ const ROOT = resolve(__dirname, '../..');
 function command(stopTakesMs: number) {
   const script = `
     const stop = require('./src/cli/stop-signal').listenForStop();
+    // Alive until stopped, as a command's server keeps it: a signal listener alone does not, and a late SIGINT on a
+    // loaded machine found the process gone (exit 0 after 'ready').
+    const serving = setInterval(() => undefined, 60_000);
     process.stdout.write('ready\\n');
     stop.stopped.then((signal) => {
+      clearInterval(serving);
       process.stdout.write('stopping on ' + signal + '\\n');
       setTimeout(() => process.stdout.write('stopped\\n'), ${stopTakesMs});
     });`;
