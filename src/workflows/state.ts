@@ -281,10 +281,9 @@ export class PromptLedger {
     return this.expected !== undefined && this.ours.size >= this.expected && this.unsettled().length === 0;
   }
 
-  /** Whether prompt `id` is ours and settled. */
-  isSettled(id: number): boolean {
-    const prompt = this.ours.get(id);
-    return prompt !== undefined && isPromptSettled(prompt);
+  /** The ids of our prompts that are settled. */
+  settledIds(): number[] {
+    return [...this.ours.values()].filter(isPromptSettled).map((p) => p.id);
   }
 
   /** Our prompts without images or a user_error yet. */

@@ -106,9 +106,6 @@ export class WakeUps {
 
   /** The prompts settled. */
   promptsDone(): number[] {
-    return this.run.prompts
-      .all()
-      .filter((p) => this.run.prompts.isSettled(p.id))
-      .map((p) => p.id);
+    return this.run.prompts.settledIds();
   }
 }
