@@ -18,6 +18,7 @@ import { acceptsAsIs } from './answer-check';
 import { parseInput } from './parse-input';
 import { answerIssues, ResourceId } from './schemas';
 import { containsUpload, FormBody, toFormData } from './form-body';
+import { RequestPace } from './pacing';
 
 export { FormBody, Upload } from './form-body';
 
@@ -49,6 +50,12 @@ export interface HttpClientOptions {
    * @default 32
    */
   connections?: number;
+  /**
+   * This client's requests a second at most, a tenth of a second's worth at once (RequestPace); a request waits its
+   * turn before it is sent, and an abort while it waits sends nothing.
+   * @default no pace
+   */
+  requestsPerSecond?: number;
 }
 
 /** Per-call options, always the last argument of a resource method. */
@@ -113,6 +120,7 @@ export class HttpClient {
   readonly #jsonHeaders: Headers;
   /** The attributes every span of this client has: the server (never the base URL, which may hold credentials). */
   readonly #serverAttributes: Attributes;
+  readonly #pace: RequestPace | undefined;
   #closing?: Promise<void>;
 
   constructor(options: HttpClientOptions) {
@@ -120,6 +128,7 @@ export class HttpClient {
     this.#prefix = url.pathname.replace(/\/+$/, '');
     this.#origin = url.origin;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#pace = options.requestsPerSecond === undefined ? undefined : new RequestPace(options.requestsPerSecond);
     this.#pool = new UndiciPool(url.origin, {
       connections: options.connections ?? DEFAULT_CONNECTIONS,
       headersTimeout: this.#timeoutMs,
@@ -198,6 +207,8 @@ export class HttpClient {
     }
     const signal = options?.signal;
     const timeoutMs = options?.timeoutMs ?? this.#timeoutMs;
+    // Its turn under the pace first (not counted in its timeout, as a wait for a connection is not).
+    if (this.#pace) await this.#pace.turn(signal).catch(() => Promise.reject(abortReason(signal!)));
 
     let answer: Answer;
     try {

@@ -42,6 +42,13 @@ export interface TunesApiOptions {
    * @default 32
    */
   connections?: number;
+  /**
+   * The client's own pace, in requests a second, under the service's rate limit: a request waits its turn, and at
+   * most a tenth of a second's worth leave at once, so this client's requests never go out bunched. One client's
+   * pace, not a whole deployment's: a worker's calls are spaced by its task queue's limit (TUNEFLOW_SERVICE_RATE).
+   * @default no pace
+   */
+  requestsPerSecond?: number;
 }
 
 export const DEFAULT_BASE_URL = 'https://api.astria.ai';
@@ -64,10 +71,18 @@ export class TunesApi {
   readonly likes: Likes;
   readonly images: Images;
   readonly themes: Themes;
+  /** The client's pace, in requests a second; undefined: none. */
+  readonly requestsPerSecond: number | undefined;
   readonly #http: HttpClient;
 
   constructor(options: TunesApiOptions) {
-    const { apiKey, baseUrl = DEFAULT_BASE_URL, timeout, connections = DEFAULT_CONNECTIONS } = options ?? {};
+    const {
+      apiKey,
+      baseUrl = DEFAULT_BASE_URL,
+      timeout,
+      connections = DEFAULT_CONNECTIONS,
+      requestsPerSecond,
+    } = options ?? {};
     // Messages name the option and never echo the key.
     if (typeof apiKey !== 'string' || apiKey.trim() === '')
       throw new TypeError('TunesApiOptions.apiKey: must be a non-empty string (the API key of the account)');
@@ -77,8 +92,11 @@ export class TunesApi {
       throw new TypeError('TunesApiOptions.connections: must be a positive integer');
     const timeoutMs = timeout === undefined ? DEFAULT_TIMEOUT_MS : durationToMs(timeout, 'TunesApiOptions.timeout');
     if (timeoutMs <= 0) throw new TypeError('TunesApiOptions.timeout: must be longer than zero');
+    if (requestsPerSecond !== undefined && !(Number.isFinite(requestsPerSecond) && requestsPerSecond > 0))
+      throw new TypeError('TunesApiOptions.requestsPerSecond: must be a positive number of requests a second');
 
-    this.#http = new HttpClient({ apiKey, baseUrl, timeoutMs, connections });
+    this.requestsPerSecond = requestsPerSecond;
+    this.#http = new HttpClient({ apiKey, baseUrl, timeoutMs, connections, requestsPerSecond });
     this.tunes = new Tunes(this.#http);
     this.prompts = new Prompts(this.#http);
     this.packs = new Packs(this.#http);
