@@ -9,6 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as v8 from 'node:v8';
 import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { TuneflowClient } from '../../src/client';
 import { durationToMs } from '../../src/duration';
 import { DEFAULT_TENANT } from '../../src/contract/tenants';
@@ -38,6 +39,7 @@ import {
   type UploadWorld,
 } from './hostile';
 import {
+  ADMISSION_LIMIT_MS,
   FLOOD_TENANT,
   ORDINARY_TENANT,
   fairShareRun,
@@ -188,6 +190,8 @@ class SoakRun {
   private scrapes?: MetricsScrapes;
   private uploads?: UploadWorld;
   private workers!: SoakWorkers;
+  /** Under fair-share: how long the ordinary jobs waited for the flood's admission, after its last start. */
+  private admissionSeconds?: number;
   /** The harness's own client; undefined until the workers run. */
   private client?: Client;
   /** A TuneflowClient per tenant (`{ tenant }`: the IDs and memo of that tenant's starter). */
@@ -413,9 +417,16 @@ class SoakRun {
       }
     };
     const starting = this.fairShare
-      ? startFairShare(this.fairShare, start, (job) => this.closedOrDeadline(job), stderr).then(
-          (): StartTimes => ({ burstAt: t0, burstIds: new Set(jobs.map((j) => j.workflowId)) }),
-        )
+      ? startFairShare(
+          this.fairShare,
+          start,
+          (job) => this.closedOrDeadline(job),
+          stderr,
+          () => this.workflowTasksDone(ADMISSION_LIMIT_MS),
+        ).then((waitedMs): StartTimes => {
+          this.admissionSeconds = Math.round(waitedMs / 100) / 10;
+          return { burstAt: t0, burstIds: new Set(jobs.map((j) => j.workflowId)) };
+        })
       : startOnSchedule(jobs, options, t0, start);
     const samples = await followRuns({
       client,
@@ -434,6 +445,28 @@ class SoakRun {
       log: stderr,
     });
     return { t0, times: await starting, samples };
+  }
+
+  /**
+   * Resolves once the task queue holds no workflow task waiting for a worker (the server's approximate backlog, asked
+   * every half second), or after `limitMs`, which the log says.
+   */
+  private async workflowTasksDone(limitMs: number): Promise<void> {
+    const until = Date.now() + limitMs;
+    for (;;) {
+      const described = await this.client!.workflowService.describeTaskQueue({
+        namespace: this.client!.options.namespace,
+        taskQueue: { name: this.taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        reportStats: true,
+      });
+      if (Number(described.stats?.approximateBacklogCount ?? 0) === 0) return;
+      if (Date.now() >= until) {
+        stderr(`fair share: the flood's workflow tasks still wait after ${limitMs / 1000} s; the ordinary jobs start`);
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
   }
 
   /** Resolves once the job's run has closed, however it ended, or at the run's deadline. */
@@ -669,6 +702,7 @@ class SoakRun {
           fairShare: fairShareRun(this.fairShare, outcomes, {
             fairness: this.fairness,
             rateLimited: stats.rateLimited,
+            admissionSeconds: this.admissionSeconds ?? 0,
             wallSeconds: figures.wallSeconds,
             loadAverage: figures.loadAverage,
           }),

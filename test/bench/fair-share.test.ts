@@ -41,7 +41,7 @@ function outcomes(
   ];
 }
 
-const RUN = { rateLimited: 0, wallSeconds: 120, loadAverage: { start: 1.5, end: 2 } };
+const RUN = { rateLimited: 0, admissionSeconds: 30, wallSeconds: 120, loadAverage: { start: 1.5, end: 2 } };
 
 function round(fairRatio: number, lineRatio: number, changes: Partial<FairShareRun> = {}): FairShareRound {
   const plan = planFairShare('r', 10, 10);
@@ -116,7 +116,7 @@ test("the plan: the flood is one tenant's, the ordinary jobs the other's, alone 
   expect(new Set(ids).size).toBe(38);
 });
 
-test('the stages start in turn: the ordinary jobs alone until each closed, the flood, then the ordinary beside it', async () => {
+test('the stages start in turn: the ordinary jobs alone until each closed, the flood, its admission, then the ordinary beside it', async () => {
   const plan = planFairShare('r', 3, 2);
   const events: string[] = [];
   const start = async (job: SoakJob) => {
@@ -126,7 +126,12 @@ test('the stages start in turn: the ordinary jobs alone until each closed, the f
   const closed = async (job: SoakJob) => {
     events.push(`closed ${tenantOf(job).key}`);
   };
-  await startFairShare(plan, start, closed, () => undefined, 0);
+  const admitted = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    events.push('the flood admitted');
+  };
+  const waitedMs = await startFairShare(plan, start, closed, () => undefined, admitted, 0);
+  expect(waitedMs).toBeGreaterThanOrEqual(25);
   expect(events).toEqual([
     'start soak-r-alone-0',
     'start soak-r-alone-1',
@@ -135,6 +140,7 @@ test('the stages start in turn: the ordinary jobs alone until each closed, the f
     'start soak-r-flood-0',
     'start soak-r-flood-1',
     'start soak-r-flood-2',
+    'the flood admitted',
     'start soak-r-beside-0',
     'start soak-r-beside-1',
   ]);
@@ -222,10 +228,10 @@ test("the report's table gives each round's latencies of both tenants with and w
     ['fair share: jobs of the flood / the ordinary tenant', '10 / 10 (alone, then again beside the flood)'],
     ['  round 1 (fair first), fairness on : ordinary p50 / p90 alone', '10.0 s / 10.0 s'],
     ['    with the flood; p90 ratio', '12.0 s / 12.0 s; 1.2x'],
-    ["    the flood's p50 / p90; 429s; wall; load", '60.0 s / 60.0 s; 0; 120 s; 1.5 / 2'],
+    ["    the flood's p50 / p90; 429s; its admission; wall; load", '60.0 s / 60.0 s; 0; 30 s; 120 s; 1.5 / 2'],
     ['  round 1 (fair first), fairness off: ordinary p50 / p90 alone', '10.0 s / 10.0 s'],
     ['    with the flood; p90 ratio', '80.0 s / 80.0 s; 8x'],
-    ["    the flood's p50 / p90; 429s; wall; load", '60.0 s / 60.0 s; 0; 120 s; 1.5 / 2'],
+    ["    the flood's p50 / p90; 429s; its admission; wall; load", '60.0 s / 60.0 s; 0; 30 s; 120 s; 1.5 / 2'],
     ['fair share: median p90 ratio, fairness on / off', '1.2x / 8x (at most 1.5x with fairness)'],
   ]);
   // The JSON line carries the same figures the table shows.
