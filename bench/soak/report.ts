@@ -3,6 +3,7 @@
  * compared with the floor (the report page's table too).
  */
 import * as os from 'node:os';
+import type { RateLimitRefusal } from '../../src/mock-service/faults';
 import { AGREED, AGREED_NAMES, type MetricsFigures } from './agreement';
 import { fairShareRows, type FairShareFigures } from './fair-share';
 import type { FaultCounts } from './faults';
@@ -147,6 +148,32 @@ const COST_FIGURES = [
   'workerRssMiB',
   'jobsPerSecond',
 ] as const;
+
+/**
+ * The rate limit's refusals by the second they came in (from the run's start): how many, their routes, and how
+ * bunched the requests before them were (the most in 100 ms and in a second up to one). Says when the 429s came.
+ *
+ * @example
+ * refusalLines([{ at: t0 + 317_200, route: 'GET /tunes/:id', inLast100Ms: 9, inLastSecond: 31 }], t0);
+ * // ['317 s: 1 (GET /tunes/:id 1); at most 9 requests in 100 ms, 31 in 1 s']
+ */
+export function refusalLines(refusals: readonly RateLimitRefusal[], t0: number): string[] {
+  const bySecond = new Map<number, RateLimitRefusal[]>();
+  for (const refusal of refusals) {
+    const second = Math.floor((refusal.at - t0) / 1000);
+    bySecond.set(second, [...(bySecond.get(second) ?? []), refusal]);
+  }
+  return [...bySecond].map(([second, group]) => {
+    const routes = new Map<string, number>();
+    for (const { route } of group) routes.set(route, (routes.get(route) ?? 0) + 1);
+    const named = [...routes].map(([route, n]) => `${route} ${n}`).join(', ');
+    const most = (of: (r: RateLimitRefusal) => number) => Math.max(...group.map(of));
+    return (
+      `${second} s: ${group.length} (${named}); at most ${most((r) => r.inLast100Ms)} requests in 100 ms, ` +
+      `${most((r) => r.inLastSecond)} in 1 s`
+    );
+  });
+}
 
 /** --compare-metrics as lines of a table: each figure's with and without metrics and on / off, by round. */
 export function metricsCostLines(cost: MetricsCost): string[] {

@@ -26,7 +26,7 @@ import {
   type SoakCounts,
 } from './agreement';
 import { sdkDefaultCache, sizingOf } from './sizing';
-import type { SoakReport } from './report';
+import { refusalLines, type SoakReport } from './report';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
 import { heapPeaks } from './gc-trace';
 import {
@@ -628,6 +628,8 @@ class SoakRun {
     const { options, jobs, faults } = this;
     const { outcomes, verdict, faultCounts } = judged;
     const { stats, apiCalls } = used;
+    // When the 429s came, and how bunched: the count alone does not say what sent them together.
+    for (const line of refusalLines(stats.rateLimitRefusals, followed.t0)) stderr(`429s at ${line}`);
     const finished = verdict.completed + verdict.failedTyped;
     // The workers' memory as it stands now: a worker restarted while the faults stopped counts.
     const { peakRssBytes, baseRssBytes } = this.workers.usage;

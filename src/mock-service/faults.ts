@@ -200,6 +200,20 @@ interface Bucket {
   at: number;
 }
 
+/** One request the rate limit refused: when, its route, and how many requests of the limit came just before. */
+export interface RateLimitRefusal {
+  /** When, in epoch milliseconds. */
+  at: number;
+  /** Its route pattern, `POST /tunes/:id/prompts`. */
+  route: string;
+  /** Requests under the limit (every key's, this one included) in the 100 ms and in the second up to it. */
+  inLast100Ms: number;
+  inLastSecond: number;
+}
+
+/** The refusals kept (the first ones): enough to see when and how bunched, bounded in a long soak. */
+export const KEPT_REFUSALS = 500;
+
 /** Decides, request by request and callback by callback, whether a fault happens. */
 export class FaultInjector {
   private faults: Faults = {};
@@ -211,6 +225,9 @@ export class FaultInjector {
   /** Per API key, under `rateLimitPerSecond`; emptied when the limit changes. */
   private readonly buckets = new Map<string, Bucket>();
   private limited = 0;
+  /** When the requests under the limit in the last second came (the limit's clock, ms), oldest first. */
+  private readonly arrivals: number[] = [];
+  private readonly refusals: RateLimitRefusal[] = [];
 
   constructor(
     /** The API route keys (`'POST /tunes'`); read when faults are set, so it may be filled in later. */
@@ -278,6 +295,11 @@ export class FaultInjector {
     return fault;
   }
 
+  /** The first KEPT_REFUSALS requests the rate limit refused since the mock started, oldest first. */
+  get rateLimitRefusals(): RateLimitRefusal[] {
+    return [...this.refusals];
+  }
+
   /** API requests refused by the rate limit since the mock started (setting faults does not reset it). */
   get rateLimitedCount(): number {
     return this.limited;
@@ -288,11 +310,15 @@ export class FaultInjector {
    * Retry-After in whole seconds, the request refused and counted.
    * @example const retryAfter = injector.rateLimit('key'); if (retryAfter !== undefined) answer429(retryAfter);
    */
-  rateLimit(apiKey: string): number | undefined {
+  rateLimit(apiKey: string, route = ''): number | undefined {
     const rate = this.faults.rateLimitPerSecond;
     if (rate === undefined) return undefined;
     const capacity = Math.max(1, rate);
     const now = this.now();
+    this.arrivals.push(now);
+    let first = 0;
+    while (this.arrivals[first] < now - 1000) first++;
+    if (first > 0) this.arrivals.splice(0, first);
     const bucket = this.buckets.get(apiKey) ?? { tokens: capacity, at: now };
     bucket.tokens = Math.min(capacity, bucket.tokens + ((now - bucket.at) / 1000) * rate);
     bucket.at = now;
@@ -302,6 +328,13 @@ export class FaultInjector {
       return undefined;
     }
     this.limited++;
+    if (this.refusals.length < KEPT_REFUSALS)
+      this.refusals.push({
+        at: Date.now(),
+        route,
+        inLast100Ms: this.arrivals.filter((at) => at >= now - 100).length,
+        inLastSecond: this.arrivals.length,
+      });
     return Math.max(1, Math.ceil((1 - bucket.tokens) / rate));
   }
 

@@ -175,6 +175,7 @@ export async function startMockService(options: MockServiceOptions = {}): Promis
     callbacks: { ...callbacks.stats },
     faults: { injected: faults.injectedCount, byKind: faults.injectedByKind },
     rateLimited: faults.rateLimitedCount,
+    rateLimitRefusals: faults.rateLimitRefusals,
   });
 
   const simulation = new Simulation(store, clock, callbacks, faults, { trainingMs, inferenceMs });

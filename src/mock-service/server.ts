@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { InvalidInputError } from '../api/errors';
 import { ARRAY_ANSWER_ROUTES, AnswerStyle, railsStyle } from './answer-style';
 import type { CallbackStats } from './callbacks';
-import type { FaultInjector, InjectedByKind, StatusFault } from './faults';
+import type { FaultInjector, InjectedByKind, RateLimitRefusal, StatusFault } from './faults';
 import { ImageMaker } from './images';
 import type { MockJournal } from './journal';
 import { invalidInput, notFound, RequestContext, ServiceError, type Reply, type RouteDefinition } from './requests';
@@ -29,6 +29,8 @@ export interface MockStats {
   faults: { injected: number; byKind: InjectedByKind };
   /** API requests answered 429 by the rate limit (`rateLimitPerSecond`) since the mock started. */
   rateLimited: number;
+  /** The first of them (up to 500): when, their route, and how bunched the requests before them came. */
+  rateLimitRefusals: RateLimitRefusal[];
 }
 
 interface CompiledRoute extends RouteDefinition {
@@ -238,7 +240,7 @@ function splitUrl(url: string): { path: string; query: string } {
 /** The rate limit, first, per key (a request without one is not limited: it is a 401): a 429, refused unprocessed. */
 function refusedUnprocessed(req: IncomingMessage, routeKey: string, faults: ServerParts['faults']): Reply | undefined {
   const key = bearerKey(req);
-  const retryAfter = key === undefined ? undefined : faults.rateLimit(key);
+  const retryAfter = key === undefined ? undefined : faults.rateLimit(key, routeKey);
   if (retryAfter === undefined) return undefined;
   return {
     status: 429,

@@ -15,7 +15,7 @@ import {
   type AgreedFigures,
 } from '../../bench/soak/agreement';
 import { FlagError, parseSoakOptions } from '../../bench/soak/options';
-import { metricsCostLines } from '../../bench/soak/report';
+import { metricsCostLines, refusalLines } from '../../bench/soak/report';
 import { Scrape } from '../../bench/soak/scrape';
 import type { RoundFigures } from '../../bench/soak/measure';
 
@@ -240,4 +240,29 @@ test('--compare-metrics in the table: each side and on / off by round, and the m
   expect(lines[1]).toMatch(/^metrics on \/ off +1: on +1: off +1: on \/ off +median on \/ off$/);
   expect(lines[2]).toMatch(/^worker and receiver CPU per job +42 +40 +1.05x +1.05x$/);
   expect(lines.find((line) => line.startsWith('jobs/s'))).toMatch(/4 +4 +n\/a +n\/a$/);
+});
+
+test("the 429s' lines: by the second they came in from the run's start, their routes, and how bunched", () => {
+  const t0 = 1_000_000;
+  const at = (ms: number, route: string, inLast100Ms: number, inLastSecond: number) => ({
+    at: t0 + ms,
+    route,
+    inLast100Ms,
+    inLastSecond,
+  });
+  expect(
+    refusalLines(
+      [
+        at(317_200, 'GET /tunes/:id', 9, 31),
+        at(317_900, 'POST /tunes/:id/prompts', 12, 30),
+        at(317_950, 'GET /tunes/:id', 3, 33),
+        at(320_000, 'POST /tunes', 1, 26),
+      ],
+      t0,
+    ),
+  ).toEqual([
+    '317 s: 3 (GET /tunes/:id 2, POST /tunes/:id/prompts 1); at most 12 requests in 100 ms, 33 in 1 s',
+    '320 s: 1 (POST /tunes 1); at most 1 requests in 100 ms, 26 in 1 s',
+  ]);
+  expect(refusalLines([], t0)).toEqual([]);
 });

@@ -333,6 +333,7 @@ describe('/__mock routes and stats', () => {
         faults: { injected: 0, byKind: { status500: 0, status429: 0, status504: 0, garbled: 0 } },
         refused: {},
         rateLimited: 0,
+        rateLimitRefusals: [],
       });
       expect(fresh.stats()).toEqual(res.body);
     } finally {

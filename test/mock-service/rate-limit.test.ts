@@ -158,6 +158,26 @@ describe("the bucket's arithmetic", () => {
     expect(faults.rateLimit('k')).toBeUndefined();
   });
 
+  test('each refusal is kept with its route and how many requests came in the 100 ms and the second before it', () => {
+    const { faults, clock } = injector(5);
+    clock.ms = 10_000;
+    for (let i = 0; i < 3; i++) faults.rateLimit('k', 'GET /tunes');
+    // The bucket full again (5): five pass, the sixth is refused, nine requests in the second up to it.
+    clock.ms = 10_950;
+    for (let i = 0; i < 6; i++) faults.rateLimit('k', 'POST /tunes');
+    expect(
+      faults.rateLimitRefusals.map(({ route, inLast100Ms, inLastSecond }) => [route, inLast100Ms, inLastSecond]),
+    ).toEqual([['POST /tunes', 6, 9]]);
+    // A second and more later, the earlier requests no longer count as "in the last second".
+    clock.ms = 12_000;
+    for (let i = 0; i < 7; i++) faults.rateLimit('k', 'GET /tunes/:id');
+    expect(faults.rateLimitRefusals.slice(1).map((r) => [r.inLast100Ms, r.inLastSecond])).toEqual([
+      [6, 6],
+      [7, 7],
+    ]);
+    expect(faults.rateLimitRefusals.every((r) => Math.abs(r.at - Date.now()) < 60_000)).toBe(true);
+  });
+
   test('refused requests take nothing from the bucket; no limit, nothing is refused', () => {
     const { faults, clock } = injector(1);
     expect(faults.rateLimit('k')).toBeUndefined();
