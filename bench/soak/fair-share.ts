@@ -5,8 +5,8 @@
  * flood's backlog waits in the queue: once the flood is admitted (its first workflow tasks, and its key claims', have
  * run: the workflow task queue's backlog is gone), its calls waiting on the rate limit. Started sooner, the ordinary
  * jobs would measure this machine's two cores admitting 2,000 workflows at once (the server, the workers, the mock
- * share them), not how the queue is shared. The figure is the ordinary jobs' p90 with the flood over their p90 alone, from
- * the same run (absolute times across runs on a shared machine say little). Pure functions of the runs' outcomes,
+ * share them), not how the queue is shared. The figure is the ordinary jobs' p90 with the flood over their p90 alone,
+ * from the same run (absolute times across runs on a shared machine say little). Pure functions of the runs' outcomes,
  * tested in test/bench/fair-share.test.ts; `npm run soak` (./index.ts) runs the rounds.
  */
 import { DEFAULT_TENANT } from '../../src/contract/tenants';
@@ -147,7 +147,8 @@ export function latenciesOf(jobs: readonly SoakJob[], outcomes: readonly JobOutc
  * One run's figures.
  *
  * @example
- * const run = fairShareRun(plan, outcomes, { fairness: true, rateLimited: 0, admissionSeconds: 40, wallSeconds: 300, loadAverage });
+ * const figures = { fairness: true, rateLimited: 0, admissionSeconds: 40, wallSeconds: 300, loadAverage };
+ * const run = fairShareRun(plan, outcomes, figures);
  */
 export function fairShareRun(
   plan: FairSharePlan,

@@ -52,7 +52,8 @@ export interface HttpClientOptions {
   connections?: number;
   /**
    * This client's requests a second at most, a tenth of a second's worth at once (RequestPace); a request waits its
-   * turn before it is sent, and an abort while it waits sends nothing.
+   * turn before it is sent (then, if every connection is busy, for a connection), and an abort while it waits sends
+   * nothing; close() lets the waiting ones go first.
    * @default no pace
    */
   requestsPerSecond?: number;
@@ -208,7 +209,8 @@ export class HttpClient {
     const signal = options?.signal;
     const timeoutMs = options?.timeoutMs ?? this.#timeoutMs;
     // Its turn under the pace first (not counted in its timeout, as a wait for a connection is not).
-    if (this.#pace) await this.#pace.turn(signal).catch(() => Promise.reject(abortReason(signal!)));
+    // Once closing, none: the closed pool refuses it at once, as it would unpaced.
+    if (this.#pace && !this.#closing) await this.#pace.turn(signal).catch(() => Promise.reject(abortReason(signal!)));
 
     let answer: Answer;
     try {
@@ -257,8 +259,9 @@ export class HttpClient {
    * await http.close();
    */
   async close(): Promise<void> {
-    // undici rejects a second close: closing twice (a worker's shutdown path and a finally) must not fail.
-    this.#closing ??= this.#pool.close();
+    // undici rejects a second close: closing twice (a worker's shutdown path and a finally) must not fail. Requests
+    // waiting their turn under the pace were sent before the close: they go first.
+    this.#closing ??= (this.#pace?.idle() ?? Promise.resolve()).then(() => this.#pool.close());
     await this.#closing;
   }
 }

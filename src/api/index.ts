@@ -44,7 +44,7 @@ export interface TunesApiOptions {
   connections?: number;
   /**
    * The client's own pace, in requests a second, under the service's rate limit: a request waits its turn, and at
-   * most a tenth of a second's worth leave at once, so this client's requests never go out bunched. One client's
+   * most a tenth of a second's worth leave the pace at once (each may then wait for a free connection). One client's
    * pace, not a whole deployment's: a worker's calls are spaced by its task queue's limit (TUNEFLOW_SERVICE_RATE).
    * @default no pace
    */

@@ -5,6 +5,9 @@
  * on the Temporal server, for all workers together, which one process's pace cannot be.
  */
 
+/** The longest timeout Node keeps (2^31 - 1 ms). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
 /** One request waiting for its turn. */
 interface Turn {
   go: () => void;
@@ -27,6 +30,8 @@ export class RequestPace {
   #at: number;
   readonly #waiting: Turn[] = [];
   #timer: NodeJS.Timeout | undefined;
+  /** Told once no request waits (idle()). */
+  #onIdle: Array<() => void> = [];
 
   constructor(
     perSecond: number,
@@ -43,6 +48,12 @@ export class RequestPace {
   /** Requests waiting for their turn. */
   get waiting(): number {
     return this.#waiting.length;
+  }
+
+  /** Resolves once no request waits its turn (at once when none does): a client closing lets them go first. */
+  idle(): Promise<void> {
+    if (this.#waiting.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#onIdle.push(resolve));
   }
 
   /**
@@ -63,6 +74,12 @@ export class RequestPace {
           const i = this.#waiting.indexOf(turn);
           if (i !== -1) this.#waiting.splice(i, 1);
           stop(signal.reason);
+          // The last one gone: no timer left to hold the process, and a closing client hears it.
+          if (this.#waiting.length === 0) {
+            clearTimeout(this.#timer);
+            this.#timer = undefined;
+            this.#idle();
+          }
         };
         signal.addEventListener('abort', turn.onAbort, { once: true });
       }
@@ -80,7 +97,8 @@ export class RequestPace {
   #schedule(): void {
     if (this.#timer !== undefined || this.#waiting.length === 0) return;
     const ms = Math.max(0, ((1 - this.#tokens) / this.perSecond) * 1000);
-    this.#timer = setTimeout(() => this.#release(), Math.ceil(ms));
+    // Node fires a longer timeout at once: a rate below one in 24.8 days waits in steps of the longest.
+    this.#timer = setTimeout(() => this.#release(), Math.min(Math.ceil(ms), MAX_TIMEOUT_MS));
   }
 
   #release(): void {
@@ -93,6 +111,13 @@ export class RequestPace {
       if (turn.onAbort) turn.signal!.removeEventListener('abort', turn.onAbort);
       turn.go();
     }
+    if (this.#waiting.length === 0) this.#idle();
     this.#schedule();
+  }
+
+  #idle(): void {
+    const told = this.#onIdle;
+    this.#onIdle = [];
+    for (const resolve of told) resolve();
   }
 }

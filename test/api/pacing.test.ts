@@ -1,7 +1,8 @@
 /**
  * The client's own pace (src/api/pacing.ts): a token bucket of a tenth of a second's worth, in order, whose timers
  * firing late never let more than the burst out at once; and, over real HTTP against the mock service's rate limit,
- * a paced client's requests, sent all at once or after its event loop was held, meet no 429 where an unpaced one does.
+ * a paced client's requests, sent all at once (where an unpaced one's meet 429s) or after its event loop was held,
+ * meet none; a client closing lets its waiting requests go first.
  */
 import { randomUUID } from 'node:crypto';
 import { TunesApi } from '../../src/api';
@@ -62,6 +63,27 @@ describe('RequestPace', () => {
     await expect(pace.turn(AbortSignal.abort(new Error('already')))).rejects.toThrow('already');
   });
 
+  it('is idle once the last waiting request left, or the last one aborted (its timer cleared)', async () => {
+    const pace = new RequestPace(10, clock);
+    await expect(pace.idle()).resolves.toBeUndefined();
+    await pace.turn();
+    const idle = jest.fn();
+    const left = pace.turn().then(() => pace.idle().then(idle));
+    void pace.idle().then(idle);
+    await advance(99);
+    expect(idle).not.toHaveBeenCalled();
+    await advance(1);
+    await left;
+    expect(idle).toHaveBeenCalledTimes(2);
+    const controller = new AbortController();
+    const aborted = pace.turn(controller.signal).catch(() => undefined);
+    const idleAgain = pace.idle();
+    controller.abort(new Error('gone'));
+    await aborted;
+    await idleAgain;
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
   it('refuses a rate that is not a positive number, naming the option', () => {
     for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY])
       expect(() => new RequestPace(bad)).toThrow(/requestsPerSecond: must be a positive number/);
@@ -106,11 +128,19 @@ describe('a paced client under the service rate limit (the mock, over loopback H
   it('sends 60 requests at 20 a second without a 429, where the same requests unpaced meet them', async () => {
     const send = (api: TunesApi) => Promise.allSettled(Array.from({ length: 60 }, () => api.tunes.list({ limit: 1 })));
     expect(await limitedDuring(() => send(client()))).toBeGreaterThan(0);
-    await new Promise((resolve) => setTimeout(resolve, 1_100)); // the mock's bucket full again
+    // Another client, another key: a bucket of its own, full.
     const started = Date.now();
     expect(await limitedDuring(() => send(client(20)))).toBe(0);
     // 58 after the burst of 2, one every 50 ms: the pace, not the machine's speed, sets this floor.
     expect(Date.now() - started).toBeGreaterThanOrEqual(58 * 50 - 50);
+  });
+
+  it('a client closing lets the requests waiting their turn go first, then closes', async () => {
+    const api = client(10);
+    const reads = Promise.allSettled(Array.from({ length: 5 }, () => api.tunes.list({ limit: 1 })));
+    await api.close();
+    expect((await reads).map((r) => r.status)).toEqual(Array(5).fill('fulfilled'));
+    await expect(api.tunes.list({ limit: 1 })).rejects.toThrow();
   });
 
   it('sends what waited through a held event loop at its pace, not together', async () => {

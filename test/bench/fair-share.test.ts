@@ -116,7 +116,7 @@ test("the plan: the flood is one tenant's, the ordinary jobs the other's, alone 
   expect(new Set(ids).size).toBe(38);
 });
 
-test('the stages start in turn: the ordinary jobs alone until each closed, the flood, its admission, then the ordinary beside it', async () => {
+test('the stages in turn: the ordinary jobs alone until each closed, the flood, its admission, the ordinary beside it', async () => {
   const plan = planFairShare('r', 3, 2);
   const events: string[] = [];
   const start = async (job: SoakJob) => {
