@@ -161,7 +161,9 @@ export function refusalLines(refusals: readonly RateLimitRefusal[], t0: number):
   const bySecond = new Map<number, RateLimitRefusal[]>();
   for (const refusal of refusals) {
     const second = Math.floor((refusal.at - t0) / 1000);
-    bySecond.set(second, [...(bySecond.get(second) ?? []), refusal]);
+    const group = bySecond.get(second);
+    if (group) group.push(refusal);
+    else bySecond.set(second, [refusal]);
   }
   return [...bySecond].map(([second, group]) => {
     const routes = new Map<string, number>();

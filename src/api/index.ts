@@ -71,8 +71,6 @@ export class TunesApi {
   readonly likes: Likes;
   readonly images: Images;
   readonly themes: Themes;
-  /** The client's pace, in requests a second; undefined: none. */
-  readonly requestsPerSecond: number | undefined;
   readonly #http: HttpClient;
 
   constructor(options: TunesApiOptions) {
@@ -95,7 +93,6 @@ export class TunesApi {
     if (requestsPerSecond !== undefined && !(Number.isFinite(requestsPerSecond) && requestsPerSecond > 0))
       throw new TypeError('TunesApiOptions.requestsPerSecond: must be a positive number of requests a second');
 
-    this.requestsPerSecond = requestsPerSecond;
     this.#http = new HttpClient({ apiKey, baseUrl, timeoutMs, connections, requestsPerSecond });
     this.tunes = new Tunes(this.#http);
     this.prompts = new Prompts(this.#http);
