@@ -24,7 +24,8 @@ export interface ReceiverLimits {
   maxConnectionsPerPeer?: number;
   /**
    * Body bytes held across every request being read; a request that would pass it is answered 503 (Retry-After: 1)
-   * and its connection closed.
+   * and its connection closed. One run's requests hold at most a quarter of it (or one body of the largest size a
+   * route takes, if more), so one signed URL cannot hold it all.
    * @default 8 MiB
    */
   maxBufferedBytes?: number;
@@ -109,30 +110,40 @@ export class Connections {
 }
 
 /**
- * The body bytes held across requests: taken as each chunk arrives, given back when the request ends either way.
+ * The body bytes held across requests: taken as each chunk arrives, given back when the request ends either way. One
+ * run's requests (one signed URL's holder) hold at most `perRun` of them, so a leaked URL's stalled bodies cannot
+ * take the room every other run's callbacks need: past its share a run's request is answered 503 as at the limit.
  *
  * @example
- * if (!buffered.take(chunk.length)) return busy(res);
+ * if (!buffered.take(run, chunk.length)) return busy(res);
  */
 export class BufferedBytes {
   private held = 0;
+  private readonly byRun = new Map<string, number>();
 
-  constructor(private readonly max: number) {}
+  constructor(
+    private readonly max: number,
+    private readonly perRun: number = max,
+  ) {}
 
-  /** Takes `bytes` of the budget; false (and nothing taken) when they would pass it. */
-  take(bytes: number): boolean {
-    if (this.held + bytes > this.max) return false;
+  /** Takes `bytes` of the budget for `run`; false (and nothing taken) when they would pass it or the run's share. */
+  take(run: string, bytes: number): boolean {
+    if (!this.fits(run, bytes)) return false;
     this.held += bytes;
+    this.byRun.set(run, (this.byRun.get(run) ?? 0) + bytes);
     return true;
   }
 
-  /** Whether `bytes` more would fit now. */
-  fits(bytes: number): boolean {
-    return this.held + bytes <= this.max;
+  /** Whether `bytes` more for `run` would fit now. */
+  fits(run: string, bytes: number): boolean {
+    return this.held + bytes <= this.max && (this.byRun.get(run) ?? 0) + bytes <= this.perRun;
   }
 
-  give(bytes: number): void {
+  give(run: string, bytes: number): void {
     this.held -= bytes;
+    const left = (this.byRun.get(run) ?? 0) - bytes;
+    if (left > 0) this.byRun.set(run, left);
+    else this.byRun.delete(run);
   }
 
   get bytes(): number {

@@ -11,7 +11,7 @@ import { RefusalTally } from './answers';
 import { BufferedBytes, Connections, DEFAULT_RECEIVER_LIMITS, type ReceiverLimits } from './receiver-limits';
 import type { Signaler } from './signaler';
 import type { CallbackSigner } from './signing';
-import type { CallbackRoute } from './unwrap';
+import { CALLBACK_ROUTES, type CallbackRoute } from './unwrap';
 import { WakeUpGate } from './wake-up-gate';
 
 export interface CallbackReceiverOptions {
@@ -101,6 +101,9 @@ export interface ReceiverSettings {
  * @example
  * const settings = receiverSettings({ signer, signaler, port: 3001 }); // settings.limitOf(route): that route's largest body
  */
+/** The largest body any route takes: one run's share of the buffered bytes holds at least one. */
+const LARGEST_BODY_BYTES = Math.max(...[...CALLBACK_ROUTES.values()].map((route) => route.maxBodyBytes));
+
 export function receiverSettings(options: CallbackReceiverOptions): ReceiverSettings {
   const { signer, signaler } = options;
   const port = options.port ?? 0;
@@ -140,6 +143,9 @@ export function receiverSettings(options: CallbackReceiverOptions): ReceiverSett
     requestTimeout,
     idleTimeout,
     connections: new Connections(limits.maxConnections, limits.maxConnectionsPerPeer),
-    buffered: new BufferedBytes(limits.maxBufferedBytes),
+    buffered: new BufferedBytes(
+      limits.maxBufferedBytes,
+      Math.max(Math.floor(limits.maxBufferedBytes / 4), maxBodyBytes ?? LARGEST_BODY_BYTES),
+    ),
   };
 }

@@ -138,6 +138,9 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
 }
 
 /** A callback URL that checked out: its route, the run it was signed for, its query. */
+/** Whose bytes a request holds: the run its signed URL names. */
+const runKey = (run: CallbackRun): string => `${run.workflowId}\n${run.runId}`;
+
 type Target = Exclude<ReturnType<typeof verifyCallbackUrl>, CallbackRefusal>;
 
 /**
@@ -193,10 +196,11 @@ class CallbackHandler {
     const limit = this.s.limitOf(target.route);
     const chunks: Buffer[] = [];
     let size = 0;
-    // The body's bytes count against what all requests together may hold until this request is done, either way.
-    req.once('close', () => buffered.give(size));
+    const holder = runKey(target.run);
+    // The body's bytes count against what all requests, and this run's, may hold until this request is done.
+    req.once('close', () => buffered.give(holder, size));
     const onData = (chunk: Buffer): void => {
-      if (!buffered.take(chunk.length)) {
+      if (!buffered.take(holder, chunk.length)) {
         req.off('data', onData);
         req.off('end', onEnd);
         chunks.length = 0;
@@ -238,7 +242,7 @@ class CallbackHandler {
     if (declared > this.s.limitOf(target.route))
       return this.refuse(req, res, { status: 413, reason: 'body too large', error: 'body too large' });
     // A body that cannot fit beside the others being read is turned away before a byte of it is.
-    if (!this.s.buffered.fits(declared)) {
+    if (!this.s.buffered.fits(runKey(target.run), declared)) {
       this.s.refusals.count(503, 'bodies held at the limit');
       busy(res);
       return undefined;

@@ -154,3 +154,34 @@ test('1,100 idle connections under 1,024 file descriptors: a genuine callback is
   expect(during - before).toBeLessThan(64);
   expect(after - before).toBeLessThan(64);
 });
+
+/** A request's head and `sent` bytes of its body on a socket of its own; `answered` is the status line, if any. */
+async function stalled(port: number, target: string, declared: number, sent: number) {
+  const socket = await connect(port);
+  socket.on('error', () => undefined);
+  let text = '';
+  socket.on('data', (chunk: Buffer) => void (text += chunk.toString('latin1')));
+  socket.write(`POST ${target} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: ${declared}\r\n\r\n`);
+  socket.write(Buffer.alloc(sent, 0x20));
+  return { socket, answered: () => text.split('\r\n')[0] };
+}
+
+test("one run's stalled bodies hold its share of the bytes, not all of them: another run's callback is still read", async () => {
+  // 1 MiB in all; a run's share is the larger of a quarter and the largest body a route takes (512 KiB).
+  const receiver = await startReceiver(1024, { maxBufferedBytes: 1024 * 1024 });
+  const url = new URL(signer.url('pack-prompts', { workflowId: 'job-leaked', runId: 'run-leaked' }));
+  const target = `${url.pathname}${url.search}`;
+  const held = [
+    await stalled(receiver.port, target, 256 * 1024, 200 * 1024),
+    await stalled(receiver.port, target, 256 * 1024, 200 * 1024),
+  ];
+  await settle(500);
+  // 400 KiB of the run's 512 held: a third body of 256 KiB would pass its share, though the receiver has 600 left.
+  const third = await stalled(receiver.port, target, 256 * 1024, 0);
+  await settle(500);
+  const answer = await genuine(receiver, 2);
+  const lines = [...held, third].map((request) => request.answered());
+  for (const request of [...held, third]) request.socket.destroy();
+  expect(lines).toEqual(['', '', 'HTTP/1.1 503 Service Unavailable']);
+  expect(answer.status).toBe(200);
+});
