@@ -73,7 +73,8 @@ export interface TuneflowActivities extends SpendActivities {
   /**
    * The tune's prompts, newest first. With `promptIds` (a job's poll of its own prompts): only those, read with one
    * list page starting at the newest of them and by id for any it did not reach, so neither the calls nor the result
-   * grow with other jobs' prompts on the tune (a Flux base tune is shared). Without: those with id >= minId, at most
+   * grow with other jobs' prompts on the tune (a Flux base tune is shared); with `onePage` too, the page only (one
+   * request: the workflow reads the others by id, an activity each). Without: those with id >= minId, at most
    * `limit` of them, one list call unless there are more than a page. With `owned`, the tune is read first.
    */
   listPrompts(input: {
@@ -81,6 +82,8 @@ export interface TuneflowActivities extends SpendActivities {
     minId?: number;
     limit?: number;
     promptIds?: number[];
+    /** With `promptIds`: the one list page only, none read by id. */
+    onePage?: boolean;
     brief?: boolean;
     /** As retrieveTune's: the tune is read first, and refused unless it is the run's tenant's. */
     owned?: string;
@@ -213,12 +216,12 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       return mapped(() => api.prompts.retrieve(tuneId, promptId, options()), brief && briefPrompt);
     },
 
-    async listPrompts({ tuneId, minId, limit, promptIds, brief, owned: field }) {
+    async listPrompts({ tuneId, minId, limit, promptIds, onePage, brief, owned: field }) {
       return mapped(async () => {
         // The tune first: another tenant's tune's prompts are never read.
         if (field !== undefined) await ownership.owned(tuneId, field);
         return promptIds !== undefined
-          ? listOwnPrompts(api, tuneId, promptIds, options())
+          ? listOwnPrompts(api, tuneId, promptIds, options(), onePage === true)
           : listNewest(api, tuneId, { minId, limit });
       }, brief && briefPrompts);
     },

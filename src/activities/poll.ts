@@ -17,8 +17,9 @@ type RequestOptions = { signal?: AbortSignal };
  * made after the job's are never read, and no longer than the job's ids span: a listing is newest first by id, so at
  * most newest - oldest + 1 of the tune's prompts lie in between, and a page that long (at most 120) reaches every one
  * of the job's that a page of 120 would. Then, by id, those the page did not reach (others' prompts interleaved with
- * the job's). At most 1 + `promptIds.length` calls, and only the job's prompts come back. A prompt that is gone (404)
- * is left out: the wait's deadline names it.
+ * the job's), unless `onePage`: then the caller reads those itself, one activity each, so every activity on the
+ * rate-limited queue is one request. At most 1 + `promptIds.length` calls, and only the job's prompts come back. A
+ * prompt that is gone (404) is left out: the wait's deadline names it.
  *
  * @example
  * const mine = await listOwnPrompts(api, 1504944, [1601, 1602], { signal });
@@ -28,6 +29,7 @@ export async function listOwnPrompts(
   tuneId: number,
   promptIds: readonly number[],
   options: RequestOptions,
+  onePage = false,
 ): Promise<Prompt[]> {
   const wanted = new Set(promptIds);
   if (wanted.size === 0) return [];
@@ -37,7 +39,7 @@ export async function listOwnPrompts(
   const found = new Map<number, Prompt>();
   for (const prompt of await api.prompts.list(tuneId, { before_id: newest + 1, limit }, options))
     if (wanted.has(prompt.id)) found.set(prompt.id, prompt);
-  const missing = [...wanted].filter((id) => !found.has(id));
+  const missing = onePage ? [] : [...wanted].filter((id) => !found.has(id));
   for (let i = 0; i < missing.length; i += RETRIEVE_CONCURRENCY) {
     const batch = missing.slice(i, i + RETRIEVE_CONCURRENCY);
     const read = await Promise.all(batch.map((id) => retrieveUnlessGone(api, tuneId, id, options)));

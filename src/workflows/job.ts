@@ -3,8 +3,18 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import { CancellationScope, condition, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  isCancellation,
+  patched,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { ValueError } from '@temporalio/common';
+import { ErrorKind } from '../api/error-kinds';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
 import { polls, service } from './activity-calls';
 import type { CheckedInput, CheckOptions } from '../contract/check';
@@ -35,6 +45,20 @@ import { WakeUps } from './wake-ups';
 // only what the run reads, and only done copies reach the result. No patch: replay matches an activity by type and
 // order, not by its arguments, and an activity worker of an earlier release ignores `brief` and answers whole, which
 // the run reads alike.
+
+/**
+ * Runs with this marker read the prompts a poll's list page did not reach by id, an activity each: every activity on
+ * the rate-limited queue is one request, so the queue's limit is the service's (before, a poll's one activity made up
+ * to 1 + N requests, and the service saw more than the queue let through). Runs started before it read them inside
+ * the poll's activity. Decided at the first poll whose page misses one of the run's prompts.
+ */
+export const PROMPTS_READ_ONE_REQUEST_EACH = 'prompts-read-one-request-each';
+/** Reads by id in flight at once, as the poll's activity made them before. */
+const READ_BY_ID_AT_ONCE = 4;
+
+/** A read of an object the service no longer has. */
+const isNotFound = (err: unknown): boolean =>
+  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === ErrorKind.notFound;
 
 /** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
 export class Job {
@@ -402,11 +426,16 @@ export class Job {
           // neither cost calls nor enter history.
           const promptIds = this.prompts.pollIds();
           const query = promptIds
-            ? { tuneId, promptIds, brief: true }
+            ? { tuneId, promptIds, onePage: true, brief: true }
             : { tuneId, minId: this.prompts.pollMinId(), brief: true };
-          return this.counted(polls.listPrompts.executeWithOptions({ summary }, [query])).then((prompts) =>
-            this.prompts.learn(prompts),
-          );
+          return this.counted(polls.listPrompts.executeWithOptions({ summary }, [query])).then((prompts) => {
+            this.prompts.learn(prompts);
+            const reached = new Set(prompts.map((p) => p.id));
+            const missed = promptIds?.filter((id) => !reached.has(id)) ?? [];
+            // Before the marker the page's activity read these itself (recorded in its result): nothing to do.
+            if (missed.length && patched(PROMPTS_READ_ONE_REQUEST_EACH))
+              return this.readEachById(tuneId, missed, summary);
+          });
         },
         reads: this.wakeUps.promptReads,
         waiting: () => this.wakeUps.promptsWaiting(),
@@ -420,6 +449,26 @@ export class Job {
       throw promptsNeverSettled(tuneId, this.prompts.unsettled(), count, wait.record);
     }
     return this.prompts.all();
+  }
+
+  /**
+   * The prompts a poll's list page did not reach (others' prompts between the job's on a shared tune), by id, an
+   * activity each: every activity on the rate-limited queue is one request. One that is gone (404) is left out: the
+   * wait's deadline names it.
+   */
+  private readEachById(tuneId: number, promptIds: readonly number[], summary: string): Promise<void> {
+    return runBounded(promptIds.length, READ_BY_ID_AT_ONCE, (i) =>
+      this.counted(
+        polls.retrievePrompt.executeWithOptions({ summary: `${summary}: prompt ${promptIds[i]} by id` }, [
+          { tuneId, promptId: promptIds[i], brief: true },
+        ]),
+      ).then(
+        (prompt) => this.prompts.learn([prompt]),
+        (err: unknown) => {
+          if (!isNotFound(err)) throw err;
+        },
+      ),
+    );
   }
 
   /**

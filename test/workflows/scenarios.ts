@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { request } from 'undici';
+import { TunesApi } from '../../src/api';
 import type { Prompt, Tune } from '../../src/api/schemas';
 import { FLUX_BASE_TUNE } from '../../src/mock-service';
 import { claimWorkflowId } from '../../src/contract/keys';
@@ -17,6 +18,7 @@ import { TuneflowClient } from '../../src/client';
 import { promptSettledSignal, tuneTrainedSignal } from '../../src/contract/messages';
 import type { GenerateInput, PackTuneInput, TrainThenGenerateInput, TuneflowOptions } from '../../src/contract/inputs';
 import {
+  API_KEY,
   UPLOAD_DIR,
   waitFor,
   type Outcome,
@@ -106,6 +108,9 @@ const twoPrompts: TrainThenGenerateInput['prompts'] = [
 
 /** Prompts another job makes on the shared Flux base tune while fluxLoraBusyBaseTune polls. */
 const OTHER_PROMPTS = 500;
+
+/** Prompts another job makes on the shared Flux base tune between fluxLoraInterleavedPrompts' two. */
+const INTERLEAVED_PROMPTS = 130;
 
 /** A Flux LoRA: its prompts run on the shared Flux base tune. */
 const fluxLoraWoman = {
@@ -289,6 +294,45 @@ export const scenarios = {
           );
         const othersDoneAtMs = Date.now();
         return { ...(await s.settle(handle)), context: { others: OTHER_PROMPTS, othersDoneAtMs } };
+      }),
+  },
+
+  /**
+   * A Flux LoRA whose callbacks are lost and whose two prompts are made one at a time, while another job of the account
+   * makes 130 prompts on the shared base tune between them: the job's prompts lie further apart than a list page (120)
+   * reaches, so a poll's page misses the first, and the run reads it by id, an activity of its own. The service
+   * answers prompt creates 3 s late (each made at once), so the others are all made before the run's second.
+   */
+  fluxLoraInterleavedPrompts: {
+    name: 'flux-lora-interleaved-prompts',
+    options: {
+      callbacks: false,
+      mock: {
+        inferenceTime: '5s',
+        faults: { answerDelayMs: 3_000, faultRoutes: ['POST /tunes/:id/prompts'] },
+      },
+    },
+    run: (s, workflowId) =>
+      s.withWorker(async () => {
+        const input: TrainThenGenerateInput = {
+          tune: fluxLoraWoman,
+          prompts: [{ text: 'ohwx woman, studio portrait' }, { text: 'ohwx woman, on a bike', num_images: 2 }],
+          options: { ...QUICK_POLLS, promptConcurrency: 1 },
+        };
+        const handle = await s.start('trainThenGenerate', input, 'real', workflowId);
+        // The run's first prompt exists (its answer is 3 s away): the other job's are made now, all at once.
+        while (!s.mock.journal().prompts.length) await new Promise((resolve) => setTimeout(resolve, 20));
+        const other = new TunesApi({ apiKey: API_KEY, baseUrl: s.mock.url, connections: INTERLEAVED_PROMPTS });
+        try {
+          await Promise.all(
+            Array.from({ length: INTERLEAVED_PROMPTS }, (_, i) =>
+              other.prompts.create(FLUX_BASE_TUNE.id, { text: `another job's prompt ${i}` }),
+            ),
+          );
+        } finally {
+          await other.close();
+        }
+        return { ...(await s.settle(handle)), context: { others: INTERLEAVED_PROMPTS } };
       }),
   },
 

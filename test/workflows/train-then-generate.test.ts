@@ -10,6 +10,7 @@ import { resultOf } from './harness';
 import { historyToJson } from './history-json';
 import { summarize, type Timer } from './history-summary';
 import { CALLBACK_READ_SPACING_MS } from '../../src/workflows/callback-reads';
+import { PROMPTS_READ_ONE_REQUEST_EACH } from '../../src/workflows/job';
 import { play, scenarios } from './scenarios';
 
 jest.setTimeout(120_000);
@@ -299,6 +300,33 @@ workflowTest(
     const ownMc = outcome.ledger.charges.filter((c) => own.has(c.id)).reduce((sum, c) => sum + c.mc, 0);
     expect(ownMc).toBe(TUNE_TRAINING_MC + 3 * IMAGE_MC);
     expect(resultOf(outcome).cost.mc).toBe(ownMc);
+  },
+);
+
+workflowTest(
+  'a Flux LoRA whose prompts lie further apart than a list page: the one its page misses is read by id, one request an activity',
+  async () => {
+    const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.fluxLoraInterleavedPrompts);
+    const [first, second] = resultOf(outcome).prompts;
+    expect([first.images?.length, second.images?.length]).toEqual([1, 2]);
+    // The premise: the other job's 130 prompts were made between the run's two, more than a page of 120.
+    expect(second.id - first.id).toBeGreaterThan(120);
+
+    const { calls, attempts, patches } = summarize(outcome.history);
+    const lists = calls.filter((c) => c.activity === 'listPrompts');
+    const byId = calls.filter((c) => c.activity === 'retrievePrompt');
+    expect(lists.length).toBeGreaterThanOrEqual(1);
+    for (const list of lists) expect(list.input).toMatchObject({ tuneId: FLUX_BASE_TUNE.id, onePage: true });
+    // Only the first prompt is out of the page's reach: every read by id is of it, after a page that missed it.
+    expect(byId.length).toBeGreaterThanOrEqual(1);
+    for (const read of byId) expect(read.input).toEqual({ tuneId: FLUX_BASE_TUNE.id, promptId: first.id, brief: true });
+    expect(patches).toContain(PROMPTS_READ_ONE_REQUEST_EACH);
+    // One request each: the service saw as many list pages and reads by id as there were activities, none retried.
+    const polls = new Set(['listPrompts', 'retrievePrompt']);
+    expect(attempts.filter((a) => polls.has(a.activity)).every((a) => a.attempt === 1)).toBe(true);
+    expect(outcome.stats.routes['GET /tunes/:id/prompts']).toBe(lists.length);
+    expect(outcome.stats.routes['GET /tunes/:tune_id/prompts/:id']).toBe(byId.length);
+    expect(outcome.progress.counts.callbacks).toBe(0);
   },
 );
 
