@@ -95,15 +95,15 @@ export interface ReceiverSettings {
   buffered: BufferedBytes;
 }
 
+/** The largest body any route takes: one run's share of the buffered bytes holds at least one. */
+const LARGEST_BODY_BYTES = Math.max(...[...CALLBACK_ROUTES.values()].map((route) => route.maxBodyBytes));
+
 /**
  * The settings of `options`, checked.
  *
  * @example
  * const settings = receiverSettings({ signer, signaler, port: 3001 }); // settings.limitOf(route): that route's largest body
  */
-/** The largest body any route takes: one run's share of the buffered bytes holds at least one. */
-const LARGEST_BODY_BYTES = Math.max(...[...CALLBACK_ROUTES.values()].map((route) => route.maxBodyBytes));
-
 export function receiverSettings(options: CallbackReceiverOptions): ReceiverSettings {
   const { signer, signaler } = options;
   const port = options.port ?? 0;

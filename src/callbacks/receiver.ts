@@ -137,10 +137,10 @@ export async function startCallbackReceiver(options: CallbackReceiverOptions): P
   };
 }
 
-/** A callback URL that checked out: its route, the run it was signed for, its query. */
 /** Whose bytes a request holds: the run its signed URL names. */
 const runKey = (run: CallbackRun): string => `${run.workflowId}\n${run.runId}`;
 
+/** A callback URL that checked out: its route, the run it was signed for, its query. */
 type Target = Exclude<ReturnType<typeof verifyCallbackUrl>, CallbackRefusal>;
 
 /**

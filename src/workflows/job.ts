@@ -49,8 +49,9 @@ import { WakeUps } from './wake-ups';
 /**
  * Runs with this marker read the prompts a poll's list page did not reach by id, an activity each: every activity on
  * the rate-limited queue is one request, so the queue's limit is the service's (before, a poll's one activity made up
- * to 1 + N requests, and the service saw more than the queue let through). Runs started before it read them inside
- * the poll's activity. Decided at the first poll whose page misses one of the run's prompts.
+ * to 1 + N requests, and the service saw more than the queue let through). Polls recorded before it read them inside
+ * the poll's activity, and replay as they were; a run's first poll after the upgrade whose page misses one of its
+ * prompts records the marker. Every poll by id asks for the page only (`onePage`: an argument, no command).
  */
 export const PROMPTS_READ_ONE_REQUEST_EACH = 'prompts-read-one-request-each';
 /** Reads by id in flight at once, as the poll's activity made them before. */

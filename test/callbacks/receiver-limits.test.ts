@@ -166,22 +166,42 @@ async function stalled(port: number, target: string, declared: number, sent: num
   return { socket, answered: () => text.split('\r\n')[0] };
 }
 
-test("one run's stalled bodies hold its share of the bytes, not all of them: another run's callback is still read", async () => {
-  // 1 MiB in all; a run's share is the larger of a quarter and the largest body a route takes (512 KiB).
+/** Waits until `count` of `requests` are answered 503, or `ms` pass; the status lines then. */
+async function untilRefused(requests: Array<{ answered: () => string }>, count: number, ms = 10_000) {
+  const lines = () => requests.map((request) => request.answered());
+  const refused = () => lines().filter((line) => line.startsWith('HTTP/1.1 503')).length;
+  for (const deadline = Date.now() + ms; refused() < count && Date.now() < deadline; ) await settle(50);
+  return lines();
+}
+
+const stalledTarget = (workflowId: string) => {
+  const url = new URL(signer.url('pack-prompts', { workflowId, runId: `run-of-${workflowId}` }));
+  return `${url.pathname}${url.search}`;
+};
+
+test("one leaked URL's stalled bodies hold its run's share of the bytes, not all: another run's callback is read", async () => {
+  // 1 MiB in all; a run's share is the larger of a quarter and the largest body a route takes (512 KiB). Four bodies
+  // a byte short of 256 KiB each would hold all but 4 bytes of it; the run's share holds two.
   const receiver = await startReceiver(1024, { maxBufferedBytes: 1024 * 1024 });
-  const url = new URL(signer.url('pack-prompts', { workflowId: 'job-leaked', runId: 'run-leaked' }));
-  const target = `${url.pathname}${url.search}`;
-  const held = [
-    await stalled(receiver.port, target, 256 * 1024, 200 * 1024),
-    await stalled(receiver.port, target, 256 * 1024, 200 * 1024),
-  ];
-  await settle(500);
-  // 400 KiB of the run's 512 held: a third body of 256 KiB would pass its share, though the receiver has 600 left.
-  const third = await stalled(receiver.port, target, 256 * 1024, 0);
-  await settle(500);
+  const target = stalledTarget('job-leaked');
+  const requests = [];
+  for (let i = 0; i < 4; i++) requests.push(await stalled(receiver.port, target, 256 * 1024, 256 * 1024 - 1));
+  const lines = await untilRefused(requests, 2);
   const answer = await genuine(receiver, 2);
-  const lines = [...held, third].map((request) => request.answered());
-  for (const request of [...held, third]) request.socket.destroy();
-  expect(lines).toEqual(['', '', 'HTTP/1.1 503 Service Unavailable']);
+  for (const request of requests) request.socket.destroy();
+  expect(lines.filter((line) => line === 'HTTP/1.1 503 Service Unavailable')).toHaveLength(2);
+  expect(lines.filter((line) => line === '')).toHaveLength(2);
   expect(answer.status).toBe(200);
+});
+
+test("stalled bodies of many runs hold no more than the receiver's bytes in all", async () => {
+  // Six runs, a body a byte short of 256 KiB each: 1 MiB holds four.
+  const receiver = await startReceiver(1024, { maxBufferedBytes: 1024 * 1024 });
+  const requests = [];
+  for (let i = 0; i < 6; i++)
+    requests.push(await stalled(receiver.port, stalledTarget(`job-${i}`), 256 * 1024, 256 * 1024 - 1));
+  const lines = await untilRefused(requests, 2);
+  for (const request of requests) request.socket.destroy();
+  expect(lines.filter((line) => line === 'HTTP/1.1 503 Service Unavailable')).toHaveLength(2);
+  expect(lines.filter((line) => line === '')).toHaveLength(4);
 });

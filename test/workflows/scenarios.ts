@@ -301,7 +301,7 @@ export const scenarios = {
    * A Flux LoRA whose callbacks are lost and whose two prompts are made one at a time, while another job of the account
    * makes 130 prompts on the shared base tune between them: the job's prompts lie further apart than a list page (120)
    * reaches, so a poll's page misses the first, and the run reads it by id, an activity of its own. The service
-   * answers prompt creates 3 s late (each made at once), so the others are all made before the run's second.
+   * answers prompt creates 5 s late (each made at once), so the others are all made before the run's second.
    */
   fluxLoraInterleavedPrompts: {
     name: 'flux-lora-interleaved-prompts',
@@ -309,7 +309,7 @@ export const scenarios = {
       callbacks: false,
       mock: {
         inferenceTime: '5s',
-        faults: { answerDelayMs: 3_000, faultRoutes: ['POST /tunes/:id/prompts'] },
+        faults: { answerDelayMs: 5_000, faultRoutes: ['POST /tunes/:id/prompts'] },
       },
     },
     run: (s, workflowId) =>
@@ -320,8 +320,12 @@ export const scenarios = {
           options: { ...QUICK_POLLS, promptConcurrency: 1 },
         };
         const handle = await s.start('trainThenGenerate', input, 'real', workflowId);
-        // The run's first prompt exists (its answer is 3 s away): the other job's are made now, all at once.
-        while (!s.mock.journal().prompts.length) await new Promise((resolve) => setTimeout(resolve, 20));
+        // The run's first prompt exists (its answer is 5 s away): the other job's are made now, all at once.
+        await waitFor(
+          async () => s.mock.journal().prompts.length > 0,
+          () => 'the run to make its first prompt',
+          60_000,
+        );
         const other = new TunesApi({ apiKey: API_KEY, baseUrl: s.mock.url, connections: INTERLEAVED_PROMPTS });
         try {
           await Promise.all(

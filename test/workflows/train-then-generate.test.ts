@@ -320,10 +320,20 @@ workflowTest(
     // Only the first prompt is out of the page's reach: every read by id is of it, after a page that missed it.
     expect(byId.length).toBeGreaterThanOrEqual(1);
     for (const read of byId) expect(read.input).toEqual({ tuneId: FLUX_BASE_TUNE.id, promptId: first.id, brief: true });
+    // Each read by id follows a page that missed that prompt.
+    const polls = calls.filter((c) => c.activity === 'listPrompts' || c.activity === 'retrievePrompt');
+    polls.forEach((call, i) => {
+      if (call.activity !== 'retrievePrompt') return;
+      const page = polls
+        .slice(0, i)
+        .reverse()
+        .find((c) => c.activity === 'listPrompts');
+      expect((page!.result as Array<{ id: number }>).map((p) => p.id)).not.toContain(first.id);
+    });
     expect(patches).toContain(PROMPTS_READ_ONE_REQUEST_EACH);
     // One request each: the service saw as many list pages and reads by id as there were activities, none retried.
-    const polls = new Set(['listPrompts', 'retrievePrompt']);
-    expect(attempts.filter((a) => polls.has(a.activity)).every((a) => a.attempt === 1)).toBe(true);
+    const pollTypes = new Set(['listPrompts', 'retrievePrompt']);
+    expect(attempts.filter((a) => pollTypes.has(a.activity)).every((a) => a.attempt === 1)).toBe(true);
     expect(outcome.stats.routes['GET /tunes/:id/prompts']).toBe(lists.length);
     expect(outcome.stats.routes['GET /tunes/:tune_id/prompts/:id']).toBe(byId.length);
     expect(outcome.progress.counts.callbacks).toBe(0);
