@@ -3,16 +3,7 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import {
-  ActivityFailure,
-  ApplicationFailure,
-  CancellationScope,
-  condition,
-  isCancellation,
-  patched,
-  setHandler,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { CancellationScope, condition, isCancellation, patched, setHandler, workflowInfo } from '@temporalio/workflow';
 import { ValueError } from '@temporalio/common';
 import { ErrorKind } from '../api/error-kinds';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
@@ -56,10 +47,6 @@ import { WakeUps } from './wake-ups';
 export const PROMPTS_READ_ONE_REQUEST_EACH = 'prompts-read-one-request-each';
 /** Reads by id in flight at once, as the poll's activity made them before. */
 const READ_BY_ID_AT_ONCE = 4;
-
-/** A read of an object the service no longer has. */
-const isNotFound = (err: unknown): boolean =>
-  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === ErrorKind.notFound;
 
 /** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
 export class Job {
@@ -466,7 +453,7 @@ export class Job {
       ).then(
         (prompt) => this.prompts.learn([prompt]),
         (err: unknown) => {
-          if (!isNotFound(err)) throw err;
+          if (failureTypeOf(err) !== ErrorKind.notFound) throw err;
         },
       ),
     );
