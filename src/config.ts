@@ -44,7 +44,9 @@ export const ENVIRONMENT = {
   TUNEFLOW_CHECK_API_KEY:
     'on: the worker checks TUNEFLOW_API_KEY with one read at start, and a key the service refuses stops it (default off)',
   TUNEFLOW_SERVICE_RATE:
-    'activities started per second on the task queue, all workers together: the service calls held under its rate limit (unset: no limit)',
+    "the service's rate limit, requests per second for the API key: the task queue, all workers together, starts its activities at TUNEFLOW_SERVICE_MARGIN under it (unset: no limit)",
+  TUNEFLOW_SERVICE_MARGIN:
+    "the share of TUNEFLOW_SERVICE_RATE kept unused, from 0 to 0.5, for the workers' own delays between the server's dispatch and the service (default 0.1)",
   TUNEFLOW_TENANT_ENDPOINTS:
     'the tenant of each Nexus endpoint, endpoint=tenant,...; a request through any other endpoint is refused (unset: every one)',
   TUNEFLOW_TENANT_FALLBACK: 'the tenant of Nexus requests whose endpoint the server does not say (servers before 1.30)',
@@ -139,11 +141,13 @@ export interface WorkerConfig {
   /** TUNEFLOW_UPLOAD_DIR: the only directory a job's file paths may name; undefined: URLs only. */
   uploadDir?: string;
   /**
-   * TUNEFLOW_SERVICE_RATE: activities per second the task queue starts across every worker on it (the Temporal
-   * server's task-queue limit), which holds the service calls under the service's rate limit.
+   * TUNEFLOW_SERVICE_RATE: the service's rate limit, requests per second; the task queue starts its activities across
+   * every worker on it (the Temporal server's task-queue limit) at `serviceMargin` under it.
    * @default no limit
    */
   serviceRate?: number;
+  /** TUNEFLOW_SERVICE_MARGIN: the share of `serviceRate` kept unused. @default 0.1 */
+  serviceMargin?: number;
   /** TUNEFLOW_CHECK_API_KEY: check the API key with the service at start. @default false */
   checkApiKey: boolean;
 }
@@ -303,6 +307,7 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
       : undefined,
     uploadDir: loadUploadDir(env),
     serviceRate: loadServiceRate(env),
+    serviceMargin: loadServiceMargin(env),
     checkApiKey: loadCheckApiKey(env),
   };
 }
@@ -337,6 +342,49 @@ export function loadServiceRate(env: Env = process.env): number | undefined {
       `must be a positive number of requests per second, such as 18 or 0.5 (got ${JSON.stringify(value)})`,
     );
   return rate;
+}
+
+/**
+ * The share of the service's rate a task queue leaves unused. The server's queue limiter and the service's limit are
+ * both buckets of a second's worth; each activity reaches the service after its worker's own varying delay, so at an
+ * equal rate two dispatches 40 ms apart can arrive together and one is a 429 (docs/scale.md, A fair share).
+ */
+export const DEFAULT_SERVICE_MARGIN = 0.1;
+/** The most a margin may be: past it the service's rate is more than half unused. */
+export const MAX_SERVICE_MARGIN = 0.5;
+
+/** Whether `margin` is a usable share of the service's rate to leave unused: 0 to MAX_SERVICE_MARGIN. */
+export function isServiceMargin(margin: unknown): margin is number {
+  return typeof margin === 'number' && Number.isFinite(margin) && margin >= 0 && margin <= MAX_SERVICE_MARGIN;
+}
+
+/**
+ * TUNEFLOW_SERVICE_MARGIN, when set: a number from 0 to 0.5; undefined when unset (DEFAULT_SERVICE_MARGIN applies).
+ *
+ * @example
+ * loadServiceMargin({ TUNEFLOW_SERVICE_MARGIN: '0.2' }); // 0.2
+ * loadServiceMargin({ TUNEFLOW_SERVICE_MARGIN: '1' }); // throws "TUNEFLOW_SERVICE_MARGIN: must be a number from 0 to 0.5 ..."
+ */
+export function loadServiceMargin(env: Env = process.env): number | undefined {
+  const value = env.TUNEFLOW_SERVICE_MARGIN;
+  if (value === undefined || value.trim() === '') return undefined;
+  const margin = /^\s*\d+(\.\d+)?\s*$/.test(value) ? Number(value) : NaN;
+  if (!isServiceMargin(margin))
+    throw new ConfigError(
+      'TUNEFLOW_SERVICE_MARGIN',
+      `must be a number from 0 to ${MAX_SERVICE_MARGIN}, the share of TUNEFLOW_SERVICE_RATE left unused (got ${JSON.stringify(value)})`,
+    );
+  return margin;
+}
+
+/**
+ * The task queue's activity rate for a service's `rate` with `margin` of it left unused, to the thousandth.
+ *
+ * @example
+ * queueRateFor(25, 0.1); // 22.5
+ */
+export function queueRateFor(rate: number, margin = DEFAULT_SERVICE_MARGIN): number {
+  return Math.round(rate * (1 - margin) * 1000) / 1000;
 }
 
 /** Whether `rate` is a usable requests-per-second limit: a finite number above 0. */

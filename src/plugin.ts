@@ -27,6 +27,11 @@ import {
   loadApiUrl,
   loadCallbackConfig,
   loadServiceRate,
+  loadServiceMargin,
+  isServiceMargin,
+  queueRateFor,
+  DEFAULT_SERVICE_MARGIN,
+  MAX_SERVICE_MARGIN,
   loadUploadDir,
   loadCheckApiKey,
   portProblem,
@@ -169,9 +174,17 @@ export interface TuneflowPluginOptions {
    * limits the queue itself, as before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its
    * own, the same on every worker.
    * `false`: the worker sets no limit, whatever the variable says (the server's, if any, still holds).
+   * The queue's limit is this less `serviceMargin` of it: 25 sets 22.5/s.
    * @default TUNEFLOW_SERVICE_RATE; unset: the worker sets none
    */
   serviceRate?: number | false;
+  /**
+   * The share of `serviceRate` the queue leaves unused, 0 to 0.5. The server's limiter and the service's are both a
+   * second's worth of requests, and each activity reaches the service after its worker's own varying delay: at the
+   * service's own rate some arrive bunched and are 429s (18 in 7,000 requests, docs/scale.md); at 0.1 none did.
+   * @default TUNEFLOW_SERVICE_MARGIN, else 0.1
+   */
+  serviceMargin?: number;
   /**
    * Check the API key with the service when the worker starts, before it polls: one `GET /tunes?limit=1`. A key the
    * service refuses (401, 403) stops the worker with a ConfigError naming the setting; a service it cannot reach is
@@ -211,6 +224,8 @@ export class TuneflowPlugin extends SimplePlugin {
   readonly #logger: Logger | undefined;
   readonly #otel: OpenTelemetryPlugin | undefined;
   readonly #serviceRate: number | undefined;
+  /** The task queue's activity limit: `serviceRate` less its margin. */
+  readonly #queueRate: number | undefined;
   /** What names the receiver's port in an error: the variable, or the option given in code. */
   readonly #callbackPortSetting: string;
   /** What names the API key in an error: the variable, or the option given in code. */
@@ -230,6 +245,11 @@ export class TuneflowPlugin extends SimplePlugin {
     if (serviceRate !== undefined && !isServiceRate(serviceRate))
       throw new TypeError(
         `TuneflowPlugin: serviceRate must be a positive number of requests per second or false, got ${String(serviceRate)}`,
+      );
+    const serviceMargin = options.serviceMargin ?? loadServiceMargin() ?? DEFAULT_SERVICE_MARGIN;
+    if (!isServiceMargin(serviceMargin))
+      throw new TypeError(
+        `TuneflowPlugin: serviceMargin must be a number from 0 to ${MAX_SERVICE_MARGIN}, got ${String(serviceMargin)}`,
       );
     const given = options.api ?? apiFromEnvironment();
     const callbacks = options.callbacks === undefined ? loadCallbackConfig() : options.callbacks || undefined;
@@ -257,6 +277,7 @@ export class TuneflowPlugin extends SimplePlugin {
     this.#logger = options.logger;
     this.#otel = otel;
     this.#serviceRate = serviceRate;
+    this.#queueRate = serviceRate === undefined ? undefined : queueRateFor(serviceRate, serviceMargin);
     this.#callbackPortSetting = options.callbacks === undefined ? 'TUNEFLOW_CALLBACK_PORT' : 'callbacks.port';
     this.#apiKeySetting = options.api === undefined ? 'TUNEFLOW_API_KEY' : 'api.apiKey';
     this.#checkApiKey = checkApiKey;
@@ -274,7 +295,9 @@ export class TuneflowPlugin extends SimplePlugin {
             }),
             uploadDir: uploadDir ?? 'off (image URLs only)',
             serviceRate:
-              serviceRate === undefined ? "not set (the server's, if any)" : `${serviceRate}/s for the task queue`,
+              serviceRate === undefined
+                ? "not set (the server's, if any)"
+                : `${serviceRate}/s, the task queue at ${queueRateFor(serviceRate, serviceMargin)}/s`,
             nexus: options.nexus === false ? 'off' : 'on',
             tracing: otel ? 'on' : 'off',
             ...options.startReport,
@@ -289,7 +312,7 @@ export class TuneflowPlugin extends SimplePlugin {
   override configureWorker(options: WorkerOptions): WorkerOptions {
     const configured = withServiceRate(
       withFailingConversions(withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined)),
-      this.#serviceRate,
+      this.#queueRate,
     );
     return this.#otel ? this.#otel.configureWorker(configured) : configured;
   }
@@ -327,7 +350,7 @@ export class TuneflowPlugin extends SimplePlugin {
     // Beside the start, not before it: the receiver and the polls do not wait on the namespace's answer.
     void this.#sayIfUnfindable(worker).catch(() => undefined);
     // Only with a rate: a worker without one opens its receiver as soon as before.
-    if (this.#serviceRate !== undefined) await this.#holdServiceRate(worker);
+    if (this.#queueRate !== undefined) await this.#holdServiceRate(worker);
     try {
       const keyCheck = this.#checkApiKey ? await this.#checkKey(worker, next) : 'off';
       const callbacks = this.#callbacks;
@@ -367,11 +390,12 @@ export class TuneflowPlugin extends SimplePlugin {
   }
 
   /**
-   * Sets `serviceRate` as the task queue's activity limit on the server, before the worker polls, and says what the
-   * server then holds; where the server cannot hold it, says so once: the worker's own limit is then the only one.
+   * Sets `serviceRate` less its margin as the task queue's activity limit on the server, before the worker polls, and
+   * says what the server then holds; where the server cannot hold it, says so once: the worker's own limit is then the
+   * only one.
    */
   async #holdServiceRate(worker: Worker): Promise<void> {
-    const rate = this.#serviceRate;
+    const rate = this.#queueRate;
     const service = worker.client?.connection.workflowService;
     if (rate === undefined || !service) return;
     const logger = this.#logger ?? (await import('@temporalio/worker')).Runtime.instance().logger;
@@ -382,8 +406,9 @@ export class TuneflowPlugin extends SimplePlugin {
       const replaced =
         before.queueRate !== undefined && before.queueRate !== rate ? ` (was ${before.queueRate}/s)` : '';
       logger.info(
-        `task queue ${target.taskQueue}: activities limited to ${rate}/s for every worker, held by the server${replaced}; ${describeLimits(now)}`,
-        { taskQueue: target.taskQueue, serviceRate: rate, ...now },
+        `task queue ${target.taskQueue}: activities limited to ${rate}/s for every worker (the service's ` +
+          `${this.#serviceRate}/s less its margin), held by the server${replaced}; ${describeLimits(now)}`,
+        { taskQueue: target.taskQueue, serviceRate: this.#serviceRate, queueRate: rate, ...now },
       );
       // Beside the start: the polls do not wait on it.
       const connection = worker.client?.connection;
@@ -393,7 +418,7 @@ export class TuneflowPlugin extends SimplePlugin {
         `task queue ${target.taskQueue}: the server holds no task queue limit or fairness ` +
           `(${lacksQueueConfig(err) ? 'not implemented on this server' : (err as Error).message}): this worker limits ` +
           `the queue's activities to ${rate}/s itself, and every worker on the queue needs the same TUNEFLOW_SERVICE_RATE`,
-        { taskQueue: target.taskQueue, serviceRate: rate },
+        { taskQueue: target.taskQueue, serviceRate: this.#serviceRate, queueRate: rate },
       );
     }
   }
@@ -603,7 +628,7 @@ function apiFromEnvironment(): TunesApiOptions {
 }
 
 /**
- * The worker's own limit for `serviceRate`, the fallback where the server holds no queue limit (one the server holds
+ * The worker's own limit for `serviceRate` less its margin, the fallback where the server holds no queue limit (one the server holds
  * overrides it): the lower one when the worker sets its own. The SDK then turns eager activity dispatch off too.
  */
 function withServiceRate(options: WorkerOptions, serviceRate: number | undefined): WorkerOptions {

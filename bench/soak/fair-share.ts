@@ -170,8 +170,8 @@ function median(values: Array<number | null>): number | null {
 
 /**
  * The rounds' figures, and every rule they break in words: with fairness the median over the rounds of the ordinary
- * tenant's p90 ratio within FAIR_RATIO_LIMIT; every ordinary job measured; no 429 in any run while the queue's limit
- * (the workers' TUNEFLOW_SERVICE_RATE, held by the server) is at or below the service's. Duplicates, lost and stuck
+ * tenant's p90 ratio within FAIR_RATIO_LIMIT; every ordinary job measured; no 429 in any run while the workers'
+ * TUNEFLOW_SERVICE_RATE (the queue's limit held by the server, less its margin) is at or below the service's. Duplicates, lost and stuck
  * jobs are each run's own judge's (judge.ts).
  *
  * @example
@@ -203,8 +203,8 @@ export function judgeFairShare(
           );
       if (run.rateLimited && settings.serviceRate <= settings.serviceLimit)
         violations.push(
-          `${where}: ${run.rateLimited} requests answered 429, the queue's limit (${settings.serviceRate}/s) at or ` +
-            `below the service's (${settings.serviceLimit}/s)`,
+          `${where}: ${run.rateLimited} requests answered 429, TUNEFLOW_SERVICE_RATE (${settings.serviceRate}/s, the ` +
+            `queue's limit less its margin) at or below the service's (${settings.serviceLimit}/s)`,
         );
     }
   });

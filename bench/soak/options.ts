@@ -3,6 +3,7 @@
  */
 import { parseArgs } from 'node:util';
 import { durationToMs } from '../../src/duration';
+import { isServiceMargin, MAX_SERVICE_MARGIN } from '../../src/config';
 
 /** One kind of fault, alone; `all` mixes them. */
 export const PROFILES = {
@@ -77,8 +78,13 @@ export interface SoakOptions {
   keep: boolean;
   /** The mock's rate limit: at most this many requests a second for the run's API key, 429 above it. */
   serviceLimit?: number;
-  /** TUNEFLOW_SERVICE_RATE of every worker: the task queue's activities per second, all workers together. */
+  /**
+   * TUNEFLOW_SERVICE_RATE of every worker: the service's rate as the operator states it; the task queue's activities
+   * per second, all workers together, are it less the margin.
+   */
   serviceRate?: number;
+  /** TUNEFLOW_SERVICE_MARGIN of every worker; undefined: tuneflow's default (0.1). */
+  serviceMargin?: number;
   /** Write a CPU profile of each worker process into this directory (`node --cpu-prof`). */
   cpuProfDir?: string;
   /** With the fair-share profile: the second tenant's jobs, run alone and again beside the flood of --jobs. */
@@ -151,8 +157,10 @@ ${Object.entries(PROFILES)
   --max-cached N        runs each worker keeps cached (TUNEFLOW_MAX_CACHED_WORKFLOWS): bounds its memory
   --service-limit N     the service's rate limit: the mock answers 429 (Retry-After) above N requests a second for
                         the run's API key, whatever the profile; the report counts those 429s
-  --service-rate R      TUNEFLOW_SERVICE_RATE=R for every worker: the task queue starts at most R activities a
-                        second, all workers together (compare a run with it and one without, --service-limit alike)
+  --service-rate R      TUNEFLOW_SERVICE_RATE=R for every worker: the task queue starts at most R less the margin
+                        activities a second, all workers together (compare a run with it and one without,
+                        --service-limit alike)
+  --service-margin M    TUNEFLOW_SERVICE_MARGIN=M for every worker, 0 to 0.5 (default tuneflow's, 0.1)
   --keep                keep the run's directory (logs, the server's state file) even when it passed
   --json                last line: one JSON object with the figures
   --help                this text
@@ -208,6 +216,7 @@ const FLAGS = {
   'max-cached': { type: 'string' },
   'service-limit': { type: 'string' },
   'service-rate': { type: 'string' },
+  'service-margin': { type: 'string' },
   ordinary: { type: 'string' },
   metrics: { type: 'boolean' },
   'scrape-interval': { type: 'string' },
@@ -344,7 +353,10 @@ function metricsOf(
 }
 
 /** --service-limit and --service-rate: the mock's rate limit and the workers' own; tuneflow's alone. */
-function serviceOf(v: Flags, compareFloor: boolean): Pick<SoakOptions, 'serviceLimit' | 'serviceRate'> {
+function serviceOf(
+  v: Flags,
+  compareFloor: boolean,
+): Pick<SoakOptions, 'serviceLimit' | 'serviceRate' | 'serviceMargin'> {
   const perSecond = (name: string, value: string | undefined) => {
     if (value === undefined) return undefined;
     if (!/^\d+(\.\d+)?$/.test(value) || !(Number(value) > 0))
@@ -357,7 +369,12 @@ function serviceOf(v: Flags, compareFloor: boolean): Pick<SoakOptions, 'serviceL
     throw new FlagError(
       '--service-limit, --service-rate: the floor has no service rate; run them without --compare-floor',
     );
-  return { serviceLimit, serviceRate };
+  const margin = v['service-margin'];
+  if (margin !== undefined && serviceRate === undefined)
+    throw new FlagError('--service-margin: needs --service-rate (the margin is a share of it)');
+  if (margin !== undefined && !(/^\d+(\.\d+)?$/.test(margin) && isServiceMargin(Number(margin))))
+    throw new FlagError(`--service-margin: must be a number from 0 to ${MAX_SERVICE_MARGIN}, got '${margin}'`);
+  return { serviceLimit, serviceRate, serviceMargin: margin === undefined ? undefined : Number(margin) };
 }
 
 /**

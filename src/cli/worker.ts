@@ -16,7 +16,7 @@ import {
   type CommandIO,
 } from './command-line';
 import { listenForStop } from './stop-signal';
-import { ConfigError, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from '../config';
+import { ConfigError, DEFAULT_SERVICE_MARGIN, ENVIRONMENT, loadWorkerConfig, type WorkerConfig } from '../config';
 import { createLogger } from '../logging';
 import { CALLBACK_PORT_ADVICE, TuneflowPlugin } from '../plugin';
 import { portIsFree } from '../temporal-server/dev-server';
@@ -68,6 +68,7 @@ export async function createTuneflowWorker(
       uploadDir: config.uploadDir,
       // The config is the whole truth here: unset is no limit, not a second look at the environment.
       serviceRate: config.serviceRate ?? false,
+      serviceMargin: config.serviceMargin ?? DEFAULT_SERVICE_MARGIN,
       checkApiKey: config.checkApiKey,
       startReport,
     });

@@ -202,7 +202,7 @@ describe('the judge', () => {
   test("fails a 429 while the queue's limit is at or below the service's, and not above it", () => {
     const rounds = [round(1.1, 8, { rateLimited: 3 })];
     expect(judgeFairShare(rounds, { flood: 10, ordinary: 10, serviceLimit: 20, serviceRate: 20 }).violations).toEqual([
-      "fair share round 1, fairness on: 3 requests answered 429, the queue's limit (20/s) at or below the service's (20/s)",
+      "fair share round 1, fairness on: 3 requests answered 429, TUNEFLOW_SERVICE_RATE (20/s, the queue's limit less its margin) at or below the service's (20/s)",
     ]);
     expect(judgeFairShare(rounds, { flood: 10, ordinary: 10, serviceLimit: 20, serviceRate: 25 }).violations).toEqual(
       [],

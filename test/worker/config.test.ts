@@ -26,6 +26,12 @@ describe('loadWorkerConfig', () => {
     expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: '18' }).serviceRate).toBe(18);
     expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: '0.5' }).serviceRate).toBe(0.5);
     expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: ' 20 ' }).serviceRate).toBe(20);
+    expect(loadWorkerConfig(base).serviceMargin).toBeUndefined();
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_MARGIN: '0' }).serviceMargin).toBe(0);
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_MARGIN: '0.25' }).serviceMargin).toBe(0.25);
+    expect(() => loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_MARGIN: 'ten' })).toThrow(
+      'TUNEFLOW_SERVICE_MARGIN: must be a number from 0 to 0.5',
+    );
     // Empty, as compose passes an unset one: no limit.
     expect(loadWorkerConfig({ ...base, TUNEFLOW_SERVICE_RATE: '' }).serviceRate).toBeUndefined();
     for (const bad of ['0', '0.0', '-5', '1e3', '20/s', 'fast', 'Infinity', '.5'])

@@ -12,7 +12,7 @@ import { TuneflowPlugin } from '../../src/plugin';
 import { startMockService, type MockService } from '../../src/mock-service';
 
 const VARIABLES = ['TUNEFLOW_API_KEY', 'TUNEFLOW_API_URL', 'TUNEFLOW_CALLBACK_BASE_URL', 'TUNEFLOW_CALLBACK_SECRET'];
-const OTHERS = ['TUNEFLOW_UPLOAD_DIR', 'TUNEFLOW_SERVICE_RATE'];
+const OTHERS = ['TUNEFLOW_UPLOAD_DIR', 'TUNEFLOW_SERVICE_RATE', 'TUNEFLOW_SERVICE_MARGIN'];
 const saved = Object.fromEntries([...VARIABLES, ...OTHERS].map((name) => [name, process.env[name]]));
 let mock: MockService;
 let uploads: string;
@@ -103,6 +103,14 @@ test.each([
     'TUNEFLOW_UPLOAD_DIR: must be a directory that exists',
   ],
   [{ TUNEFLOW_API_KEY: 'k', TUNEFLOW_SERVICE_RATE: '0' }, 'TUNEFLOW_SERVICE_RATE: must be a positive number'],
+  [
+    { TUNEFLOW_API_KEY: 'k', TUNEFLOW_SERVICE_MARGIN: '0.6' },
+    'TUNEFLOW_SERVICE_MARGIN: must be a number from 0 to 0.5',
+  ],
+  [
+    { TUNEFLOW_API_KEY: 'k', TUNEFLOW_SERVICE_MARGIN: '-0.1' },
+    'TUNEFLOW_SERVICE_MARGIN: must be a number from 0 to 0.5',
+  ],
 ])('a missing or bad variable is named at construction: %j', (variables, message) => {
   for (const name of [...VARIABLES, ...OTHERS]) delete process.env[name];
   Object.assign(process.env, variables);
@@ -118,19 +126,34 @@ describe("the service rate: the task queue's activity limit on every worker the 
     delete process.env.TUNEFLOW_SERVICE_RATE;
     expect(limitOf(new TuneflowPlugin({ api, callbacks: false }))).toBeUndefined();
     process.env.TUNEFLOW_SERVICE_RATE = '18';
-    expect(limitOf(new TuneflowPlugin({ api, callbacks: false }))).toBe(18);
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false }))).toBe(16.2);
+  });
+
+  test('the queue leaves the margin unused: a tenth unless TUNEFLOW_SERVICE_MARGIN or the option says otherwise', () => {
+    delete process.env.TUNEFLOW_SERVICE_MARGIN;
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: 25 }))).toBe(22.5);
+    process.env.TUNEFLOW_SERVICE_MARGIN = '0.2';
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: 25 }))).toBe(20);
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: 25, serviceMargin: 0 }))).toBe(25);
+    delete process.env.TUNEFLOW_SERVICE_MARGIN;
+  });
+
+  test.each([-0.1, 0.51, Number.NaN])('a bad margin option is refused at construction: %p', (margin) => {
+    expect(() => new TuneflowPlugin({ api, callbacks: false, serviceRate: 25, serviceMargin: margin })).toThrow(
+      'TuneflowPlugin: serviceMargin must be a number from 0 to 0.5',
+    );
   });
 
   test('the option wins over the variable, and false asks for no limit', () => {
     process.env.TUNEFLOW_SERVICE_RATE = '18';
-    expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: 4.5 }))).toBe(4.5);
+    expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: 4.5 }))).toBe(4.05);
     expect(limitOf(new TuneflowPlugin({ api, callbacks: false, serviceRate: false }))).toBeUndefined();
   });
 
   test("a worker that sets its own limit keeps the lower of the two; without the plugin's, its own", () => {
     const plugin = new TuneflowPlugin({ api, callbacks: false, serviceRate: 20 });
     expect(limitOf(plugin, { maxTaskQueueActivitiesPerSecond: 5 })).toBe(5);
-    expect(limitOf(plugin, { maxTaskQueueActivitiesPerSecond: 50 })).toBe(20);
+    expect(limitOf(plugin, { maxTaskQueueActivitiesPerSecond: 50 })).toBe(18);
     const none = new TuneflowPlugin({ api, callbacks: false, serviceRate: false });
     expect(limitOf(none, { maxTaskQueueActivitiesPerSecond: 50 })).toBe(50);
   });

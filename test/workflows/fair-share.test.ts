@@ -74,6 +74,8 @@ function worker(taskQueue: string, apiKey: string, own: { serviceRate?: number |
         callbacks: false,
         nexus: false,
         serviceRate: own.serviceRate ?? false,
+        // The queue's rate as the test gives it: the margin's own test is service-rate.test.ts.
+        serviceMargin: 0,
       }),
     ],
   });

@@ -62,13 +62,14 @@ devServerTest(
     const taskQueue = `service-rate-${Date.now()}`;
     const settings = { TUNEFLOW_API_KEY: 'k', TEMPORAL_ADDRESS: env!.address, TUNEFLOW_TASK_QUEUE: taskQueue };
     const limited = await createTuneflowWorker(loadWorkerConfig({ ...settings, TUNEFLOW_SERVICE_RATE: '7' }));
-    expect(limited.worker.options.maxTaskQueueActivitiesPerSecond).toBe(7);
+    // 7 less the margin's tenth.
+    expect(limited.worker.options.maxTaskQueueActivitiesPerSecond).toBe(6.3);
     const seen = await whileRunning(
       [limited.worker],
       () => until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_API'),
       limited.run,
     );
-    expect(seen.perSecond).toBeCloseTo(7);
+    expect(seen.perSecond).toBeCloseTo(6.3);
 
     // Unset, no limit reaches the worker, and its polls lift nothing: the server's limit holds for every worker.
     const unlimited = await createTuneflowWorker(loadWorkerConfig(settings));
@@ -82,7 +83,8 @@ devServerTest(
       },
       unlimited.run,
     );
-    expect(after).toEqual({ perSecond: 7, source: 'RATE_LIMIT_SOURCE_API' });
+    expect(after.source).toBe('RATE_LIMIT_SOURCE_API');
+    expect(after.perSecond).toBeCloseTo(6.3);
   },
 );
 
@@ -96,11 +98,11 @@ devServerTest("a user's own worker with new TuneflowPlugin() takes the limit fro
       taskQueue,
       plugins: [new TuneflowPlugin({ api: { apiKey: 'k', baseUrl: 'http://127.0.0.1:1' }, callbacks: false })],
     });
-    expect(worker.options.maxTaskQueueActivitiesPerSecond).toBe(2.5);
+    expect(worker.options.maxTaskQueueActivitiesPerSecond).toBe(2.25);
     const seen = await whileRunning([worker], () =>
       until(taskQueue, (limit) => limit.source === 'RATE_LIMIT_SOURCE_API'),
     );
-    expect(seen.perSecond).toBeCloseTo(2.5);
+    expect(seen.perSecond).toBeCloseTo(2.25);
   } finally {
     await connection.close();
   }

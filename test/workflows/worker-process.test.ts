@@ -145,7 +145,7 @@ devServerTest(
           callbacks: `http://127.0.0.1:${callbackPort}`,
           receiver: `127.0.0.1:${callbackPort}`,
           uploadDir: 'off (image URLs only)',
-          serviceRate: '5/s for the task queue',
+          serviceRate: '5/s, the task queue at 4.5/s',
           nexus: 'on',
           tracing: 'off',
           metrics: 'off',
