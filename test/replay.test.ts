@@ -104,6 +104,23 @@ test('runs in flight at the brief-answers upgrade are kept: whole answers in bef
   for (const tune of brief) expect(tune).not.toHaveProperty('orig_images');
 });
 
+test("done copies are brief now too: a trained tune answered whole before, with the result's fields now", () => {
+  // The tunes the runs read once trained: whole before (and in the result), cut to what the run reads and the
+  // result gives now; both replay, and make the same commands.
+  const trainedReads = (histories: string[]) =>
+    histories
+      .flatMap((file) => summarize(readHistory(file)).calls.filter((c) => c.activity === 'retrieveTune'))
+      .map((c) => c.result as { trained_at?: unknown } | undefined)
+      .filter((tune) => !!tune?.trained_at);
+  const whole = trainedReads(historiesUnder(BEFORE_BRIEF_ANSWERS));
+  const brief = trainedReads(historiesUnder(HISTORIES).filter((file) => path.dirname(file) === HISTORIES));
+  expect(whole.length).toBeGreaterThanOrEqual(10);
+  expect(brief.length).toBeGreaterThanOrEqual(10);
+  for (const tune of whole) expect(tune).toHaveProperty('orig_images');
+  for (const tune of brief) expect(tune).not.toHaveProperty('orig_images');
+  for (const tune of brief) expect(tune).toHaveProperty('token');
+});
+
 /**
  * A replay's time depends on the machine and its load (a replay worker is created for each; 0.2 s idle, over 5 s, jest's
  * default, on two cores shared with other test runs), not on the history: this timeout catches a replay that hangs,

@@ -1,38 +1,43 @@
 /**
- * Brief answers: what a run keeps of an object it is still waiting for. Every activity result enters the run's
- * history and its memory, and a wait may read a tune or a prompt several times before it is done; only the copy that
- * is done reaches the caller's result. So the workflows ask for brief answers (`brief: true`): an object not done yet
- * comes back with the fields tuneflow reads (those its answer schema checks, and `updated_at` and `pack_id`, which
- * the run's merge and a pack's claim read), a done one whole.
+ * Brief answers: what a run keeps of the objects it reads. Every activity result enters the run's history and its
+ * memory, and a wait may read a tune or a prompt several times before it is done. So the workflows ask for brief
+ * answers (`brief: true`): an object, done or not, comes back with the fields tuneflow reads (those its answer schema
+ * checks, and `updated_at` and `pack_id`, which the run's merge and a pack's claim read) and those the job's result
+ * gives (src/contract/results.ts), so the result is made from what the run has read, each field through the history
+ * once more at most. The callback URL is answered without its query: the run reads only that the service was asked
+ * to call back, and the query (the run's IDs, the redacted signature) was most of an answer's bytes.
  */
-import { ModelType, Prompt, Tune, isPromptSettled, isTuneTrained, type InspectionResult } from '../api/schemas';
+import { Prompt, Tune, type InspectionResult } from '../api/schemas';
 import { INSPECTION_FLAGS, type ImageInspection, type TrainingImage } from '../contract/inspection';
+import { RESULT_PROMPT_FIELDS, RESULT_TUNE_FIELDS } from '../contract/results';
 
-const TUNE_FIELDS: readonly string[] = [...Object.keys(Tune.shape), 'updated_at'];
-const PROMPT_FIELDS: readonly string[] = [...Object.keys(Prompt.shape), 'updated_at', 'pack_id'];
+const TUNE_FIELDS: readonly string[] = [...new Set([...Object.keys(Tune.shape), 'updated_at', ...RESULT_TUNE_FIELDS])];
+const PROMPT_FIELDS: readonly string[] = [
+  ...new Set([...Object.keys(Prompt.shape), 'updated_at', 'pack_id', ...RESULT_PROMPT_FIELDS]),
+];
 
 /**
- * The tune as a wait needs it: whole once trained (a FaceID tune from the start), else only the fields tuneflow reads.
+ * The tune as a run needs it: the fields tuneflow reads and the result gives, trained or not.
  *
  * @example
  * briefTune({ id: 1, trained_at: null, orig_images: ['https://...'] }); // { id: 1, trained_at: null }
  */
 export function briefTune(tune: Tune): Tune {
-  return isTuneTrained(tune) || tune.model_type === ModelType.faceid ? tune : (pick(tune, TUNE_FIELDS) as Tune);
+  return pick(tune, TUNE_FIELDS) as Tune;
 }
 
 /**
- * The prompt as a wait needs it: whole once settled (images or a user_error), else only the fields tuneflow reads.
+ * The prompt as a run needs it: the fields tuneflow reads and the result gives, settled or not.
  *
  * @example
  * briefPrompt({ id: 2, tune_id: 1, text: 'a', images: [], seed: 7 }); // { id: 2, tune_id: 1, text: 'a', images: [] }
  */
 export function briefPrompt(prompt: Prompt): Prompt {
-  return isPromptSettled(prompt) ? prompt : (pick(prompt, PROMPT_FIELDS) as Prompt);
+  return pick(prompt, PROMPT_FIELDS) as Prompt;
 }
 
 /**
- * A listing as a wait needs it: each prompt as `briefPrompt` leaves it.
+ * A listing as a run needs it: each prompt as `briefPrompt` leaves it.
  *
  * @example
  * briefPrompts(await listOwnPrompts(api, tuneId, ids, options));
@@ -72,5 +77,12 @@ export function briefInspection(image: TrainingImage, answer: InspectionResult):
 function pick(object: Record<string, unknown>, fields: readonly string[]): Record<string, unknown> {
   const kept: Record<string, unknown> = {};
   for (const field of fields) if (field in object) kept[field] = object[field];
+  if (typeof kept.callback === 'string') kept.callback = withoutQuery(kept.callback);
   return kept;
+}
+
+/** A callback URL without its query; a value that is no URL stays as it is (the run reads only that there is one). */
+function withoutQuery(url: string): string {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
 }

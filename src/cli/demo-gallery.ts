@@ -5,7 +5,7 @@
  */
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
-import type { Prompt, Tune } from '../api/schemas';
+import type { ResultPrompt, ResultTune } from '../contract/results';
 import type { Cost } from '../contract/cost';
 
 /** One image saved to disk. */
@@ -17,11 +17,15 @@ export interface SavedImage {
   url: string;
 }
 
+/** A prompt the gallery shows. */
+export type GalleryPrompt = ResultPrompt & { w?: unknown; h?: unknown; seed?: unknown };
+
 /** What the gallery shows: the run and its result. */
 export interface GalleryRun {
   workflowId: string;
-  tune: Tune;
-  prompts: readonly Prompt[];
+  tune: ResultTune;
+  /** The result's prompts; a size and seed are shown when the prompt carries them (a whole service object does). */
+  prompts: readonly GalleryPrompt[];
   /** What the job cost, when the result says. */
   cost?: Cost;
   /** The images are the mock service's drawings, not a model's. */
@@ -36,7 +40,7 @@ export interface GalleryRun {
  * Saves every image of the prompts under `dir` as `prompt-<id>-<index>.<ext>`; returns the files written.
  * @example const saved = await saveImages(result.prompts, 'out/demo-1');
  */
-export async function saveImages(prompts: readonly Prompt[], dir: string): Promise<SavedImage[]> {
+export async function saveImages(prompts: readonly ResultPrompt[], dir: string): Promise<SavedImage[]> {
   await fs.mkdir(dir, { recursive: true });
   const saved: SavedImage[] = [];
   for (const prompt of prompts) {

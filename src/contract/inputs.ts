@@ -6,16 +6,16 @@
 import type {
   OtherAttributes,
   PackTuneCreateAttributes,
-  Prompt,
   PromptCreateAttributes,
-  Tune,
   TuneCreateAttributes,
 } from '../api/schemas';
 import type { Cost } from './cost';
 import type { ImageInspection, InspectOption } from './inspection';
+import type { ResultPrompt, ResultTune } from './results';
 
 export type { Cost } from './cost';
 export type { ImageInspection, InspectionFlag, InspectOption } from './inspection';
+export type { ResultPrompt, ResultTune } from './results';
 
 /**
  * Spec 4.1 attributes. `title` is tuneflow's (the workflow ID and the run ID: a retried create finds only the run's
@@ -108,8 +108,10 @@ export interface TrainThenGenerateInput {
   options?: TuneflowOptions;
 }
 export interface TrainThenGenerateResult {
-  tune: Tune;
-  prompts: Prompt[];
+  /** The trained tune: the fields of the service's object a caller reads (src/contract/results.ts). */
+  tune: ResultTune;
+  /** The prompts, in the input's order, each settled: its `images`, or its `user_error`. */
+  prompts: ResultPrompt[];
   /** What the job cost: the tune it trained and its prompts, as the service charged them. */
   cost: Cost;
   /** What inspection found in each training image, in the input's order (with `options.inspect`). */
@@ -122,7 +124,8 @@ export interface GenerateInput {
   options?: TuneflowOptions;
 }
 export interface GenerateResult {
-  prompts: Prompt[];
+  /** The prompts, in the input's order, each settled: its `images`, or its `user_error`. */
+  prompts: ResultPrompt[];
   /** What the job cost: its prompts, as the service charged them. */
   cost: Cost;
 }
@@ -133,8 +136,9 @@ export interface PackTuneInput {
   options?: TuneflowOptions;
 }
 export interface PackTuneResult {
-  tune: Tune;
-  prompts: Prompt[];
+  tune: ResultTune;
+  /** The pack's prompts the service ran on the tune, each settled. */
+  prompts: ResultPrompt[];
   /**
    * What the job cost: the pack's tune (its price covers the pack's prompts, read from the tune once trained), or the
    * prompts added to the reused one.

@@ -264,7 +264,9 @@ export class Budget {
     const tuneId = this.job.createdTuneId();
     if (tuneId === undefined || costMcOf(this.job.tune.latest) !== undefined || !maxCostHolds()) return;
     const summary = { summary: `read tune ${tuneId}'s price` };
-    this.job.tune.adoptFull(await this.job.counted(service.retrieveTune.executeWithOptions(summary, [{ tuneId }])));
+    this.job.tune.adoptFull(
+      await this.job.counted(service.retrieveTune.executeWithOptions(summary, [{ tuneId, brief: true }])),
+    );
   }
 
   /**

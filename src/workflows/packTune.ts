@@ -9,6 +9,7 @@ import type { PackTuneInput, PackTuneResult } from '../contract/inputs';
 import { Job } from './job';
 import { Phase } from '../contract/messages';
 import { untilEtaMs } from '../contract/poll-schedule';
+import { resultPrompt, resultTune } from '../contract/results';
 
 /**
  * Creates a tune from a pack, waits until it is trained, then until every prompt the pack put on it is settled
@@ -55,7 +56,12 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
       const prompts = await job.waitUntilSettled(created.id);
       job.budget.requireWithinBudget();
       const { inspection } = job;
-      return { tune: job.tune.latest as Tune, prompts, cost: job.budget.cost(), ...(inspection && { inspection }) };
+      return {
+        tune: resultTune(job.tune.latest as Tune),
+        prompts: prompts.map(resultPrompt),
+        cost: job.budget.cost(),
+        ...(inspection && { inspection }),
+      };
     },
   );
 }

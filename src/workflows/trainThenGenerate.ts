@@ -10,6 +10,7 @@ import { Job } from './job';
 import { Phase } from '../contract/messages';
 import { untilEtaMs } from '../contract/poll-schedule';
 import { promptTarget } from './tune-kinds';
+import { resultPrompt, resultTune } from '../contract/results';
 
 /**
  * Trains a tune (spec 4.1) and generates the prompts (spec 4.5) with it; returns the final tune and prompts, in the
@@ -45,7 +46,12 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
       const prompts = await job.waitUntilSettled(target.tuneId);
       job.budget.requireWithinBudget(notCreated);
       const { inspection } = job;
-      return { tune: job.tune.latest as Tune, prompts, cost: job.budget.cost(), ...(inspection && { inspection }) };
+      return {
+        tune: resultTune(job.tune.latest as Tune),
+        prompts: prompts.map(resultPrompt),
+        cost: job.budget.cost(),
+        ...(inspection && { inspection }),
+      };
     },
   );
 }

@@ -17,6 +17,7 @@ import { sameCallback } from '../../src/activities/lookup';
 import { APIError, RateLimitError, TunesApi, type Duration } from '../../src/api';
 import { CallbackSigner } from '../../src/callbacks/signing';
 import { INSPECTION_FLAGS } from '../../src/contract/inspection';
+import { RESULT_PROMPT_FIELDS, RESULT_TUNE_FIELDS } from '../../src/contract/results';
 import { startMockService } from '../../src/mock-service';
 
 type Mock = Awaited<ReturnType<typeof startMockService>>;
@@ -654,35 +655,41 @@ describe('inspectImage', () => {
   });
 });
 
-describe('brief answers (what a wait reads, and whole once done)', () => {
+describe('brief answers (what a wait reads and the result gives, done or not)', () => {
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
   /** What the workflows read of an object they wait for: each field must survive a brief answer. */
   const TUNE_READS = ['id', 'eta', 'created_at', 'started_training_at', 'trained_at', 'updated_at', 'model_type'];
   const PROMPT_READS = ['id', 'tune_id', 'images', 'user_error', 'started_training_at', 'updated_at', 'pack_id'];
+  const callbackOf = (url: string) => url.slice(0, url.indexOf('?'));
 
-  test('a tune in training comes back with what a wait reads only; trained, it comes back whole', async () => {
+  test('a tune comes back with what a wait reads and the result gives, in training and trained alike', async () => {
     const { api, activities } = account();
     const created = await run(activities, 'createTune', { tune: tune('job-brief'), brief: true }, { workflowId: 'b' });
     const full = await api.tunes.retrieve(created.id);
     expect(full.trained_at).toBeNull();
-    for (const field of [...TUNE_READS, 'cost_mc', 'title']) expect(created[field]).toEqual(full[field]);
-    expect(created.callback).toBe(redacted(full.callback as string));
-    for (const field of ['orig_images', 'token', 'url', 'ckpt_urls', 'args']) {
+    for (const field of [...TUNE_READS, ...RESULT_TUNE_FIELDS]) expect(created[field]).toEqual(full[field]);
+    // The callback without its query: the run reads only that there is one.
+    expect(full.callback).toContain('?');
+    expect(created.callback).toBe(callbackOf(full.callback as string));
+    for (const field of ['orig_images', 'url', 'ckpt_urls', 'args']) {
       expect(full).toHaveProperty(field);
       expect(created).not.toHaveProperty(field);
     }
-    expect(JSON.stringify(created).length).toBeLessThan(JSON.stringify(full).length * 0.8);
+    expect(JSON.stringify(created).length).toBeLessThan(JSON.stringify(full).length * 0.6);
 
     const polled = await run(activities, 'retrieveTune', { tuneId: created.id, brief: true });
     expect(Object.keys(polled).sort()).toEqual(Object.keys(created).sort());
     await sleep(400); // the mock trains in 200 ms
     const trained = await run(activities, 'retrieveTune', { tuneId: created.id, brief: true });
+    const whole = await run(activities, 'retrieveTune', { tuneId: created.id });
     expect(trained.trained_at).toBeTruthy();
-    expect(trained).toEqual(await run(activities, 'retrieveTune', { tuneId: created.id }));
-    expect(trained).toHaveProperty('orig_images');
+    expect(Object.keys(trained).sort()).toEqual(Object.keys(created).sort());
+    for (const field of RESULT_TUNE_FIELDS) expect(trained[field]).toEqual(whole[field]);
+    expect(whole).toHaveProperty('orig_images');
+    expect(trained).not.toHaveProperty('orig_images');
   });
 
-  test('a prompt not settled comes back with what a wait reads only; settled, it comes back whole', async () => {
+  test('a prompt comes back with what a wait reads and the result gives, settled or not', async () => {
     const { activities } = account();
     const t = await run(activities, 'createTune', { tune: tune('job-brief-prompts') });
     await sleep(400);
@@ -694,15 +701,18 @@ describe('brief answers (what a wait reads, and whole once done)', () => {
       { workflowId: 'bp' },
     );
     expect(created.images ?? []).toEqual([]);
-    for (const field of [...PROMPT_READS.filter((f) => f !== 'pack_id'), 'text', 'callback', 'cost_mc'])
+    for (const field of [...PROMPT_READS.filter((f) => f !== 'pack_id'), 'text', 'callback', 'cost_mc', 'num_images'])
       expect(created).toHaveProperty(field);
-    for (const field of ['num_images', 'seed', 'url']) expect(created).not.toHaveProperty(field);
+    expect(created.callback).toMatch(/\/callbacks\/prompt$/);
+    for (const field of ['seed', 'url']) expect(created).not.toHaveProperty(field);
 
     await sleep(400); // the mock generates in 100 ms
     const [settled] = await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [created.id], brief: true });
+    const [whole] = await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [created.id] });
     expect(settled.images?.length).toBe(2);
-    expect(settled).toEqual((await run(activities, 'listPrompts', { tuneId: t.id, promptIds: [created.id] }))[0]);
-    expect(settled).toMatchObject({ num_images: 2, seed: 7 });
+    for (const field of RESULT_PROMPT_FIELDS.filter((f) => f in whole)) expect(settled[field]).toEqual(whole[field]);
+    expect(whole).toMatchObject({ num_images: 2, seed: 7 });
+    expect(settled).not.toHaveProperty('seed');
   });
 
   test("a pack's prompts in a brief listing keep pack_id, which a pack's claim reads", async () => {

@@ -37,8 +37,10 @@ workflowTest('trainThenGenerate as a child: typed result, callbacks addressed to
       expect(result!.prompts.map((p) => p.images?.length)).toEqual([2, 1]);
 
       const child = harness().realTime.workflow.getHandle(childId(parent.workflowId, 'tune'));
-      for (const url of [result!.tune.callback, ...result!.prompts.map((p) => p.callback)])
-        expect(new URL(url!).searchParams.get('workflowId')).toBe(child.workflowId);
+      // Every callback the mock sent (the tune's and each prompt's) was addressed to the child.
+      const sent = s.mock.journal().callbacks;
+      expect(sent.flatMap((c) => c.ids).sort()).toEqual([result!.tune.id, ...result!.prompts.map((p) => p.id)].sort());
+      expect(sent.map((c) => c.workflowId)).toEqual(sent.map(() => child.workflowId));
       const history = summarize(await child.fetchHistory());
       // The child's own callbacks woke it: its tune read once, its prompts by one list call (two if apart), no poll.
       const lists = history.activities.length - 4;
@@ -125,7 +127,9 @@ workflowTest('packTune then generate as children: both complete by callbacks, on
       // The tune was trained already: one look, one create, and the read the prompt's callback asked for.
       expect(generated.activities).toEqual(['retrieveTune', 'createPrompt', 'listPrompts']);
       expect(generated.signals).toEqual(['callback']);
-      expect(new URL(more.prompts[0].callback!).searchParams.get('workflowId')).toBe(generateChild.workflowId);
+      const moreCallbacks = s.mock.journal().callbacks.filter((c) => c.ids.includes(more.prompts[0].id));
+      expect(moreCallbacks.length).toBeGreaterThan(0);
+      expect(moreCallbacks.map((c) => c.workflowId)).toEqual(moreCallbacks.map(() => generateChild.workflowId));
     }),
   );
 });

@@ -354,7 +354,9 @@ workflowTest(
     expect(outcome.progress.cost).toEqual(cost);
     const { activities, calls, timers, patches } = summarize(outcome.history);
     expect(activities.slice(0, 3)).toEqual(['createPackTune', 'retrieveTune', 'listPrompts']);
-    expect(calls[1].input).toEqual({ tuneId: tune.id });
+    // Asked brief: the price and the result's fields, not the tune's every field.
+    expect(calls[1].input).toEqual({ tuneId: tune.id, brief: true });
+    expect(calls[1].result).not.toHaveProperty('orig_images');
     expect(activities.slice(3).every((a) => a === 'listPrompts')).toBe(true);
     // No training wait: at most the prompts' (their deadline, first poll, and callback gatherings).
     expect(timers.map((t) => t.ms)).not.toContain(6 * 3_600_000);
@@ -373,7 +375,7 @@ workflowTest(
     });
     const { tune, prompts, cost } = resultOf(outcome);
     expect(prompts).toHaveLength(2);
-    const promptIds = prompts.map((p: Prompt) => p.id);
+    const promptIds = prompts.map((p) => p.id);
     // Two one-image pack prompts added to a paid tune: 2,000 mc each; the tune was paid for outside the job.
     expect(chargedFor(outcome, promptIds)).toBe(2 * IMAGE_MC);
     expect(outcome.ledger.totalMc).toBe(TUNE_TRAINING_MC + 2 * IMAGE_MC);

@@ -2,9 +2,8 @@
  * packTune and generate against the real mock service, callback receiver, activities and a Temporal test server,
  * in real time.
  */
-import type { Prompt } from '../../src/api/schemas';
 import { IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
-import type { GenerateResult, PackTuneResult } from '../../src/contract/inputs';
+import type { GenerateResult, PackTuneResult, ResultPrompt } from '../../src/contract/inputs';
 import { useWorkflowHarness, workflowTest } from './environment';
 import type { GenerateInput, PackTuneInput } from '../../src/contract/inputs';
 import { resultOf, trainedPaidTune, type Outcome } from './harness';
@@ -16,7 +15,7 @@ jest.setTimeout(120_000);
 
 const harness = useWorkflowHarness();
 
-const packIdOf = (p: Prompt) => (p as { pack_id?: unknown }).pack_id;
+const packIdOf = (p: ResultPrompt) => p.pack_id;
 
 workflowTest('a pack: the tune trains, then every prompt the pack put on it settles', async () => {
   const outcome = await play<PackTuneResult>(harness(), scenarios.pack);

@@ -5,6 +5,7 @@
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { FLUX_BASE_TUNE, IMAGE_MC, TUNE_TRAINING_MC } from '../../src/mock-service';
 import type { TrainThenGenerateResult } from '../../src/contract/inputs';
+import { RESULT_PROMPT_FIELDS, RESULT_TUNE_FIELDS } from '../../src/contract/results';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf } from './harness';
 import { historyToJson } from './history-json';
@@ -79,15 +80,24 @@ workflowTest('happy path: callbacks wake every wait, the run reads what they sai
   });
   expect(outcome.ledger.totalMc).toBe(0);
   expect(outcome.result?.cost).toEqual({ mc: 0, usd: 0 });
-  // Brief answers: the tune in training and the prompts not settled entered history without what the run does not
-  // read; the result holds them whole, from the reads that found them done.
+  // Brief answers: each copy entered history with only what the run reads and the result gives, done or not; the
+  // result is the done copies cut to the result's fields (src/contract/results.ts), no callback URL in it.
   const answers = (activity: string) => history.calls.filter((c) => c.activity === activity).map((c) => c.result);
   expect(answers('createTune')).toEqual([expect.not.objectContaining({ orig_images: expect.anything() })]);
-  expect(answers('createTune')[0]).toMatchObject({ id: tune.id, trained_at: null, eta: tune.eta });
-  for (const created of answers('createPrompt')) expect(created).not.toHaveProperty('num_images');
-  expect(tune.orig_images).toEqual(['https://example.com/training/1.jpg', 'https://example.com/training/2.jpg']);
+  expect(answers('createTune')[0]).toMatchObject({ id: tune.id, trained_at: null, eta: expect.any(String) });
+  const read = answers('retrieveTune')[0] as Record<string, unknown>;
+  expect(read).toMatchObject({ id: tune.id, trained_at: tune.trained_at, token: 'sks' });
+  expect(read).not.toHaveProperty('orig_images');
+  for (const copy of [answers('createTune')[0], read, ...answers('createPrompt')] as { callback: string }[])
+    expect(copy.callback).toMatch(/^http:\/\/[^?]+\/callbacks\/(tune|prompt)$/);
+  expect(Object.keys(tune).every((field) => (RESULT_TUNE_FIELDS as readonly string[]).includes(field))).toBe(true);
+  expect(tune).toEqual(Object.fromEntries(RESULT_TUNE_FIELDS.filter((f) => f in read).map((f) => [f, read[f]])));
+  for (const prompt of prompts)
+    expect(Object.keys(prompt).every((field) => (RESULT_PROMPT_FIELDS as readonly string[]).includes(field))).toBe(
+      true,
+    );
   expect(prompts.map((p) => p.num_images)).toEqual([2, 1]);
-  expect(prompts.every((p) => typeof p.url === 'string')).toBe(true);
+  expect(prompts.every((p) => !('url' in p) && !('callback' in p))).toBe(true);
 });
 
 workflowTest('every callback dropped: polls near the eta and after the prompts start finish the job', async () => {
@@ -208,7 +218,9 @@ workflowTest(
     const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.pollOnly);
     const { tune, prompts } = resultOf(outcome);
     expect(tune.trained_at).toBeTruthy();
-    expect(tune.callback).toBeNull();
+    // Asked for no callbacks: the create's answer names none.
+    const created = summarize(outcome.history).calls.find((c) => c.activity === 'createTune')?.result;
+    expect(created).toMatchObject({ callback: null });
     expect(prompts.map((p) => p.images?.length)).toEqual([2, 1]);
     expect(outcome.progress.counts.callbacks).toBe(0);
     // The tune trains in 2 s: its first poll at eta + 1 s, then 2 s, 4 s...; the prompts' 1 s after their creation.
@@ -344,7 +356,8 @@ workflowTest('FaceID: ready at creation, so no wait and no poll for training', a
   const outcome = await play<TrainThenGenerateResult>(harness(), scenarios.faceId);
   const { tune, prompts } = resultOf(outcome);
   expect(tune.model_type).toBe('faceid');
-  expect(tune.orig_images).toHaveLength(1); // the file at the path, uploaded by the worker
+  // The file at the path, uploaded by the worker with the create.
+  expect(outcome.journal.uploads.filter((u) => u.tuneId === tune.id)).toHaveLength(1);
   // One read, and no poll: the create's check that the base (a gallery tune) is the tenant's, once per worker.
   expect(outcome.stats.routes['GET /tunes/:id']).toBe(1);
   expect(prompts[0].images?.length).toBe(1);

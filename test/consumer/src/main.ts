@@ -71,6 +71,8 @@ async function run(): Promise<void> {
     result,
     childWorkflowId: childIdOf(orderId),
     stats: mock.stats(),
+    // Whom each callback the mock sent was addressed to (the result carries no callback URL).
+    callbackWorkflowIds: mock.journal().callbacks.map((c) => c.workflowId),
     receiverOpenWhileRunning,
     receiverClosedAfter: await closed(callbackPort),
   };
