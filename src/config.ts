@@ -43,6 +43,8 @@ export const ENVIRONMENT = {
     "runs kept in the worker's cache, most of its memory (default: the SDK's, from the heap limit; sizing: docs/scale.md)",
   TUNEFLOW_CHECK_API_KEY:
     'on: the worker checks TUNEFLOW_API_KEY with one read at start, and a key the service refuses stops it (default off)',
+  TUNEFLOW_COMPRESS_PAYLOADS:
+    "on: activity payloads are stored compressed, about half a job's history bytes; turn it on once every worker decodes them (this release or later), and read them with `tuneflow codec-server` (default off)",
   TUNEFLOW_SERVICE_RATE:
     "the service's rate limit, requests per second for the API key: the task queue, all workers together, starts its activities at TUNEFLOW_SERVICE_MARGIN under it (unset: no limit)",
   TUNEFLOW_SERVICE_MARGIN:
@@ -150,6 +152,8 @@ export interface WorkerConfig {
   serviceMargin?: number;
   /** TUNEFLOW_CHECK_API_KEY: check the API key with the service at start. @default false */
   checkApiKey: boolean;
+  /** TUNEFLOW_COMPRESS_PAYLOADS: store activity payloads compressed (src/codec/compression.ts). @default false */
+  compressPayloads: boolean;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -309,7 +313,20 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
     serviceRate: loadServiceRate(env),
     serviceMargin: loadServiceMargin(env),
     checkApiKey: loadCheckApiKey(env),
+    compressPayloads: loadCompressPayloads(env),
   };
+}
+
+/**
+ * TUNEFLOW_COMPRESS_PAYLOADS: `on` to store activity payloads compressed, `off` (the default) not to.
+ *
+ * @example
+ * loadCompressPayloads({ TUNEFLOW_COMPRESS_PAYLOADS: 'on' }); // true
+ */
+export function loadCompressPayloads(env: Env = process.env): boolean {
+  const value = env.TUNEFLOW_COMPRESS_PAYLOADS;
+  if (value === undefined || value.trim() === '') return false;
+  return read(env, 'TUNEFLOW_COMPRESS_PAYLOADS', z.enum(['on', 'off']), 'must be on or off') === 'on';
 }
 
 /**

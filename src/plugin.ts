@@ -34,6 +34,7 @@ import {
   MAX_SERVICE_MARGIN,
   loadUploadDir,
   loadCheckApiKey,
+  loadCompressPayloads,
   portProblem,
   ConfigError,
   DEFAULT_API_URL,
@@ -48,6 +49,8 @@ import { tuneflowServiceHandler } from './nexus/handler';
 import { loadTenantSettings, Tenants, type TenantSettings } from './tenants';
 import { describeLimits, lacksQueueConfig, probeFairness, queueLimits, setQueueLimits } from './task-queue-limits';
 import { BOOKKEEPING_ACTIVITIES, BOOKKEEPING_SUFFIX, bookkeepingQueueOf } from './contract/task-queues';
+import { CompressionCodec } from './codec/compression';
+import type { DataConverter } from '@temporalio/common';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -193,6 +196,17 @@ export interface TuneflowPluginOptions {
    */
   checkApiKey?: boolean;
   /**
+   * Store activity payloads (the requests to the service and its answers, which only tuneflow reads) compressed:
+   * about half a job's history bytes (docs/scale.md). Workflow inputs, results, failures and signals stay plain, for
+   * Nexus callers, other languages and the Web UI. Every worker, replayer and client given the plugin decodes
+   * compressed payloads whatever this says, so turn it on once every worker of the namespace runs a release that
+   * decodes them; `tuneflow codec-server` shows them in the Web UI and `temporal workflow show --codec-endpoint`.
+   * The codec goes first among the data converter's codecs: it compresses before any codec of the worker's own
+   * (encryption, say) encodes.
+   * @default TUNEFLOW_COMPRESS_PAYLOADS (`on` or `off`); off
+   */
+  compressPayloads?: boolean;
+  /**
    * More fields for the one line the worker logs when it starts ("tuneflow worker started", with the service URL,
    * callbacks, the receiver's address, the upload directory, the rate, Nexus, tracing, the key check and, with
    * callbacks, what a signed probe through their public base URL found (`callbackProbe`): a command
@@ -261,8 +275,10 @@ export class TuneflowPlugin extends SimplePlugin {
     const api = given instanceof TunesApi ? given : new TunesApi(given);
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
     const activities = createActivities({ api, callbacks: signer, uploadDir, tenants });
+    const compressPayloads = options.compressPayloads ?? loadCompressPayloads();
     super({
       name: 'tuneflow',
+      dataConverter: withCompression(compressPayloads),
       // All of them, the bookkeeping ones too: a worker of an earlier release schedules those on the jobs' queue.
       activities,
       // On every worker, traced or not, so a retried activity hands out the callback URLs its first attempt did.
@@ -300,6 +316,7 @@ export class TuneflowPlugin extends SimplePlugin {
                 : `${serviceRate}/s, the task queue at ${queueRateFor(serviceRate, serviceMargin)}/s`,
             nexus: options.nexus === false ? 'off' : 'on',
             tracing: otel ? 'on' : 'off',
+            compressPayloads: compressPayloads ? 'on' : 'off (decoded all the same)',
             ...options.startReport,
           };
   }
@@ -510,6 +527,9 @@ export class TuneflowPlugin extends SimplePlugin {
         taskQueue: bookkeepingQueueOf(worker.options.taskQueue),
         identity: worker.options.identity,
         activities: this.#bookkeeping,
+        // The worker's data converter (tuneflow's codec, and any of the worker's own): the bookkeeping activities'
+        // payloads are encoded as the worker's are.
+        dataConverter: worker.options.dataConverter,
         // The worker's own activity interceptors (tracing's spans among them) on its bookkeeping too.
         interceptors: { activity: worker.options.interceptors.activity },
         shutdownGraceTime: worker.options.shutdownGraceTime,
@@ -635,6 +655,20 @@ function withServiceRate(options: WorkerOptions, serviceRate: number | undefined
   if (serviceRate === undefined) return options;
   const own = options.maxTaskQueueActivitiesPerSecond;
   return { ...options, maxTaskQueueActivitiesPerSecond: own === undefined ? serviceRate : Math.min(own, serviceRate) };
+}
+
+/**
+ * The data converter with tuneflow's codec first among its codecs (compressing before any of the worker's own encodes,
+ * decoding after they decoded), and its other fields as they were.
+ */
+function withCompression(compress: boolean): (existing: DataConverter | undefined) => DataConverter {
+  return (existing) => ({
+    ...existing,
+    payloadCodecs: [
+      new CompressionCodec({ compress }),
+      ...(existing?.payloadCodecs ?? []).filter((codec) => !(codec instanceof CompressionCodec)),
+    ],
+  });
 }
 
 /** tuneflow's workflow types: its jobs, and the claim a job leaves on its key. */

@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { Worker, type WorkflowBundle } from '@temporalio/worker';
-import { TuneflowPlugin } from '../src/plugin';
+import { TuneflowPlugin, workflowSource } from '../src/plugin';
 import { FailureType } from '../src/contract/failures';
 import { claimWorkflowId, RESERVED_KEY_PREFIX } from '../src/contract/keys';
 import { WORKFLOW_ID_OWNED } from '../src/workflows/admission';
@@ -24,6 +24,7 @@ import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay
 import { installQuietRuntime } from './workflows/global-setup';
 import { replayedWorkflowId, summarize } from './workflows/history-summary';
 import { patchMarkers } from './patch-markers';
+import { COMPRESSED_ENCODING } from '../src/codec/compression';
 
 const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
@@ -246,6 +247,36 @@ test(
     await expect(
       Worker.runReplayHistory({ plugins: [plugin], workflowsPath: own }, history, 'callbacks-happy-path'),
     ).rejects.toThrow(/nondeterminism/i);
+  },
+  REPLAY_HANG_MS,
+);
+
+test(
+  "a history stored with compressed activity payloads replays on TuneflowPlugin's replayer, and on none without the codec",
+  async () => {
+    const history = readHistory(named('compressed-happy-path.json'));
+    const events = history.events ?? [];
+    const encodings = (payloads: { metadata?: Record<string, Uint8Array> | null }[] | null | undefined) =>
+      (payloads ?? []).map((p) => Buffer.from(p.metadata?.encoding ?? new Uint8Array()).toString());
+    const activityPayloads = events.flatMap((e) => [
+      ...encodings(e.activityTaskScheduledEventAttributes?.input?.payloads),
+      ...encodings(e.activityTaskCompletedEventAttributes?.result?.payloads),
+    ]);
+    // The service's answers and the requests for them, compressed; the run's input and result plain.
+    expect(activityPayloads.filter((e) => e === COMPRESSED_ENCODING).length).toBeGreaterThanOrEqual(8);
+    expect(encodings(events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads)).toEqual(['json/plain']);
+    expect(encodings(events.at(-1)?.workflowExecutionCompletedEventAttributes?.result?.payloads)).toEqual([
+      'json/plain',
+    ]);
+    // The same activities as the plain happy path, read through the codec.
+    expect(summarize(history).activities).toEqual(
+      summarize(readHistory(named('callbacks-happy-path.json'))).activities,
+    );
+    const plugin = new TuneflowPlugin({ api: { apiKey: API_KEY }, compressPayloads: false });
+    await Worker.runReplayHistory({ plugins: [plugin] }, history, 'compressed-happy-path');
+    await expect(Worker.runReplayHistory(workflowSource(), history, 'compressed-happy-path')).rejects.toThrow(
+      /tuneflow-deflate/,
+    );
   },
   REPLAY_HANG_MS,
 );

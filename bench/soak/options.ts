@@ -91,6 +91,8 @@ export interface SoakOptions {
   ordinaryJobs: number;
   /** Trace each worker's garbage collection (`node --trace-gc`) and report each V8 heap's peaks (bench/soak/gc-trace.ts). */
   traceGc: boolean;
+  /** TUNEFLOW_COMPRESS_PAYLOADS=on for every worker: activity payloads stored compressed. */
+  compressPayloads: boolean;
   /**
    * Serve `/metrics` from each worker and the receiver, scrape them every `scrapeIntervalSeconds` and hold their
    * figures to the soak's own (bench/soak/agreement.ts).
@@ -150,6 +152,7 @@ ${Object.entries(PROFILES)
                         throwaway PostgreSQL); needs Go the first time and PostgreSQL's binaries
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
+  --compress-payloads   the workers store activity payloads compressed (TUNEFLOW_COMPRESS_PAYLOADS=on)
   --trace-gc            trace each worker's garbage collection (node --trace-gc) and report the first worker's V8
                         heaps apart (its main thread, where activities run, and its workflow thread): peak committed,
                         peak in use, live after a full collection
@@ -211,6 +214,7 @@ const FLAGS = {
   'server-arg': { type: 'string', multiple: true },
   'cpu-prof': { type: 'string' },
   'trace-gc': { type: 'boolean' },
+  'compress-payloads': { type: 'boolean' },
   keep: { type: 'boolean' },
   'worker-heap': { type: 'string' },
   'max-cached': { type: 'string' },
@@ -268,6 +272,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     serverArgs: v['server-arg'] ?? [],
     cpuProfDir: v['cpu-prof'],
     traceGc: v['trace-gc'] ?? false,
+    compressPayloads: v['compress-payloads'] ?? false,
     ordinaryJobs,
     keep: v.keep ?? false,
     workerHeapMiB:

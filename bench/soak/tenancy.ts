@@ -19,6 +19,7 @@ import { jobOfWorkflowId, titleTenant, titleWorkflowId } from '../../src/contrac
 import type { Charge, JournalPrompt, JournalTune, MockJournal } from '../../src/mock-service';
 import { Tenants } from '../../src/tenants';
 import { markOf } from './jobs';
+import { decompressed } from '../../src/codec/compression';
 
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 
@@ -47,8 +48,9 @@ export interface RunTouches {
 /** Keys only a tune object has among what runs hold (a prompt has `tune_id`). */
 const TUNE_KEYS = ['title', 'trained_at', 'eta', 'orig_images', 'branch', 'model_type'];
 
-function json(payloads: { data?: Uint8Array | null }[] | null | undefined): unknown {
-  const data = payloads?.[0]?.data;
+/** A payload's JSON, decompressed first where the worker compressed it (TUNEFLOW_COMPRESS_PAYLOADS). */
+function json(payloads: proto.temporal.api.common.v1.IPayload[] | null | undefined): unknown {
+  const data = payloads?.[0] && decompressed(payloads[0]).data;
   if (!data) return undefined;
   try {
     return JSON.parse(Buffer.from(data).toString('utf8'));

@@ -126,6 +126,7 @@ export function workerEnvironment(
     TUNEFLOW_LOG_LEVEL: 'INFO',
     ...(options.serviceRate !== undefined && { TUNEFLOW_SERVICE_RATE: String(options.serviceRate) }),
     ...(options.serviceMargin !== undefined && { TUNEFLOW_SERVICE_MARGIN: String(options.serviceMargin) }),
+    ...(options.compressPayloads && { TUNEFLOW_COMPRESS_PAYLOADS: 'on' }),
     ...(options.maxCachedWorkflows !== undefined && {
       TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
     }),

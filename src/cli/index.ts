@@ -58,6 +58,10 @@ const COMMANDS: Record<string, Command> = {
     summary: "a tenant's spend in its budget's window: the ceiling, committed and reserved",
     run: async (argv) => (await import('./spend')).spendCommand(argv),
   },
+  'codec-server': {
+    summary: 'decode the activity payloads a worker stores compressed, for the Web UI and `temporal --codec-endpoint`',
+    run: async (argv) => (await import('./codec-server')).codecServerCommand(argv),
+  },
   'dev-server': {
     summary: 'run a Temporal dev server with its Web UI (localhost:7233, UI on :8233), for a worker of your own',
     run: async (argv) => (await import('./dev-server')).devServerCommand(argv),

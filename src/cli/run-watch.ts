@@ -11,6 +11,7 @@ import type { TuneflowHandle } from '../client';
 import type { TrainThenGenerateInput } from '../contract/inputs';
 import { progressQuery, type Progress } from '../contract/messages';
 import { resolveOptions } from '../contract/options';
+import { decompressed } from '../codec/compression';
 
 /**
  * A live worker long-polls again as soon as a poll ends (the server holds one for about a minute): a task queue
@@ -114,7 +115,8 @@ export function asksForCallbacks(history: History): boolean | undefined {
     const payload = completed?.result?.payloads?.[0];
     if (!payload || !creates.has(completed?.scheduledEventId?.toString() ?? '')) continue;
     try {
-      const answer = defaultPayloadConverter.fromPayload<unknown>(payload);
+      // Stored compressed where the worker compresses activity payloads (TUNEFLOW_COMPRESS_PAYLOADS).
+      const answer = defaultPayloadConverter.fromPayload<unknown>(decompressed(payload));
       const first = (Array.isArray(answer) ? answer[0] : answer) as { callback?: unknown } | undefined;
       return typeof first?.callback === 'string' && first.callback !== '';
     } catch {

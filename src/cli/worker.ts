@@ -70,6 +70,7 @@ export async function createTuneflowWorker(
       serviceRate: config.serviceRate ?? false,
       serviceMargin: config.serviceMargin ?? DEFAULT_SERVICE_MARGIN,
       checkApiKey: config.checkApiKey,
+      compressPayloads: config.compressPayloads,
       startReport,
     });
     const worker = await Worker.create({

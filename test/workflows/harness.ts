@@ -105,6 +105,8 @@ export interface ScenarioOptions {
   worker?: Pick<WorkerOptions, 'patchActivationCallback'>;
   /** The operator's tenant settings (budgets) the worker runs with. */
   tenants?: TenantSettings;
+  /** The worker stores activity payloads compressed (`compressPayloads`). */
+  compressPayloads?: boolean;
 }
 
 /** The receiver and clients every scenario of one environment shares. */
@@ -174,6 +176,7 @@ export class WorkflowHarness {
               nexus: false,
               uploadDir: UPLOAD_DIR,
               ...(options.tenants && { tenants: options.tenants }),
+              compressPayloads: options.compressPayloads ?? false,
             }),
           ],
           ...scenarioWorkerOptions(bundle, taskQueue, identity),

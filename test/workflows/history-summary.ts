@@ -7,6 +7,7 @@
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils';
 import { claimWorkflowId } from '../../src/contract/keys';
+import { decompressed } from '../../src/codec/compression';
 import { historyToJson } from './history-json';
 
 export interface Timer {
@@ -146,9 +147,9 @@ function tsToMs(value: { seconds?: unknown; nanos?: number | null } | null | und
   return whole * 1000 + Math.floor((value.nanos ?? 0) / 1e6);
 }
 
-/** A payload's value, as the SDK's default converter reads it (JSON, or binary/null for undefined). */
+/** A payload's value, as a worker reads it: decompressed where it was stored so, then the SDK's default converter. */
 function decode(payload: Payload | null | undefined): unknown {
-  return payload ? defaultPayloadConverter.fromPayload(payload) : undefined;
+  return payload ? defaultPayloadConverter.fromPayload(decompressed(payload)) : undefined;
 }
 
 /**

@@ -137,6 +137,13 @@ export const scenarios = {
     run: startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real'),
   },
 
+  /** The happy path on a worker that stores activity payloads compressed (`compressPayloads`). */
+  compressedHappyPath: {
+    name: 'compressed-happy-path',
+    options: { compressPayloads: true },
+    run: startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real'),
+  },
+
   /** Every callback is lost: polls near the eta, then after each prompt's start, finish the job. */
   callbacksDropped: {
     name: 'callbacks-dropped',

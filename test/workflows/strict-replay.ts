@@ -7,6 +7,7 @@ import type { History } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkerPlugin, type WorkflowBundle } from '@temporalio/worker';
 import { withPreloadedContract } from '../../src/bundling';
 import { summarize } from './history-summary';
+import { CompressionCodec } from '../../src/codec/compression';
 
 /**
  * The workflows bundled with the command-reporting interceptor (and `interceptors`, e.g. OpenTelemetry's); once per
@@ -45,6 +46,8 @@ export async function replayStrictly(
   await Worker.runReplayHistory(
     {
       plugins,
+      // As every tuneflow worker does: a history stored with compressed activity payloads replays.
+      dataConverter: { payloadCodecs: [new CompressionCodec()] },
       workflowBundle: bundle,
       sinks: {
         commands: {

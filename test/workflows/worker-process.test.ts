@@ -148,6 +148,7 @@ devServerTest(
           serviceRate: '5/s, the task queue at 4.5/s',
           nexus: 'on',
           tracing: 'off',
+          compressPayloads: 'off (decoded all the same)',
           metrics: 'off',
           traces: 'off',
           apiKeyCheck: 'accepted',
