@@ -18,7 +18,7 @@ export function patchMarkers(): string[] {
   for (const file of fs.readdirSync(WORKFLOWS).filter((name) => name.endsWith('.ts'))) {
     const source = fs.readFileSync(path.join(WORKFLOWS, file), 'utf8');
     for (const [, name, id] of source.matchAll(/export const (\w+) = '([a-z]+(?:-[a-z]+)+)';/g))
-      if (source.includes(`patched(${name})`) || source.includes(`=> patched(${name})`)) found.push(id);
+      if (source.includes(`patched(${name})`) || source.includes(`patchedOrFolded(${name})`)) found.push(id);
   }
   return found.sort();
 }

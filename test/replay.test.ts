@@ -18,6 +18,7 @@ import { TuneflowPlugin, workflowSource } from '../src/plugin';
 import { FailureType } from '../src/contract/failures';
 import { claimWorkflowId, RESERVED_KEY_PREFIX } from '../src/contract/keys';
 import { WORKFLOW_ID_OWNED } from '../src/workflows/admission';
+import { EARLIER_PATCHES_FOLDED } from '../src/workflows/patches';
 import { API_KEY, CALLBACK_SECRET } from './workflows/harness';
 import { historyFromJson } from './workflows/history-json';
 import { bundleForStrictReplay, replayStrictly } from './workflows/strict-replay';
@@ -30,6 +31,8 @@ const HISTORIES = path.join(__dirname, 'histories');
 const SHARED_HISTORIES = path.resolve(__dirname, '..', '..', 'shared', 'histories');
 /** The corpus recorded before callbacks became wake-ups. */
 const BEFORE_WAKE_UPS = path.join(HISTORIES, 'before-wake-ups');
+/** The corpus recorded before the job workflows folded their patches: a marker for each patch a run asked. */
+const BEFORE_FOLDED_PATCHES = path.join(HISTORIES, 'before-folded-patches');
 /** The corpus recorded before activities answered briefly: every activity result whole. */
 const BEFORE_BRIEF_ANSWERS = path.join(HISTORIES, 'before-brief-answers');
 
@@ -152,7 +155,9 @@ test(
       const history = readHistory(named(name));
       const workflowId = replayedWorkflowId(history, path.basename(name, '.json'));
       expect(workflowId.startsWith(RESERVED_KEY_PREFIX)).toBe(true);
-      expect(summarize(history).patches).toContain(WORKFLOW_ID_OWNED);
+      // Recorded now: the rule on the run's one marker; recorded before the fold: on its own.
+      expect(summarize(history).patches).toEqual([EARLIER_PATCHES_FOLDED]);
+      expect(summarize(readHistory(path.join(BEFORE_FOLDED_PATCHES, name))).patches).toContain(WORKFLOW_ID_OWNED);
       const failed = history.events?.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
       expect(failed?.applicationFailureInfo?.type).toBe(FailureType.invalidInput);
       expect(failed?.message).toContain(JSON.stringify(workflowId));
@@ -280,3 +285,20 @@ test(
   },
   REPLAY_HANG_MS,
 );
+
+test('a job recorded now holds one patch marker and one TemporalChangeVersion update; the same job before the fold, one each', () => {
+  const versions = (file: string) =>
+    (readHistory(file).events ?? []).filter(
+      (e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.TemporalChangeVersion,
+    ).length;
+  for (const name of ['callbacks-happy-path.json', 'fast-training-max-cost.json', 'pack.json']) {
+    const now = readHistory(named(name));
+    const before = readHistory(path.join(BEFORE_FOLDED_PATCHES, name));
+    expect(summarize(now).patches).toEqual([EARLIER_PATCHES_FOLDED]);
+    expect(versions(named(name))).toBe(1);
+    expect(summarize(before).patches.length).toBeGreaterThanOrEqual(3);
+    expect(versions(path.join(BEFORE_FOLDED_PATCHES, name))).toBe(summarize(before).patches.length);
+    // The same activities in the same order: the rules the markers named, all taken on one.
+    expect(summarize(now).activities).toEqual(summarize(before).activities);
+  }
+});

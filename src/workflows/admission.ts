@@ -2,7 +2,8 @@
  * What a run checks before it creates anything: its input (the contract, with the bounds), its key (one job a key,
  * whoever starts it), and the files its input names (inside the worker's upload directory).
  */
-import { ActivityFailure, ApplicationFailure, patched, startChild, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, startChild, workflowInfo } from '@temporalio/workflow';
+import { patchedOrFolded } from './patches';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { InvalidInputError, type InputIssue } from '../api/errors';
 import type { CheckedInput, CheckOptions } from '../contract/check';
@@ -28,7 +29,7 @@ export const INPUT_BOUNDED = 'input-bounded';
 export const KEY_CLAIMED = 'key-claimed';
 
 /** True for runs that claim their key (see KEY_CLAIMED); false when replaying a run started before. */
-export const claimsKey = (): boolean => patched(KEY_CLAIMED);
+export const claimsKey = (): boolean => patchedOrFolded(KEY_CLAIMED);
 
 /**
  * Runs with this marker check the file paths of their input against the worker's upload directory (an activity) before
@@ -50,7 +51,7 @@ export function requireOwnWorkflowId(): void {
   const { workflowId, memo } = workflowInfo();
   if (!workflowId.startsWith(RESERVED_KEY_PREFIX)) return;
   const problem = workflowIdProblem(workflowId, memo);
-  if (problem && patched(WORKFLOW_ID_OWNED))
+  if (problem && patchedOrFolded(WORKFLOW_ID_OWNED))
     throw invalidInput(new InvalidInputError('input', [{ field: 'workflowId', rule: problem }]));
 }
 
@@ -105,7 +106,7 @@ export async function claimKey(input: unknown): Promise<{ result: unknown } | un
 /** The input's file paths against the worker's upload directory, before anything is created. */
 export async function checkUploads(input: unknown): Promise<void> {
   const paths = uploadPathsOf(input);
-  if (!paths.length || !patched(UPLOADS_CHECKED)) return;
+  if (!paths.length || !patchedOrFolded(UPLOADS_CHECKED)) return;
   try {
     await uploads.checkUploads.executeWithOptions({ summary: 'check the file paths against the upload directory' }, [
       { paths },
@@ -145,7 +146,7 @@ function bounded(check: (options: CheckOptions) => CheckedInput<unknown>): Check
     } catch {
       throw err;
     }
-    if (patched(INPUT_BOUNDED)) throw err;
+    if (patchedOrFolded(INPUT_BOUNDED)) throw err;
     return unbounded;
   }
 }

@@ -2,7 +2,8 @@
  * A job's budget (`maxCostMc`): what it has cost, the prices known before each charge, the checks that refuse a job
  * before it is charged past its limit, and the patch decisions that keep runs started before these rules as they were.
  */
-import { condition, patched } from '@temporalio/workflow';
+import { condition } from '@temporalio/workflow';
+import { patchedOrFolded } from './patches';
 import { InvalidInputError } from '../api/errors';
 import type { PackTuneSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt } from '../api/schemas';
@@ -42,7 +43,7 @@ export const FAST_PROMPTS_FREE = 'fast-prompts-free';
 export const UNKNOWN_PRICE_STOPS = 'unknown-price-stops';
 
 /** True for runs that hold maxCostMc; false when replaying a run started before (see MAX_COST_HOLDS). */
-const maxCostHolds = (): boolean => patched(MAX_COST_HOLDS);
+const maxCostHolds = (): boolean => patchedOrFolded(MAX_COST_HOLDS);
 
 /** What the budget reads of its job. */
 export interface BudgetOf {
@@ -149,7 +150,7 @@ export class Budget {
    */
   forPrompts(target: PromptTarget): PromptBudget | undefined {
     const maxCostMc = this.job.options().maxCostMc;
-    const free = maxCostMc !== undefined && target.free && patched(FAST_PROMPTS_FREE);
+    const free = maxCostMc !== undefined && target.free && patchedOrFolded(FAST_PROMPTS_FREE);
     return maxCostMc === undefined || free ? undefined : new PromptBudget(maxCostMc);
   }
 
@@ -180,7 +181,7 @@ export class Budget {
     try {
       const created = await create();
       costMc = costMcOf(created);
-      if (costMc === undefined && patched(UNKNOWN_PRICE_STOPS)) {
+      if (costMc === undefined && patchedOrFolded(UNKNOWN_PRICE_STOPS)) {
         lanes.awaitPrice(ticket);
         costMc = await this.readPrice(created, i);
       }

@@ -10,10 +10,10 @@ import {
   ApplicationFailure,
   ChildWorkflowFailure,
   isCancellation,
-  patched,
   proxyLocalActivities,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { patchedOrFolded } from './patches';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { TuneflowActivities } from '../activities';
 import type { Phase } from '../contract/messages';
@@ -49,7 +49,7 @@ export class Findable {
    * run never fails for want of them. Answers whether the run's tenant has a spend ceiling (undefined: unknown).
    */
   async start(now: Findings): Promise<boolean | undefined> {
-    if (!patched(SEARCH_ATTRIBUTES_KEPT)) return false;
+    if (!patchedOrFolded(SEARCH_ATTRIBUTES_KEPT)) return false;
     // The same local activity says whether the run's tenant has a spend ceiling: no command more for any run. Unknown
     // when it failed: each reservation then asks (money fails closed).
     let budget: boolean | undefined;

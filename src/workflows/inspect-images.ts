@@ -1,7 +1,7 @@
 /**
  * Image inspection (`options.inspect`): each training image is inspected before anything is paid for.
  */
-import { patched } from '@temporalio/workflow';
+import { patchedOrFolded } from './patches';
 import { trainingImagesOf, type ImageInspection, type TrainingImage } from '../contract/inspection';
 import type { ResolvedOptions } from '../contract/options';
 import { runBounded } from './concurrency';
@@ -23,7 +23,7 @@ export const INSPECTING_FROM_START = 'inspecting-from-start';
  */
 export function inspectsFirst(options: ResolvedOptions, tune: unknown): boolean {
   if (!options.inspect || typeof tune !== 'object' || tune === null) return false;
-  return trainingImagesOf(tune).length > 0 && patched(INSPECTING_FROM_START);
+  return trainingImagesOf(tune).length > 0 && patchedOrFolded(INSPECTING_FROM_START);
 }
 
 /**

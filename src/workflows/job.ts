@@ -3,7 +3,8 @@
  * through activities, wait (callbacks first, polls as the safety net, a deadline at the end), create prompts a few
  * at a time, and on cancellation delete what it created when asked.
  */
-import { CancellationScope, condition, isCancellation, patched, setHandler, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, condition, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import { foldEarlierPatches, patchedOrFolded } from './patches';
 import { ValueError } from '@temporalio/common';
 import { ErrorKind } from '../api/error-kinds';
 import { DEFAULT_TENANT, jobOfWorkflowId } from '../contract/tenants';
@@ -85,6 +86,8 @@ export class Job {
    * const job = new Job(Phase.creatingTune, input.prompts.length);
    */
   constructor(phase: Phase, expectedPrompts?: number) {
+    // First of all: every patch below is answered by it in a run that starts now.
+    foldEarlierPatches();
     this.phase = phase;
     this.prompts = new PromptLedger(expectedPrompts);
     this.budget = new Budget({
@@ -421,7 +424,7 @@ export class Job {
             const reached = new Set(prompts.map((p) => p.id));
             const missed = promptIds?.filter((id) => !reached.has(id)) ?? [];
             // Before the marker the page's activity read these itself (recorded in its result): nothing to do.
-            if (missed.length && patched(PROMPTS_READ_ONE_REQUEST_EACH))
+            if (missed.length && patchedOrFolded(PROMPTS_READ_ONE_REQUEST_EACH))
               return this.readEachById(tuneId, missed, summary);
           });
         },

@@ -4,7 +4,8 @@
  * is still reserved released when the run fails or is cancelled. Only runs whose tenant has a budget (the run's first
  * local activity says so) make any of these commands.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, patched } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope } from '@temporalio/workflow';
+import { patchedOrFolded } from './patches';
 import { tenantOverBudget, type TenantOverBudgetDetails } from '../contract/spend';
 import { FailureType } from '../contract/failures';
 import { ledger } from './activity-calls';
@@ -48,7 +49,7 @@ export class TenantSpend {
    */
   async reserve(create: string, price: Price): Promise<void> {
     if (this.#held === false) return;
-    if (!patched(TENANT_SPEND_HELD)) {
+    if (!patchedOrFolded(TENANT_SPEND_HELD)) {
       this.#held = false;
       return;
     }

@@ -2,7 +2,8 @@
  * A run's waits: callbacks first, polls as the safety net, a deadline at the end. A failed poll is counted and the
  * wait goes on; the poll schedule and the reads callbacks ask for are decided once a run, by their patches.
  */
-import { CancellationScope, condition, log, patched, sleep } from '@temporalio/workflow';
+import { CancellationScope, condition, log, sleep } from '@temporalio/workflow';
+import { patchedOrFolded } from './patches';
 import type { WaitRecord } from '../contract/failures';
 import { pollDelay, type PollSchedule } from '../contract/poll-schedule';
 import type { CallbackReads, Waiting } from './callback-reads';
@@ -69,9 +70,9 @@ export async function waitFor(
   const deadline = new Deadline(timeoutMs, `${subject}: the deadline, ${failure} after ${spell(timeoutMs)}`);
   const readDue = () => (reads.dueAt(waiting()) ?? Infinity) <= now();
   // Decided at the run's first wait: runs started before the back-off read for callbacks as they did.
-  reads.backOff = patched(CALLBACK_READS_BACK_OFF);
+  reads.backOff = patchedOrFolded(CALLBACK_READS_BACK_OFF);
   // Decided where the schedule first differs: runs started before poll-only runs polled quickly go on as they were.
-  const pollOnly = wait.pollOnly && patched(POLL_ONLY_SCHEDULE);
+  const pollOnly = wait.pollOnly && patchedOrFolded(POLL_ONLY_SCHEDULE);
   try {
     let pollAt: number | undefined;
     for (;;) {

@@ -3,7 +3,8 @@
  * never write its result). Each is kept for a read while the run may wait for what it names, and dropped otherwise.
  * Workflow code: pure, deterministic.
  */
-import { patched, setHandler } from '@temporalio/workflow';
+import { setHandler } from '@temporalio/workflow';
+import { patchedOrFolded } from './patches';
 import {
   callbackSignal,
   CallbackKind,
@@ -54,7 +55,7 @@ export class WakeUps {
       if (read) this.wake(read.kind, read.ids);
     });
     // Decided once, at the start: a run keeps the rule it started with for its whole life.
-    const wakeUps = patched(CALLBACKS_ARE_WAKE_UPS);
+    const wakeUps = patchedOrFolded(CALLBACKS_ARE_WAKE_UPS);
     setHandler(tuneTrainedSignal, (tune) => {
       counts.callbacks++;
       if (wakeUps) this.wake(CallbackKind.tune, idsOf(tune));

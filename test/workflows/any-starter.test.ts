@@ -23,6 +23,7 @@ import { KeyInUseError } from '../../src/contract/keys';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { waitFor, type Scenario } from './harness';
 import { summarize } from './history-summary';
+import { EARLIER_PATCHES_FOLDED } from '../../src/workflows/patches';
 
 jest.setTimeout(120_000);
 
@@ -246,7 +247,7 @@ workflowTest(
         expect(summarize(history).activities).toEqual([]);
         expect((history.events ?? []).filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)).toEqual([]);
         expect(failedTasks(history)).toEqual([]);
-        expect(summarize(history).patches).toContain(INPUT_BOUNDED);
+        expect(summarize(history).patches).toEqual([EARLIER_PATCHES_FOLDED]);
         expect(created(s)).toEqual({ tunes: 0, prompts: 0, packTunes: 0, charged: 0 });
       }),
     );
@@ -257,7 +258,11 @@ workflowTest(
   'had the bound been missed (a worker that leaves it off), the unconvertible activity input ends the run typed',
   async () => {
     // The run takes the deep input as a run started before the bounds did; the pack's create cannot be sent.
-    const worker = { patchActivationCallback: ({ patchId }: { patchId: string }) => patchId !== INPUT_BOUNDED };
+    // Neither the bound's patch nor the fold that answers it for a new run.
+    const worker = {
+      patchActivationCallback: ({ patchId }: { patchId: string }) =>
+        patchId !== INPUT_BOUNDED && patchId !== EARLIER_PATCHES_FOLDED,
+    };
     await harness().scenario({ worker }, (s) =>
       s.withWorker(async () => {
         const handle = await rawJsonStart(s, 'packTune', deepPackTune('https://example.com/1.jpg'));

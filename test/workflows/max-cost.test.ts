@@ -12,11 +12,11 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import type { OverBudgetDetails, PriceUnknownDetails } from '../../src/contract/failures';
 import { costMcOf } from '../../src/contract/cost';
 import type { PackTuneInput, PackTuneResult, TrainThenGenerateResult } from '../../src/contract/inputs';
-import { FAST_PROMPTS_FREE, MAX_COST_HOLDS, UNKNOWN_PRICE_STOPS } from '../../src/workflows/budget';
 import { useWorkflowHarness, workflowTest } from './environment';
 import { resultOf, trainedPaidTune, type Outcome } from './harness';
 import { summarize } from './history-summary';
 import { IMAGE_URLS, PET_PACK_ID, play, scenarios } from './scenarios';
+import { EARLIER_PATCHES_FOLDED } from '../../src/workflows/patches';
 
 jest.setTimeout(120_000);
 
@@ -36,12 +36,12 @@ function chargedFor(outcome: Outcome<unknown>, ids: number[]): number {
   return outcome.ledger.charges.filter((c) => ids.includes(c.id)).reduce((sum, c) => sum + c.mc, 0);
 }
 
-/** Refused before anything was created: no activity, no request, nothing charged; the rule's marker recorded. */
+/** Refused before anything was created: no activity, no request, nothing charged; the one marker of a new run. */
 function expectNothingCreated(outcome: Outcome<unknown>, setupMc = 0): void {
   const { activities, timers, patches } = summarize(outcome.history);
   expect(activities).toEqual([]);
   expect(timers).toEqual([]);
-  expect(patches).toContain(MAX_COST_HOLDS);
+  expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
   expect(outcome.ledger.totalMc).toBe(setupMc);
   expect(outcome.progress).toMatchObject({ phase: 'failed', cost: { mc: 0 }, counts: { apiCalls: 0 } });
 }
@@ -60,7 +60,7 @@ workflowTest(
     expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBeUndefined();
     const { activities, patches } = summarize(outcome.history);
     expect(activities).toEqual(['createTune', 'retrieveTune']);
-    expect(patches).not.toContain(MAX_COST_HOLDS); // nothing went otherwise than before
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]); // one marker: every rule on it
   },
 );
 
@@ -78,7 +78,7 @@ workflowTest(
     expect(outcome.stats.routes).toMatchObject({ 'POST /tunes': 1, 'POST /tunes/:id/prompts': 1 });
     const { activities, patches } = summarize(outcome.history);
     expect(activities.slice(0, 3)).toEqual(['createTune', 'retrieveTune', 'createPrompt']);
-    expect(patches).toContain(FAST_PROMPTS_FREE);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
   },
 );
 
@@ -140,7 +140,7 @@ workflowTest(
     const { activities, timers, patches } = summarize(outcome.history);
     expect(activities).toEqual(['createTune']);
     expect(timers).toEqual([]);
-    expect(patches).toContain(MAX_COST_HOLDS);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
     expect(outcome.stats.routes['POST /tunes/:id/prompts']).toBeUndefined();
   },
 );
@@ -170,8 +170,8 @@ workflowTest(
     const { activities, patches } = summarize(outcome.history);
     expect(activities.slice(0, 4)).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'createPrompt']);
     expect(activities.slice(4).every((a) => a === 'listPrompts')).toBe(true);
-    expect(patches).not.toContain(MAX_COST_HOLDS);
-    expect(patches).not.toContain(UNKNOWN_PRICE_STOPS); // every answer said its price: no read, no marker
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
+    // every answer said its price: no read
   },
 );
 
@@ -193,7 +193,7 @@ workflowTest(
     const { activities, patches } = summarize(outcome.history);
     expect(activities.slice(0, 2)).toEqual(['retrieveTune', 'createPrompt']);
     expect(activities.slice(2).every((a) => a === 'listPrompts')).toBe(true);
-    expect(patches).toContain(MAX_COST_HOLDS);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
   },
 );
 
@@ -248,7 +248,7 @@ workflowTest(
       Array(5).fill(2_000),
     );
     expect(createsWhilePriceUnknown(outcome.history)).toBe(0);
-    expect(patches).toContain(UNKNOWN_PRICE_STOPS);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
     expect(outcome.progress).toMatchObject({ phase: 'failed', cost: { mc: 160_000 } });
   },
 );
@@ -290,7 +290,7 @@ workflowTest(
     expect(activities.slice(0, 4)).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'retrievePrompt']);
     // Then only the wait for the one prompt made: no create, no other read.
     expect(activities.slice(4).every((a) => a === 'listPrompts')).toBe(true);
-    expect(patches).toContain(UNKNOWN_PRICE_STOPS);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
     expect(outcome.progress).toMatchObject({ phase: 'failed', cost: { mc: TUNE_TRAINING_MC }, prompts: { total: 1 } });
   },
 );
@@ -322,7 +322,7 @@ workflowTest("maxCostMc at a pack's price for the class: the pack is read, creat
   expect(cost).toEqual({ mc: 80_000, usd: 0.8 });
   const { activities, patches } = summarize(outcome.history);
   expect(activities.slice(0, 4)).toEqual(['packPrice', 'createPackTune', 'retrieveTune', 'listPrompts']);
-  expect(patches).not.toContain(MAX_COST_HOLDS);
+  expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
 });
 
 workflowTest('a pack in branch fast is free: maxCostMc 0 lets it run, with no price read, and it costs 0', async () => {
@@ -336,7 +336,7 @@ workflowTest('a pack in branch fast is free: maxCostMc 0 lets it run, with no pr
   expect(outcome.stats.routes['GET /p/:id']).toBeUndefined();
   const { activities, patches } = summarize(outcome.history);
   expect(activities.slice(0, 3)).toEqual(['createPackTune', 'retrieveTune', 'listPrompts']);
-  expect(patches).toContain(MAX_COST_HOLDS);
+  expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
 });
 
 workflowTest(
@@ -360,7 +360,7 @@ workflowTest(
     expect(activities.slice(3).every((a) => a === 'listPrompts')).toBe(true);
     // No training wait: at most the prompts' (their deadline, first poll, and callback gatherings).
     expect(timers.map((t) => t.ms)).not.toContain(6 * 3_600_000);
-    expect(patches).toContain(MAX_COST_HOLDS);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
     expect(outcome.stats.routes['GET /tunes/:id']).toBe(1);
   },
 );
@@ -383,7 +383,7 @@ workflowTest(
     expect(cost).toEqual({ mc: 2 * IMAGE_MC, usd: 0.04 });
     const { activities, patches } = summarize(outcome.history);
     expect(activities.slice(0, 3)).toEqual(['listPrompts', 'createPackTune', 'listPrompts']);
-    expect(patches).not.toContain(MAX_COST_HOLDS);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
   },
 );
 

@@ -24,6 +24,7 @@ import { API_KEY, resultOf, waitFor } from './harness';
 import { summarize } from './history-summary';
 import { IMAGE_URLS } from './scenarios';
 import { startWorkerProcess } from './worker-process';
+import { EARLIER_PATCHES_FOLDED } from '../../src/workflows/patches';
 
 jest.setTimeout(240_000);
 
@@ -168,7 +169,7 @@ devServerTest(
 
             // Its history: the check once, at the start (a local activity), then one upsert per phase.
             const history = summarize(await completed.fetchHistory());
-            expect(history.patches).toContain('search-attributes-kept');
+            expect(history.patches).toEqual([EARLIER_PATCHES_FOLDED]);
             expect(history.localActivities).toEqual(['searchAttributesRegistered']);
             expect(history.activities).toEqual(['createTune', 'retrieveTune']);
             expect(history.upserts.map((u) => u.TuneflowPhase)).toEqual([
@@ -217,7 +218,7 @@ devServerTest(
           'generating',
           'completed',
         ]);
-        expect(history.patches).toContain('inspecting-from-start');
+        expect(history.patches).toEqual([EARLIER_PATCHES_FOLDED]);
         expect(outcome.stats.routes).toMatchObject({ 'POST /images/inspect': 2, 'POST /tunes': 1 });
       }),
     );

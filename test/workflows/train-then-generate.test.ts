@@ -11,8 +11,8 @@ import { resultOf } from './harness';
 import { historyToJson } from './history-json';
 import { summarize, type Timer } from './history-summary';
 import { CALLBACK_READ_SPACING_MS } from '../../src/workflows/callback-reads';
-import { PROMPTS_READ_ONE_REQUEST_EACH } from '../../src/workflows/job';
 import { play, scenarios } from './scenarios';
+import { EARLIER_PATCHES_FOLDED } from '../../src/workflows/patches';
 
 jest.setTimeout(120_000);
 
@@ -342,7 +342,7 @@ workflowTest(
         .find((c) => c.activity === 'listPrompts');
       expect((page!.result as Array<{ id: number }>).map((p) => p.id)).not.toContain(first.id);
     });
-    expect(patches).toContain(PROMPTS_READ_ONE_REQUEST_EACH);
+    expect(patches).toEqual([EARLIER_PATCHES_FOLDED]);
     // One request each: the service saw as many list pages and reads by id as there were activities, none retried.
     const pollTypes = new Set(['listPrompts', 'retrievePrompt']);
     expect(attempts.filter((a) => pollTypes.has(a.activity)).every((a) => a.attempt === 1)).toBe(true);
