@@ -44,7 +44,7 @@ export const ENVIRONMENT = {
   TUNEFLOW_CHECK_API_KEY:
     'on: the worker checks TUNEFLOW_API_KEY with one read at start, and a key the service refuses stops it (default off)',
   TUNEFLOW_COMPRESS_PAYLOADS:
-    "on: activity payloads are stored compressed, about half a job's history bytes; turn it on once every worker decodes them (this release or later), and read them with `tuneflow codec-server` (default off)",
+    "on: activity payloads are stored compressed, a sixth of a job's history bytes less; turn it on once every worker decodes them (this release or later), and read them with `tuneflow codec-server` (default off)",
   TUNEFLOW_SERVICE_RATE:
     "the service's rate limit, requests per second for the API key: the task queue, all workers together, starts its activities at TUNEFLOW_SERVICE_MARGIN under it (unset: no limit)",
   TUNEFLOW_SERVICE_MARGIN:

@@ -197,7 +197,7 @@ export interface TuneflowPluginOptions {
   checkApiKey?: boolean;
   /**
    * Store activity payloads (the requests to the service and its answers, which only tuneflow reads) compressed:
-   * about half a job's history bytes (docs/scale.md). Workflow inputs, results, failures and signals stay plain, for
+   * the answers take a third of their bytes, a job's history a sixth less (docs/scale.md). Workflow inputs, results, failures and signals stay plain, for
    * Nexus callers, other languages and the Web UI. Every worker, replayer and client given the plugin decodes
    * compressed payloads whatever this says, so turn it on once every worker of the namespace runs a release that
    * decodes them; `tuneflow codec-server` shows them in the Web UI and `temporal workflow show --codec-endpoint`.
