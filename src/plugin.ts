@@ -197,6 +197,8 @@ export interface TuneflowPluginOptions {
   checkApiKey?: boolean;
   /**
    * Store activity payloads (the requests to the service and its answers, which only tuneflow reads) compressed:
+   * every activity's on this worker, since a payload's context names no activity type, so leave it off on a worker
+   * whose own workflows call activities that workers without this codec run.
    * the answers take a third of their bytes, a job's history a sixth less (docs/scale.md). Workflow inputs, results, failures and signals stay plain, for
    * Nexus callers, other languages and the Web UI. Every worker, replayer and client given the plugin decodes
    * compressed payloads whatever this says, so turn it on once every worker of the namespace runs a release that

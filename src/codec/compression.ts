@@ -1,6 +1,6 @@
 /**
  * tuneflow's compressing payload codec. Activity payloads (the requests a run makes of the service and the service's
- * answers) are read by tuneflow alone, and were most of a job's history bytes: each is the Payload proto deflated with
+ * answers) are read by tuneflow's workers alone, and were most of a job's history bytes: each is the Payload proto deflated with
  * a preset dictionary of the service's field names, so even a 200-byte answer shrinks (a bare deflate gains little on
  * payloads that small). Workflow payloads (inputs, results, signals, queries, failures) stay as they are: Nexus
  * callers, other languages and the Web UI read them as stored. Decoding takes any payload: one the codec did not
@@ -61,8 +61,10 @@ const DICTIONARY_V1 = Buffer.concat([
 
 export interface CompressionCodecOptions {
   /**
-   * Compress activity payloads. Off, the codec only decodes: every worker of a namespace is given the decoding
-   * codec before any one of them compresses.
+   * Compress activity payloads: every activity's, as a payload's context names no activity type, so on a worker
+   * whose own workflows call activities of workers without this codec (another language, another queue), leave it
+   * off. Off, the codec only decodes: every worker of a namespace is given the decoding codec before any one of
+   * them compresses.
    * @default false
    */
   compress?: boolean;
@@ -99,6 +101,8 @@ export function compressed(payload: Payload): Payload {
   if (!data || data.length < MIN_COMPRESSED_BYTES || !JSON_OBJECT.has(data[0]!)) return payload;
   if (encodingOf(payload) !== 'json/plain') return payload;
   const whole = temporal.api.common.v1.Payload.encode(payload).finish();
+  // One the reader would refuse to inflate stays plain: the server's own payload limit then says no, as before.
+  if (whole.length > MAX_DECOMPRESSED_BYTES) return payload;
   const deflated = deflateRawSync(whole, { dictionary: DICTIONARY_V1 });
   const written: Payload = { metadata: { encoding: Buffer.from(COMPRESSED_ENCODING) }, data: deflated };
   return encodedSize(written) < whole.length ? written : payload;

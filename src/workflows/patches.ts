@@ -7,7 +7,10 @@
  */
 import { patched, workflowInfo } from '@temporalio/workflow';
 
-/** The one marker of a job started with every earlier patch's new branch. */
+/**
+ * The one marker of a job started with every earlier patch's new branch. A patch added after it asks `patched()`
+ * itself, never `patchedOrFolded`: a run started with the fold did not take that patch's branch.
+ */
 export const EARLIER_PATCHES_FOLDED = 'earlier-patches-folded';
 
 /** This run's answer, asked once at its start; keyed by run, as a context may be shared by runs. */

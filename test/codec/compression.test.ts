@@ -130,3 +130,12 @@ describe('CompressionCodec', () => {
     expect(sum(stored)).toBeLessThan(sum(answers) / 2);
   });
 });
+
+test('a payload the reader would refuse to inflate (over MAX_DECOMPRESSED_BYTES) is stored plain', () => {
+  const big = defaultPayloadConverter.toPayload({ text: 'x'.repeat(MAX_DECOMPRESSED_BYTES) });
+  expect(compressed(big)).toBe(big);
+  const under = defaultPayloadConverter.toPayload({ text: 'x'.repeat(MAX_DECOMPRESSED_BYTES - 1024) });
+  const stored = compressed(under);
+  expect(isCompressed(stored)).toBe(true);
+  expect(Buffer.from(decompressed(stored).data!)).toEqual(Buffer.from(under.data!));
+});
