@@ -57,6 +57,7 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
       "an operator's commands against a worker whose tenants have budgets; test/workflows/tenant-spend.test.ts runs `tuneflow spend --tenant shop --json` against a ledger on a dev server, and test/cli/cli.test.ts refuses its bad flags",
   },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
+  '### Compressed payloads #1': { by: 'test/workflows/compressed-payloads.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },
   '### Dashboard and alerts #1': { by: 'test/deploy/alerts.test.ts' },
