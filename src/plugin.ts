@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Client } from '@temporalio/client';
-import type { Logger } from '@temporalio/common';
+import type { DataConverter, Logger } from '@temporalio/common';
 import type { ClientOptions } from '@temporalio/client';
 import type { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import { SimplePlugin } from '@temporalio/plugin';
@@ -50,7 +50,6 @@ import { loadTenantSettings, Tenants, type TenantSettings } from './tenants';
 import { describeLimits, lacksQueueConfig, probeFairness, queueLimits, setQueueLimits } from './task-queue-limits';
 import { BOOKKEEPING_ACTIVITIES, BOOKKEEPING_SUFFIX, bookkeepingQueueOf } from './contract/task-queues';
 import { CompressionCodec } from './codec/compression';
-import type { DataConverter } from '@temporalio/common';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow

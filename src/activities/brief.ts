@@ -9,7 +9,7 @@
  */
 import { Prompt, Tune, type InspectionResult } from '../api/schemas';
 import { INSPECTION_FLAGS, type ImageInspection, type TrainingImage } from '../contract/inspection';
-import { RESULT_PROMPT_FIELDS, RESULT_TUNE_FIELDS } from '../contract/results';
+import { pickFields, RESULT_PROMPT_FIELDS, RESULT_TUNE_FIELDS } from '../contract/results';
 
 const TUNE_FIELDS: readonly string[] = [...new Set([...Object.keys(Tune.shape), 'updated_at', ...RESULT_TUNE_FIELDS])];
 const PROMPT_FIELDS: readonly string[] = [
@@ -75,8 +75,7 @@ export function briefInspection(image: TrainingImage, answer: InspectionResult):
 }
 
 function pick(object: Record<string, unknown>, fields: readonly string[]): Record<string, unknown> {
-  const kept: Record<string, unknown> = {};
-  for (const field of fields) if (field in object) kept[field] = object[field];
+  const kept = pickFields(object, fields);
   if (typeof kept.callback === 'string') kept.callback = withoutQuery(kept.callback);
   return kept;
 }

@@ -77,7 +77,7 @@ export const RESULT_PROMPT_FIELDS = [
  * // { id: 1, token: 'ohwx', trained_at: '2026-01-01T00:00:00Z' }
  */
 export function resultTune(tune: Tune): ResultTune {
-  return picked(tune, RESULT_TUNE_FIELDS) as unknown as ResultTune;
+  return pickFields(tune, RESULT_TUNE_FIELDS) as unknown as ResultTune;
 }
 
 /**
@@ -88,10 +88,15 @@ export function resultTune(tune: Tune): ResultTune {
  * // { id: 2, tune_id: 1, text: 'ohwx woman', images: ['https://...'] }
  */
 export function resultPrompt(prompt: Prompt): ResultPrompt {
-  return picked(prompt, RESULT_PROMPT_FIELDS) as unknown as ResultPrompt;
+  return pickFields(prompt, RESULT_PROMPT_FIELDS) as unknown as ResultPrompt;
 }
 
-function picked(object: Record<string, unknown>, fields: readonly string[]): Record<string, unknown> {
+/**
+ * `object`'s `fields`, in their order; one it lacks (or holds as undefined, which no payload keeps) stays out.
+ *
+ * @example pickFields({ id: 1, seed: 7 }, ['id', 'text']); // { id: 1 }
+ */
+export function pickFields(object: Record<string, unknown>, fields: readonly string[]): Record<string, unknown> {
   const kept: Record<string, unknown> = {};
   for (const field of fields) if (object[field] !== undefined) kept[field] = object[field];
   return kept;

@@ -6,8 +6,6 @@
  * `npx tuneflow codec-server`, both run by bash as printed, shows the service's answers the worker stored.
  */
 import { execFile, spawn } from 'node:child_process';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Client } from '@temporalio/client';
@@ -18,7 +16,7 @@ import { freePort } from '../../src/temporal-server/dev-server';
 import { COMPRESSED_ENCODING } from '../../src/codec/compression';
 import { asksForCallbacks } from '../../src/cli/run-watch';
 import { blocksUnder, commandsOf } from '../readme-blocks';
-import { devServerExecutable, devServerTest, startDevServer } from './environment';
+import { devServerTest, startDevServer, temporalOnPath } from './environment';
 import { summarize } from './history-summary';
 import { startWorkerProcess } from './worker-process';
 
@@ -46,10 +44,8 @@ afterAll(async () => {
 
 /** A README command, run by bash as a user would (`temporal` on PATH, the dev server's address): its outcome. */
 function sh(command: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-cli-'));
-  fs.symlinkSync(devServerExecutable(), path.join(dir, 'temporal'));
   const shEnv = {
-    PATH: `${dir}${path.delimiter}${process.env.PATH}`,
+    PATH: temporalOnPath(),
     HOME: process.env.HOME,
     TEMPORAL_ADDRESS: env!.address,
   };

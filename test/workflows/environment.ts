@@ -8,6 +8,9 @@
  * its verdict in process.env, which the test files read here. With CI set a missing server fails the run in
  * global-setup.ts, so nothing is skipped there.
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Worker, WorkflowBundle } from '@temporalio/worker';
 import { openTemporal, type DevServerSettings, type TemporalServer } from '../../src/temporal-server';
@@ -90,6 +93,16 @@ export function devServerExecutable(): string {
   if (dev.kind !== 'dev-server' || dev.executable.type !== 'existing-path')
     throw new Error(`the dev server is not a file here: ${JSON.stringify(dev)}`);
   return dev.executable.path;
+}
+
+/**
+ * PATH with `temporal` on it, as the README's commands expect it: a link to the CLI the dev server is, in a directory
+ * of its own, before the test's own PATH.
+ */
+export function temporalOnPath(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-cli-'));
+  fs.symlinkSync(devServerExecutable(), path.join(dir, 'temporal'));
+  return `${dir}${path.delimiter}${process.env.PATH}`;
 }
 
 /**

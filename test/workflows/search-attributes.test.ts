@@ -10,7 +10,6 @@
  */
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
@@ -19,7 +18,7 @@ import { SEARCH_ATTRIBUTES, SearchAttribute } from '../../src/contract/search-at
 import { freePort, startDevServerProcess } from '../../src/temporal-server/dev-server';
 import type { TrainThenGenerateInput, TrainThenGenerateResult } from '../../src/workflows';
 import { blocksUnder, commandsOf, README } from '../readme-blocks';
-import { devServerExecutable, devServerTest, startDevServer, useWorkflowHarness } from './environment';
+import { devServerExecutable, devServerTest, startDevServer, temporalOnPath, useWorkflowHarness } from './environment';
 import { API_KEY, resultOf, waitFor } from './harness';
 import { summarize } from './history-summary';
 import { IMAGE_URLS } from './scenarios';
@@ -38,13 +37,6 @@ const PRINTED_TUNE_ID = '1504963';
 /** The Web UI's port on the first test's server: the README's saved view is asked of the UI server's own API. */
 let uiPort = 0;
 const harness = useWorkflowHarness(async () => startDevServer({ uiPort: (uiPort = await freePort()) }));
-
-/** `temporal` on PATH, as the README's commands expect it: a link to the CLI the dev server is. */
-function temporalOnPath(): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tuneflow-cli-'));
-  fs.symlinkSync(devServerExecutable(), path.join(dir, 'temporal'));
-  return `${dir}${path.delimiter}${process.env.PATH}`;
-}
 
 /** A README command, run by bash as a user would, against `address`: its stdout. */
 async function sh(command: string, address: string): Promise<string> {
