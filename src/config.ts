@@ -11,6 +11,8 @@ import { durationToMs, type Duration } from './duration';
 import { DEFAULT_TENANT, tenantNameProblem } from './contract/tenants';
 import type { SpendPeriod } from './contract/spend';
 import type { TenantSettings } from './tenants';
+import type { StorageSettings } from './storage';
+import { MAX_IMAGE_MAX_BYTES } from './contract/storage';
 
 /** The public service's base URL. */
 export const DEFAULT_API_URL = 'https://api.astria.ai';
@@ -39,6 +41,13 @@ export const ENVIRONMENT = {
   TUNEFLOW_LOG_LEVEL: 'TRACE, DEBUG, INFO, WARN or ERROR (default INFO)',
   TUNEFLOW_UPLOAD_DIR:
     "the only directory a job's file paths may name (each file opened once, checked and read on that handle); unset: jobs send image URLs only",
+  TUNEFLOW_STORAGE:
+    "where each settled prompt's images are copied: an absolute folder path (the embedded default), or s3://bucket/prefix with the AWS SDK's credentials (AWS_ACCESS_KEY_ID, ...); unset: not copied",
+  TUNEFLOW_STORAGE_ENDPOINT:
+    'the S3-compatible store of an s3:// TUNEFLOW_STORAGE that is not AWS S3 (R2, GCS, SeaweedFS, MinIO): its http(s) URL',
+  TUNEFLOW_IMAGE_HOSTS:
+    "hosts (host or host:port) the service's image URLs may name besides https ones and the service's own, comma-separated; the API key is never sent to them",
+  TUNEFLOW_IMAGE_MAX_BYTES: 'the most bytes one image may have to be copied (default 33554432, 32 MiB)',
   TUNEFLOW_MAX_CACHED_WORKFLOWS:
     "runs kept in the worker's cache, most of its memory (default: the SDK's, from the heap limit; sizing: docs/scale.md)",
   TUNEFLOW_CHECK_API_KEY:
@@ -154,6 +163,8 @@ export interface WorkerConfig {
   checkApiKey: boolean;
   /** TUNEFLOW_COMPRESS_PAYLOADS: store activity payloads compressed (src/codec/compression.ts). @default false */
   compressPayloads: boolean;
+  /** TUNEFLOW_STORAGE and the image settings: where the images are copied; undefined: not copied. */
+  storage?: StorageSettings;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -314,7 +325,57 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
     serviceMargin: loadServiceMargin(env),
     checkApiKey: loadCheckApiKey(env),
     compressPayloads: loadCompressPayloads(env),
+    storage: loadStorageSettings(env),
   };
+}
+
+/**
+ * TUNEFLOW_STORAGE (a folder's absolute path, or s3://bucket/prefix), TUNEFLOW_STORAGE_ENDPOINT, TUNEFLOW_IMAGE_HOSTS
+ * and TUNEFLOW_IMAGE_MAX_BYTES; undefined when TUNEFLOW_STORAGE is unset.
+ *
+ * @example
+ * loadStorageSettings({ TUNEFLOW_STORAGE: 's3://images/tuneflow' }); // { target: { s3: { bucket: 'images', prefix: 'tuneflow' } } }
+ */
+export function loadStorageSettings(env: Env = process.env): StorageSettings | undefined {
+  const value = env.TUNEFLOW_STORAGE?.trim();
+  const endpoint = env.TUNEFLOW_STORAGE_ENDPOINT?.trim() || undefined;
+  const maxBytes = env.TUNEFLOW_IMAGE_MAX_BYTES?.trim();
+  const imageMaxBytes = maxBytes
+    ? read(
+        env,
+        'TUNEFLOW_IMAGE_MAX_BYTES',
+        z.coerce.number().int().min(1024).max(MAX_IMAGE_MAX_BYTES),
+        `must be a whole number of bytes from 1024 to ${MAX_IMAGE_MAX_BYTES}`,
+      )
+    : undefined;
+  const imageHosts = (env.TUNEFLOW_IMAGE_HOSTS ?? '')
+    .split(',')
+    .map((h) => h.trim())
+    .filter(Boolean);
+  for (const host of imageHosts)
+    if (!/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/.test(host))
+      throw new ConfigError(
+        'TUNEFLOW_IMAGE_HOSTS',
+        `must be host or host:port names, comma-separated (not ${JSON.stringify(host)})`,
+      );
+  if (!value) {
+    if (endpoint) throw new ConfigError('TUNEFLOW_STORAGE_ENDPOINT', 'is set without TUNEFLOW_STORAGE');
+    return undefined;
+  }
+  const extra = { ...(imageHosts.length && { imageHosts }), ...(imageMaxBytes !== undefined && { imageMaxBytes }) };
+  if (value.startsWith('s3://')) {
+    const [bucket, ...prefix] = value.slice('s3://'.length).split('/');
+    if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+      throw new ConfigError('TUNEFLOW_STORAGE', `must name an S3 bucket after s3:// (not ${JSON.stringify(bucket)})`);
+    if (endpoint && !httpUrl.safeParse(endpoint).success)
+      throw new ConfigError('TUNEFLOW_STORAGE_ENDPOINT', 'must be an http or https URL');
+    const s3 = { bucket, ...(prefix.join('/') && { prefix: prefix.join('/') }), ...(endpoint && { endpoint }) };
+    return { target: { s3 }, ...extra };
+  }
+  if (endpoint) throw new ConfigError('TUNEFLOW_STORAGE_ENDPOINT', 'is for an s3:// TUNEFLOW_STORAGE only');
+  if (!path.isAbsolute(value))
+    throw new ConfigError('TUNEFLOW_STORAGE', 'must be an absolute folder path, or s3://bucket/prefix');
+  return { target: { folder: value }, ...extra };
 }
 
 /**

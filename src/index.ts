@@ -42,3 +42,18 @@ export type * from './contract/inputs';
 export { DEFAULT_TASK_QUEUE } from './config';
 export { BOOKKEEPING_ACTIVITIES, bookkeepingQueueOf } from './contract/task-queues';
 export { probeFairness, type FairnessProbe } from './task-queue-limits';
+export {
+  checkStoredImages,
+  copyAgain,
+  FolderStore,
+  ImageFetcher,
+  S3Store,
+  type ImageStore,
+  type S3StoreOptions,
+  type StorageSettings,
+  type StorageTarget,
+  type StoredImageCheck,
+  type StoredImageProblem,
+} from './storage';
+export type { StoredImage } from './contract/storage';
+export type { ImagesNotStoredDetails } from './contract/failures';

@@ -33,6 +33,7 @@ import {
   DEFAULT_SERVICE_MARGIN,
   MAX_SERVICE_MARGIN,
   loadUploadDir,
+  loadStorageSettings,
   loadCheckApiKey,
   loadCompressPayloads,
   portProblem,
@@ -47,6 +48,7 @@ import { registerCommands } from './contract/search-attributes';
 import { missingSearchAttributes } from './search-attributes';
 import { tuneflowServiceHandler } from './nexus/handler';
 import { loadTenantSettings, Tenants, type TenantSettings } from './tenants';
+import { storageOf, type ImageFetcher, type ImageStore, type StorageSettings } from './storage';
 import { describeLimits, lacksQueueConfig, probeFairness, queueLimits, setQueueLimits } from './task-queue-limits';
 import { BOOKKEEPING_ACTIVITIES, BOOKKEEPING_SUFFIX, bookkeepingQueueOf } from './contract/task-queues';
 import { CompressionCodec } from './codec/compression';
@@ -164,6 +166,17 @@ export interface TuneflowPluginOptions {
    */
   uploadDir?: string;
   /**
+   * Where each settled prompt's images are copied, as they settle: a folder (`{ target: { folder: '/srv/images' } }`,
+   * the embedded default), an S3-compatible bucket (`{ target: { s3: { bucket, endpoint } } }`, through the AWS SDK's
+   * S3 client and its credential chain), or an `ImageStore` of the caller's. Each copy is written once under a key
+   * that names the tenant, the job, the prompt and the image, and checked by the SHA-256 of the bytes read back; the
+   * result names where each is (`stored_images`). Image URLs are read from https hosts, the service's own host and
+   * `imageHosts`, without the API key. A job opts out with `options.storeImages: false`.
+   * @default TUNEFLOW_STORAGE (with TUNEFLOW_STORAGE_ENDPOINT, TUNEFLOW_IMAGE_HOSTS, TUNEFLOW_IMAGE_MAX_BYTES);
+   *   unset or `false`: images are not copied, and a job's result holds the service's URLs only
+   */
+  storage?: StorageSettings | false;
+  /**
    * Activities per second the worker's task queue starts, all its workers together, under the service's rate limit.
    * The worker sets it at start as the task queue's limit on the Temporal server (UpdateTaskQueueConfig, the same as
    * `tuneflow queue-limits --rate`), which every worker on the queue then obeys: a worker started without it, or with
@@ -234,6 +247,7 @@ export class TuneflowPlugin extends SimplePlugin {
   /** The activities that never reach the service, for the bookkeeper beside each worker. */
   readonly #bookkeeping: Record<string, unknown>;
   readonly #ownsApi: boolean;
+  readonly #storage: { store: ImageStore; fetcher: ImageFetcher } | undefined;
   readonly #callbacks: TuneflowCallbackOptions | undefined;
   readonly #signer: CallbackSigner | undefined;
   readonly #logger: Logger | undefined;
@@ -269,13 +283,15 @@ export class TuneflowPlugin extends SimplePlugin {
     const given = options.api ?? apiFromEnvironment();
     const callbacks = options.callbacks === undefined ? loadCallbackConfig() : options.callbacks || undefined;
     const uploadDir = options.uploadDir ?? loadUploadDir();
+    const storageSettings = options.storage === undefined ? loadStorageSettings() : options.storage || undefined;
     const checkApiKey = options.checkApiKey ?? loadCheckApiKey();
     const tenants = new Tenants(options.tenants ?? loadTenantSettings());
     const ownsApi = !(given instanceof TunesApi);
     const otel = options.tracing === undefined ? undefined : openTelemetryPlugin(options.tracing);
     const api = given instanceof TunesApi ? given : new TunesApi(given);
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
-    const activities = createActivities({ api, callbacks: signer, uploadDir, tenants });
+    const storage = storageSettings && storageOf(storageSettings, api.origin);
+    const activities = createActivities({ api, callbacks: signer, uploadDir, tenants, storage });
     const compressPayloads = options.compressPayloads ?? loadCompressPayloads();
     super({
       name: 'tuneflow',
@@ -287,6 +303,7 @@ export class TuneflowPlugin extends SimplePlugin {
       nexusServices: options.nexus === false ? undefined : [tuneflowServiceHandler(tenants)],
     });
     this.#api = api;
+    this.#storage = storage;
     this.#bookkeeping = Object.fromEntries(BOOKKEEPING_ACTIVITIES.map((name) => [name, activities[name]]));
     this.#ownsApi = ownsApi;
     this.#callbacks = callbacks;
@@ -311,6 +328,7 @@ export class TuneflowPlugin extends SimplePlugin {
                   : `${callbacks.host ?? '0.0.0.0'}:${callbacks.port ?? DEFAULT_CALLBACK_PORT}`,
             }),
             uploadDir: uploadDir ?? 'off (image URLs only)',
+            storage: storage ? storage.store.name : 'off (the service keeps the images)',
             serviceRate:
               serviceRate === undefined
                 ? "not set (the server's, if any)"
@@ -403,7 +421,12 @@ export class TuneflowPlugin extends SimplePlugin {
         await receiver.close();
       }
     } finally {
-      if (this.#ownsApi) await this.#api.close();
+      try {
+        if (this.#ownsApi) await this.#api.close();
+      } finally {
+        this.#storage?.store.close?.();
+        await this.#storage?.fetcher.close();
+      }
     }
   }
 

@@ -13,6 +13,7 @@
  * - the API key and signed callback URLs in no history; every callback signal matches a callback the mock sent (else a forgery got through);
  * - and the figures: history size, workflow tasks, callback-to-reaction latency.
  */
+import type { ResultPrompt } from '../../src/contract/results';
 import * as proto from '@temporalio/proto';
 import type { JournalPrompt, JournalTune, MockJournal } from '../../src/mock-service';
 import { FailureType } from '../../src/contract/failures';
@@ -94,6 +95,8 @@ export interface JobOutcome {
   bytesByPart: Record<HistoryPart, number>;
   /** Prompts in a completed run's result. */
   resultPrompts?: number;
+  /** A completed run's result prompts, as it gave them (their images and stored copies), for the storage's judge. */
+  resultPromptList?: ResultPrompt[];
   /** The objects the run reports: a completed run's result, a failed run's failure details. */
   reported: { tuneIds: number[]; promptIds: number[] };
   keyInHistory: boolean;
@@ -262,6 +265,7 @@ function readClose(outcome: JobOutcome, last: HistoryEvent | undefined): void {
       | { prompts?: unknown[] }
       | undefined;
     outcome.resultPrompts = Array.isArray(result?.prompts) ? result.prompts.length : undefined;
+    if (Array.isArray(result?.prompts)) outcome.resultPromptList = result.prompts as ResultPrompt[];
     outcome.reported = idsIn(result);
   } else if (last?.workflowExecutionFailedEventAttributes) {
     outcome.status = 'failed';

@@ -93,6 +93,8 @@ export interface SoakOptions {
   traceGc: boolean;
   /** TUNEFLOW_COMPRESS_PAYLOADS=on for every worker: activity payloads stored compressed. */
   compressPayloads: boolean;
+  /** Every worker copies the images (TUNEFLOW_STORAGE): to a folder, or to SeaweedFS (src/s3-server). */
+  storage?: 'folder' | 's3';
   /**
    * Serve `/metrics` from each worker and the receiver, scrape them every `scrapeIntervalSeconds` and hold their
    * figures to the soak's own (bench/soak/agreement.ts).
@@ -153,6 +155,9 @@ ${Object.entries(PROFILES)
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
   --compress-payloads   the workers store activity payloads compressed (TUNEFLOW_COMPRESS_PAYLOADS=on)
+  --storage KIND        the workers copy every image to storage (TUNEFLOW_STORAGE): folder (the embedded default), or
+                        s3 (a SeaweedFS the soak starts, its bucket versioned); the report counts images lost or
+                        stored twice
   --trace-gc            trace each worker's garbage collection (node --trace-gc) and report the first worker's V8
                         heaps apart (its main thread, where activities run, and its workflow thread): peak committed,
                         peak in use, live after a full collection
@@ -215,6 +220,7 @@ const FLAGS = {
   'cpu-prof': { type: 'string' },
   'trace-gc': { type: 'boolean' },
   'compress-payloads': { type: 'boolean' },
+  storage: { type: 'string' },
   keep: { type: 'boolean' },
   'worker-heap': { type: 'string' },
   'max-cached': { type: 'string' },
@@ -273,6 +279,7 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     cpuProfDir: v['cpu-prof'],
     traceGc: v['trace-gc'] ?? false,
     compressPayloads: v['compress-payloads'] ?? false,
+    storage: storageKind(v.storage),
     ordinaryJobs,
     keep: v.keep ?? false,
     workerHeapMiB:
@@ -406,4 +413,10 @@ function fairShareOf(
   if (v.cluster)
     throw new FlagError('fair-share: runs on dev servers it starts with fairness on and off, not --cluster');
   return ordinary;
+}
+
+function storageKind(value: string | undefined): 'folder' | 's3' | undefined {
+  if (value === undefined) return undefined;
+  if (value !== 'folder' && value !== 's3') throw new FlagError(`--storage: must be folder or s3, got ${value}`);
+  return value;
 }

@@ -2,6 +2,7 @@
  * The soak's report: its figures (the JSON line), and in words the table `npm run soak` prints at the end and the rows
  * compared with the floor (the report page's table too).
  */
+import type { StorageFigures } from './storage';
 import * as os from 'node:os';
 import type { RateLimitRefusal } from '../../src/mock-service/faults';
 import { AGREED, AGREED_NAMES, type MetricsFigures } from './agreement';
@@ -90,6 +91,8 @@ export interface SoakReport extends PhaseFigures {
    * tenant's, runs over their maxCostMc, and objects or charges joined to no run (tenancy.ts).
    */
   tenancy?: Omit<TenancyVerdict, 'violations'>;
+  /** With --storage: the completed jobs' images held to the store (none lost, none stored twice). */
+  storage?: StorageFigures;
   /**
    * Under fair-share: each round's run with fairness and without, both tenants' p50 / p90 job latencies (the ordinary
    * tenant's alone and beside the flood), the ratio of its p90s, the 429s; the median ratios (fair-share.ts). The
@@ -287,7 +290,12 @@ export function comparisonRows(report: SoakReport): string[][] {
 /** The hostile starters' and the tenants' rows of the table: none without hostile-starters. */
 function hostileRows(report: SoakReport): Array<[string, string]> {
   const rows: Array<[string, string]> = [];
-  const { hostile, tenancy } = report;
+  const { hostile, tenancy, storage } = report;
+  if (storage)
+    rows.push([
+      `images in storage (${storage.kind}): named / stored / lost / stored twice`,
+      `${storage.images} / ${storage.stored} / ${storage.lost} / ${storage.storedTwice}`,
+    ]);
   if (tenancy) {
     rows.push([
       'across tenants: read / created on / deleted / acted on',

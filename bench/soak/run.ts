@@ -52,6 +52,7 @@ import {
 import { planJobs, startJob, tenantOf, type SoakJob } from './jobs';
 import { callbackTimes, JournalIndex, judgeRun, readHistory, SIGNATURE, type JobOutcome } from './judge';
 import { judgeTenancy } from './tenancy';
+import { SoakStorage } from './storage';
 import {
   apiCallsOf,
   followRuns,
@@ -155,6 +156,7 @@ interface Judged {
   faultCounts: FaultCounts;
   hostileFigures: SoakReport['hostile'];
   tenancy: SoakReport['tenancy'];
+  storage: SoakReport['storage'];
   logLeaks: number;
   signedUrlsInLogs: number;
   /** Runs that ended as workflow code ends them (completed or failed): the jobs' and the attacks'. */
@@ -189,6 +191,8 @@ class SoakRun {
   private receiverMetrics?: MetricsTarget;
   private scrapes?: MetricsScrapes;
   private uploads?: UploadWorld;
+  /** With --storage: the store every worker copies the images to. */
+  private storage?: SoakStorage;
   private workers!: SoakWorkers;
   /** Under fair-share: how long the ordinary jobs waited for the flood's admission, after its last start. */
   private admissionSeconds?: number;
@@ -298,6 +302,11 @@ class SoakRun {
   /** The workers: their callbacks go to the receiver above (each worker's own receiver listens unused on a free port). */
   private async startWorkers(): Promise<void> {
     if (this.hostileStarters) this.uploads = prepareUploads(this.dir, solidPng('soak-upload', 64));
+    if (this.options.storage) {
+      const storage = await SoakStorage.start(this.options.storage, this.dir, this.taskQueue);
+      this.storage = storage;
+      this.cleanups.push(() => storage.close());
+    }
     const env = workerEnvironment(this.options, {
       temporalAddress: this.server.address,
       apiKey: this.apiKey,
@@ -308,6 +317,7 @@ class SoakRun {
       uploadDir: this.uploads?.uploadDir,
       // The operator's grants: the base tune every tenant's generate jobs use.
       tenantTunes: this.tenants.length > 1 ? SOAK_TENANT_TUNES : undefined,
+      storage: this.storage?.env,
     });
     const args = [...workerNodeFlags(this.options), ...tuneflowCommand().args, 'worker'];
     this.workers = new SoakWorkers(
@@ -615,6 +625,8 @@ class SoakRun {
           )
         : undefined;
     if (tenancy) violations.push(...tenancy.violations);
+    const storage = this.storage && (await this.storage.judge(outcomes));
+    if (storage) violations.push(...storage.violations);
     for (const { job, error } of this.notStarted) violations.push(`${job.workflowId}: never started: ${error}`);
     const { logLeaks, signedUrlsInLogs } = secretsInLogs(this.dir, this.apiKey);
     if (logLeaks) violations.push(`the API key is in ${logLeaks} log lines`);
@@ -627,6 +639,7 @@ class SoakRun {
       faultCounts,
       hostileFigures,
       tenancy,
+      storage: storage?.figures,
       logLeaks,
       signedUrlsInLogs,
       ended: ended.length,
@@ -704,6 +717,7 @@ class SoakRun {
       failureTypes: verdict.failureTypes,
       ...(judged.hostileFigures && { hostile: judged.hostileFigures }),
       ...(judged.tenancy && { tenancy: judged.tenancy }),
+      ...(judged.storage && { storage: judged.storage }),
       slowest: slowestOf(outcomes, 3),
       ...(counted && { metrics: this.metricsFigures({ ...counted, jobs: judged.ended }, counted.unpricedMc) }),
       violations: this.violations,

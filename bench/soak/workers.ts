@@ -111,6 +111,8 @@ export function workerEnvironment(
     uploadDir: string | undefined;
     /** The operator's grants of tunes to tenants (TUNEFLOW_TENANT_TUNES), by tenant (`*`: every one). */
     tenantTunes?: Readonly<Record<string, readonly number[]>>;
+    /** TUNEFLOW_STORAGE and the variables of its store. */
+    storage?: Record<string, string>;
   },
 ): Record<string, string> {
   return {
@@ -131,6 +133,7 @@ export function workerEnvironment(
       TUNEFLOW_MAX_CACHED_WORKFLOWS: String(options.maxCachedWorkflows),
     }),
     ...(run.uploadDir && { TUNEFLOW_UPLOAD_DIR: run.uploadDir }),
+    ...run.storage,
     ...(run.tenantTunes && {
       TUNEFLOW_TENANT_TUNES: Object.entries(run.tenantTunes)
         .map(([tenant, ids]) => `${tenant}=${ids.join('+')}`)

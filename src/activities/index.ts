@@ -6,6 +6,11 @@
  * job: nothing here loops.
  */
 import { activityInfo, cancellationSignal, Context, getClient, heartbeat } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { StoredImage } from '../contract/storage';
+import { copyPromptImages, StoredImageDiffers, type CheckedCopy } from '../storage/copy';
+import { ImageFetchError, type ImageFetcher } from '../storage/image-fetch';
+import type { ImageStore } from '../storage/store';
 import type { TunesApi } from '../api';
 import type { Prompt, Tune } from '../api/schemas';
 import { type CallbackRun, type CallbackSigner, redactCallbackSignatures } from '../callbacks/signing';
@@ -40,6 +45,11 @@ export interface RunSettings {
   registered: boolean;
   /** Whether the run's tenant has a spend ceiling: its creates are reserved on the tenant's ledger. */
   budget: boolean;
+  /**
+   * Whether this worker copies images to storage: the run's settled prompts' images are copied (storeImages). Absent
+   * in answers recorded before storage existed: those runs copy nothing, as they did.
+   */
+  storage?: boolean;
 }
 
 export { toApplicationFailure } from './failures';
@@ -126,6 +136,12 @@ export interface TuneflowActivities extends SpendActivities {
    * The budget's ceiling and window are read again by each reservation, on the worker that makes it.
    */
   searchAttributesRegistered(input: { budget: true }): Promise<RunSettings>;
+  /**
+   * Copies a settled prompt's images (the service's URLs, in its order) to the worker's storage under keys that name
+   * the job, the prompt and the image, each checked by its SHA-256 read back; answers where each is. Writes each
+   * image once, whoever retries. Never reaches the service's API, nor sends its key (src/storage).
+   */
+  storeImages(input: { promptId: number; images: string[] }): Promise<StoredImage[]>;
 }
 
 export interface ActivityDeps {
@@ -154,6 +170,11 @@ export interface ActivityDeps {
    * the path here, what is sent is what was checked.
    */
   beforeUploadRead?: UploadReadOptions['beforeRead'];
+  /**
+   * Where the jobs' images are copied, and how they are read from the service's image hosts (src/storage).
+   * @default none: a job's result holds the service's URLs only
+   */
+  storage?: { store: ImageStore; fetcher: ImageFetcher };
 }
 
 /** The list page size: the spec's maximum, so one call covers a whole job's prompts. */
@@ -173,6 +194,8 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
   const reading: UploadReadOptions = { beforeRead: deps.beforeUploadRead };
   const lookupPages = deps.lookupPages ?? 5;
   const searchAttributes = new SearchAttributesCheck();
+  // Each copy holds an image and its read-back in memory: a few at once per worker bound that (4 x 2 x 32 MiB).
+  const copyTurns = new Turns(COPIES_AT_ONCE);
 
   /**
    * The URL the service should POST to, signed for this run, with the trace of the span that scheduled this activity
@@ -274,12 +297,116 @@ export function createActivities(deps: ActivityDeps): TuneflowActivities {
       if (!input?.budget) return registered as never;
       const workflowId = activityInfo().workflowExecution?.workflowId ?? '';
       const tenant = jobOfWorkflowId(workflowId)?.tenant ?? DEFAULT_TENANT;
-      const settings: RunSettings = { registered, budget: tenants.budgetOf(tenant) !== undefined };
+      const settings: RunSettings = {
+        registered,
+        budget: tenants.budgetOf(tenant) !== undefined,
+        ...(deps.storage && { storage: true }),
+      };
       return settings as never;
+    },
+
+    async storeImages({ promptId, images }) {
+      if (!deps.storage)
+        // Another worker of the queue may have storage: retried (bounded), and named if none does.
+        throw ApplicationFailure.retryable(
+          "this worker copies no images: it has no storage (TUNEFLOW_STORAGE, the plugin's `storage`)",
+          'StorageNotConfigured',
+        );
+      const { store, fetcher } = deps.storage;
+      const workflowId = activityInfo().workflowExecution?.workflowId ?? '';
+      // The copies an earlier attempt checked, from its heartbeats: taken again once read back with their digest.
+      const earlier = (activityInfo().heartbeatDetails as { checked?: CheckedCopy[] } | undefined)?.checked ?? [];
+      const checked: CheckedCopy[] = [];
+      const beating = setInterval(() => heartbeat({ checked }), HEARTBEAT_EVERY_MS);
+      const release = await copyTurns.take(cancellationSignal());
+      try {
+        const job = { workflowId, promptId, urls: checkedImageUrls(images) };
+        return await copyPromptImages(store, fetcher, job, {
+          signal: cancellationSignal(),
+          earlier: Array.isArray(earlier) ? earlier : [],
+          checked: (copy) => {
+            checked.push(copy);
+            heartbeat({ checked });
+          },
+        });
+      } catch (err) {
+        throw storageFailure(err, store);
+      } finally {
+        release();
+        clearInterval(beating);
+      }
     },
 
     ...spendActivities(tenants),
   };
+}
+
+/** Copies under way at once on one worker (each holds at most twice TUNEFLOW_IMAGE_MAX_BYTES). */
+const COPIES_AT_ONCE = 4;
+
+/** At most `size` holders at once; the others wait their turn in order (an abort leaves the line). */
+class Turns {
+  #free: number;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.#free = size;
+  }
+
+  async take(signal: AbortSignal): Promise<() => void> {
+    if (this.#free > 0) this.#free--;
+    else
+      await new Promise<void>((resolve, reject) => {
+        const turn = () => {
+          signal.removeEventListener('abort', abort);
+          resolve();
+        };
+        const abort = () => {
+          this.#waiting.splice(this.#waiting.indexOf(turn), 1);
+          reject(signal.reason);
+        };
+        this.#waiting.push(turn);
+        signal.addEventListener('abort', abort, { once: true });
+      });
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#free++;
+    };
+  }
+}
+
+/** The most images a prompt may have: more is no answer of the service's. */
+const MAX_IMAGES_PER_PROMPT = 64;
+
+function checkedImageUrls(images: unknown): string[] {
+  if (!Array.isArray(images) || images.length > MAX_IMAGES_PER_PROMPT || images.some((u) => typeof u !== 'string'))
+    throw ApplicationFailure.nonRetryable(`images: must be at most ${MAX_IMAGES_PER_PROMPT} URLs`, 'ImageNotStorable');
+  return images as string[];
+}
+
+/** A copy's failure, typed for its retry policy (src/workflows/policies.ts storageActivityOptions). */
+function storageFailure(err: unknown, store: ImageStore): unknown {
+  if (err instanceof ApplicationFailure) return err;
+  if (err instanceof ImageFetchError)
+    return err.retryable
+      ? ApplicationFailure.retryable(err.message, 'ImageUnreachable')
+      : ApplicationFailure.create({
+          message: err.message,
+          type: 'ImageNotStorable',
+          nonRetryable: true,
+          details: [{ reason: err.reason }],
+        });
+  if (err instanceof StoredImageDiffers) return ApplicationFailure.nonRetryable(err.message, 'StoredImageDiffers');
+  if (cancellationSignal().aborted) return err;
+  // A key the store cannot hold (too long a name): the same on every attempt.
+  if (err instanceof TypeError || (err as NodeJS.ErrnoException).code === 'ENAMETOOLONG')
+    return ApplicationFailure.nonRetryable(`${store.name}: ${(err as Error).message}`, 'ImageNotStorable');
+  const { name, message } = err as Error;
+  return ApplicationFailure.retryable(`${store.name}: ${name}: ${String(message).slice(0, 300)}`, 'StorageUnavailable');
 }
 
 /** Signs a callback URL of `kind` for the running activity's workflow run; undefined when callbacks are off. */

@@ -71,6 +71,8 @@ export class TunesApi {
   readonly likes: Likes;
   readonly images: Images;
   readonly themes: Themes;
+  /** Where the service lives: scheme, host and port (an origin holds no credentials of the base URL's). */
+  readonly origin: string;
   readonly #http: HttpClient;
 
   constructor(options: TunesApiOptions) {
@@ -94,6 +96,7 @@ export class TunesApi {
       throw new TypeError('TunesApiOptions.requestsPerSecond: must be a positive number of requests a second');
 
     this.#http = new HttpClient({ apiKey, baseUrl, timeoutMs, connections, requestsPerSecond });
+    this.origin = new URL(baseUrl).origin;
     this.tunes = new Tunes(this.#http);
     this.prompts = new Prompts(this.#http);
     this.packs = new Packs(this.#http);

@@ -5,6 +5,7 @@
  */
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { ResultPrompt, ResultTune } from '../contract/results';
 import type { Cost } from '../contract/cost';
 
@@ -15,6 +16,8 @@ export interface SavedImage {
   /** The file's absolute path. */
   file: string;
   url: string;
+  /** The worker's stored copy (checked by its SHA-256), not a download of the demo's. */
+  stored?: boolean;
 }
 
 /** A prompt the gallery shows. */
@@ -45,6 +48,12 @@ export async function saveImages(prompts: readonly ResultPrompt[], dir: string):
   const saved: SavedImage[] = [];
   for (const prompt of prompts) {
     for (const [index, url] of (prompt.images ?? []).entries()) {
+      // The worker's copy where it made one (its storage, a folder): the gallery shows it, and downloads nothing.
+      const stored = prompt.stored_images?.[index]?.location;
+      if (stored?.startsWith('file:')) {
+        saved.push({ promptId: prompt.id, index, file: fileURLToPath(stored), url, stored: true });
+        continue;
+      }
       // fetch follows the redirects a CDN may answer with.
       const response = await fetch(url);
       if (!response.ok) throw new Error(`downloading ${url} answered ${response.status}`);

@@ -219,6 +219,8 @@ async function showResult(
   run: {
     workflowId: string;
     out: string | undefined;
+    /** The worker's storage folder. */
+    images: string;
     mockImages: boolean;
     history: string | undefined;
     keptUp: boolean;
@@ -227,13 +229,21 @@ async function showResult(
 ): Promise<void> {
   say(`tune ${result.tune.id} "${result.tune.title}" trained at ${result.tune.trained_at}`);
   say(`cost:      ${describeCost(result.cost)}`);
-  for (const prompt of result.prompts)
+  for (const prompt of result.prompts) {
     say(`prompt ${prompt.id}: ${prompt.user_error ? `failed: ${prompt.user_error}` : (prompt.images ?? []).join(' ')}`);
+    if (prompt.stored_images?.length) say(`  stored: ${prompt.stored_images.map((c) => c.location).join(' ')}`);
+  }
   const dir = path.resolve(run.out ?? 'out', run.workflowId);
   const saved = await saveImages(result.prompts, dir);
   // Relative when it is under the working folder, absolute otherwise (no ../../../tmp/...).
-  const shown = path.relative(process.cwd(), dir);
-  say(`saved ${saved.length} images to ${shown && !shown.startsWith('..') ? shown : dir}`);
+  const shownPath = (folder: string) => {
+    const relative = path.relative(process.cwd(), folder);
+    return relative && !relative.startsWith('..') ? relative : folder;
+  };
+  const stored = saved.filter((s) => s.stored).length;
+  if (stored)
+    say(`stored ${stored} images in ${shownPath(run.images)} (the worker's storage, each checked by SHA-256)`);
+  if (saved.length > stored) say(`saved ${saved.length - stored} images to ${shownPath(dir)}`);
   const { workflowId, mockImages, history, keptUp } = run;
   const page = {
     workflowId,
@@ -259,6 +269,8 @@ async function runDemoJob(
     input: TrainThenGenerateInput;
     workflowId: string;
     history: string | undefined;
+    /** The worker's storage: each image the job paid for is copied there, as the README's own worker does. */
+    images: string;
   },
   view: {
     line: LiveLine;
@@ -280,6 +292,7 @@ async function runDemoJob(
     callbacks: job.callbacks ?? false,
     logger: createLogger(line.sink(view.stderr), 'INFO'),
     nexus: false,
+    storage: { target: { folder: job.images } },
     // The demo says what it set up in lines of its own (Temporal, service, callbacks).
     startReport: false,
   });
@@ -379,13 +392,19 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
         ? `${temporal.ui}/namespaces/${temporal.env.namespace ?? 'default'}/workflows/${workflowId}`
         : undefined;
       const input = demoInput({ branch, image_urls: trainingImages }, values.prompt, !!real);
+      // The worker's storage, beside the galleries: each image the job paid for is copied there.
+      const images = path.resolve(values.out ?? 'out', 'images');
       const result = await runDemoJob(
-        { temporal, api, callbacks, input, workflowId, history },
+        { temporal, api, callbacks, input, workflowId, history, images },
         { line, stderr: io.stderr, say, following, stopped, unreachableLimitMs },
         cleanups,
       );
 
-      await showResult(result, { workflowId, out: values.out, mockImages: !real, history, keptUp: !!values.keep }, say);
+      await showResult(
+        result,
+        { workflowId, out: values.out, images, mockImages: !real, history, keptUp: !!values.keep },
+        say,
+      );
       if (values.keep) {
         say(
           `kept up until Ctrl-C: ${temporal.ui ? `the Web UI (${temporal.ui}) and ` : ''}${real ? 'the server' : 'the mock service (the image URLs)'}`,

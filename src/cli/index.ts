@@ -58,6 +58,11 @@ const COMMANDS: Record<string, Command> = {
     summary: "a tenant's spend in its budget's window: the ceiling, committed and reserved",
     run: async (argv) => (await import('./spend')).spendCommand(argv),
   },
+  images: {
+    summary:
+      "check a job's or a tenant's stored images against their digests; list (or --copy) those only at the service",
+    run: async (argv) => (await import('./images')).imagesCommand(argv),
+  },
   'codec-server': {
     summary: 'decode the activity payloads a worker stores compressed, for the Web UI and `temporal --codec-endpoint`',
     run: async (argv) => (await import('./codec-server')).codecServerCommand(argv),

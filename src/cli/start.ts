@@ -245,10 +245,13 @@ export async function startCommand(argv: string[], io: CommandIO = processIO()):
         if (values.json) io.stdout.write(`${JSON.stringify({ workflowId, started: handle.started, result })}\n`);
         else {
           io.stdout.write(`tune ${result.tune.id} trained at ${result.tune.trained_at}\n`);
-          for (const p of result.prompts)
+          for (const p of result.prompts) {
             io.stdout.write(
               `prompt ${p.id}: ${p.user_error ? `failed: ${p.user_error}` : (p.images ?? []).join(' ')}\n`,
             );
+            if (p.stored_images?.length)
+              io.stdout.write(`  stored: ${p.stored_images.map((c) => c.location).join(' ')}\n`);
+          }
           if (result.cost) io.stdout.write(`cost: ${describeCost(result.cost)}\n`);
           for (const line of describeInspection(result.inspection)) io.stdout.write(`inspected ${line}\n`);
         }

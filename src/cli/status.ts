@@ -9,6 +9,7 @@ import { redactCallbackSignatures } from '../callbacks/signing';
 import { TuneflowClient } from '../client';
 import type { Cost } from '../contract/cost';
 import { FailureType, type InspectionRefusedDetails } from '../contract/failures';
+import type { StoredImage } from '../contract/storage';
 import type { ImageInspection } from '../contract/inspection';
 import type { KeyInUseDetails } from '../contract/keys';
 import type { Progress } from '../contract/messages';
@@ -70,7 +71,12 @@ interface RunState {
   /** A call that failed and will be tried again, and why (`status --json` shows it as Temporal does). */
   retrying?: RetryingCall;
   progress?: Progress;
-  result?: { tune?: Tune; prompts?: Prompt[]; cost?: Cost; inspection?: ImageInspection[] };
+  result?: {
+    tune?: Tune;
+    prompts?: (Prompt & { stored_images?: StoredImage[] })[];
+    cost?: Cost;
+    inspection?: ImageInspection[];
+  };
   failure?: string;
   /** What inspecting the training images found (options.inspect): the result's, or an InspectionRefused failure's. */
   inspection?: ImageInspection[];
@@ -214,6 +220,7 @@ function summarize(
         ? `failed: ${p.user_error}`
         : `${(p.images ?? []).length} image${(p.images ?? []).length === 1 ? '' : 's'}: ${(p.images ?? []).join(' ')}`;
       lines.push(['', `${p.id} "${p.text}" ${outcome}`]);
+      if (p.stored_images?.length) lines.push(['', `  stored: ${p.stored_images.map((c) => c.location).join(' ')}`]);
     }
   } else if (progress)
     lines.push([

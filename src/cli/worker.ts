@@ -66,6 +66,8 @@ export async function createTuneflowWorker(
       logger,
       tracing,
       uploadDir: config.uploadDir,
+      // Unset in the config is off: no second look at the environment.
+      storage: config.storage ?? false,
       // The config is the whole truth here: unset is no limit, not a second look at the environment.
       serviceRate: config.serviceRate ?? false,
       serviceMargin: config.serviceMargin ?? DEFAULT_SERVICE_MARGIN,

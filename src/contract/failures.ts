@@ -8,6 +8,7 @@ import ms from 'ms';
 import { InvalidInputError } from '../api/errors';
 import type { Prompt, Tune } from '../api/schemas';
 import { costOf, type Cost } from './cost';
+import type { StoredImage } from './storage';
 import { refusedFlags, type ImageInspection, type InspectionFlag } from './inspection';
 import { keyInUseRule, type KeyInUseDetails } from './keys';
 
@@ -41,6 +42,11 @@ export const FailureType = {
    * of failing its workflow task on every attempt.
    */
   unconvertiblePayload: 'UnconvertiblePayload',
+  /**
+   * Images the job paid for could not be copied to the owner's storage (storage refusing past its retries, an image
+   * over the size bound or not an image, one the service no longer has): the details say what was paid and copied.
+   */
+  imagesNotStored: 'ImagesNotStored',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -127,6 +133,33 @@ export function promptsNeverSettled(
     `Prompts of tune ${tuneId} did not settle within ${ms(wait.timeoutMs, { long: true })} (promptTimeout): ` +
       `${reasons.join('; ')}; ${describePolls(wait, 'them')}`,
     FailureType.promptsNeverSettled,
+    details,
+  );
+}
+
+/** What an ImagesNotStored failure carries: the job's cost, what was copied, and what was not, with why. */
+export interface ImagesNotStoredDetails {
+  cost: Cost;
+  /** The prompts whose images were copied: their service URLs (`images`) and their copies, in the same order. */
+  stored: { promptId: number; images: string[]; stored: StoredImage[] }[];
+  notStored: { promptId: number; images: string[]; failure: string }[];
+}
+
+/**
+ * The failure of a job whose images were paid for and not all copied: the prompts' service URLs stay in the details,
+ * to copy again while the service has them (`tuneflow images check --copy`).
+ *
+ * @example
+ * throw imagesNotStored({ cost, stored: [], notStored: [{ promptId: 7, images: ['https://...'], failure: '...' }] });
+ */
+export function imagesNotStored(details: ImagesNotStoredDetails): ApplicationFailure {
+  const first = details.notStored[0];
+  const stored = details.stored.reduce((n, p) => n + p.stored.length, 0);
+  return ApplicationFailure.nonRetryable(
+    `The images of ${details.notStored.length} prompt${details.notStored.length === 1 ? '' : 's'} were paid for and ` +
+      `not copied to storage (${stored} image${stored === 1 ? '' : 's'} of other prompts were); prompt ` +
+      `${first?.promptId}: ${first?.failure}`,
+    FailureType.imagesNotStored,
     details,
   );
 }

@@ -288,6 +288,12 @@ function optionsSchema(): JsonSchema {
         default: DEFAULT_OPTIONS.promptConcurrency,
       },
       cleanupOnCancel: { type: 'boolean', default: DEFAULT_OPTIONS.cleanupOnCancel },
+      storeImages: {
+        type: ['boolean', 'null'],
+        description:
+          "Copy each settled prompt's images to the owner's storage (the worker's). false: not this job's; true: " +
+          'needed, InvalidOptions on a worker without storage. Default: copied where the worker has storage.',
+      },
       maxCostMc: { type: ['integer', 'null'], minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
       tuneCostMc: { type: ['integer', 'null'], minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
       inspect: {

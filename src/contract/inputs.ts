@@ -100,6 +100,14 @@ export interface TuneflowOptions {
    * @default no inspection
    */
   inspect?: InspectOption;
+  /**
+   * Copy each settled prompt's images to the owner's storage (the worker's TUNEFLOW_STORAGE, or the plugin's
+   * `storage`): where they are, their SHA-256 and size are in the result (`stored_images`). `false`: this job's are
+   * not copied. `true`: the job needs them copied, and fails InvalidOptions, having created nothing, on a worker
+   * without storage. Where they are copied is the operator's to say, never the job's.
+   * @default copied where the worker has storage
+   */
+  storeImages?: boolean;
 }
 
 export interface TrainThenGenerateInput {

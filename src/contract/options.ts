@@ -20,7 +20,7 @@ export const DEFAULT_OPTIONS = {
   promptTimeout: '1 hour',
   promptConcurrency: 4,
   cleanupOnCancel: false,
-} as const satisfies Required<Omit<TuneflowOptions, 'maxCostMc' | 'tuneCostMc' | 'inspect'>>;
+} as const satisfies Required<Omit<TuneflowOptions, 'maxCostMc' | 'tuneCostMc' | 'inspect' | 'storeImages'>>;
 
 /** The most prompt creates at once (the same bound the starters in client.ts check). */
 export const MAX_PROMPT_CONCURRENCY = 32;
@@ -46,11 +46,22 @@ export interface ResolvedOptions {
   tuneCostMc: number | undefined;
   /** Inspect the training images before the tune is created, refusing these flags; undefined: no inspection. */
   inspect: { refuse: InspectionFlag[] } | undefined;
+  /** Copy the images to storage: true, false, or undefined (where the worker has storage). */
+  storeImages: boolean | undefined;
 }
 
 type DurationOption = 'pollInterval' | 'maxPollInterval' | 'trainingTimeout' | 'promptTimeout';
-/** maxCostMc, tuneCostMc and inspect have no default: no limit, no price, no inspection, unless given. */
-const KNOWN_OPTIONS: readonly string[] = [...Object.keys(DEFAULT_OPTIONS), 'maxCostMc', 'tuneCostMc', 'inspect'];
+/**
+ * maxCostMc, tuneCostMc and inspect have no default: no limit, no price, no inspection, unless given; storeImages's
+ * is the worker's (its storage).
+ */
+const KNOWN_OPTIONS: readonly string[] = [
+  ...Object.keys(DEFAULT_OPTIONS),
+  'maxCostMc',
+  'tuneCostMc',
+  'inspect',
+  'storeImages',
+];
 
 /**
  * Applies defaults and checks every option; throws a non-retryable ApplicationFailure of type `InvalidOptions` that
@@ -85,6 +96,9 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
   const inspectRule = inspectIssue(options.inspect);
   if (inspectRule) throw invalid(inspectRule.option, inspectRule.rule);
   const inspect = options.inspect == null ? undefined : { refuse: [...(options.inspect.refuse ?? [])] };
+  const storeImages = options.storeImages ?? undefined;
+  if (storeImages !== undefined && typeof storeImages !== 'boolean')
+    throw invalid('storeImages', 'must be true or false');
 
   const schedule = { pollIntervalMs, maxPollIntervalMs };
   const timeouts = { trainingTimeout: durationOf('trainingTimeout'), promptTimeout: durationOf('promptTimeout') };
@@ -108,6 +122,7 @@ export function resolveOptions(options: TuneflowOptions | undefined | null): Res
     maxCostMc,
     tuneCostMc,
     inspect,
+    storeImages,
   };
 }
 

@@ -6,6 +6,7 @@
  * (`GET /tunes/:id`, `GET /tunes/:tune_id/prompts/:id`; `TunesApi`). Workflow-safe: no I/O, no zod.
  */
 import type { Prompt, Tune } from '../api/schemas';
+import type { StoredImage } from './storage';
 
 /** A tune as a job's result gives it: the job that made it, `token` for the prompts' text, its kind, when it trained, its price. */
 export interface ResultTune {
@@ -39,6 +40,11 @@ export interface ResultPrompt {
   cost_mc?: number | null;
   /** The pack that put the prompt on the tune (`packTune`), as the service answered it. */
   pack_id?: number | null;
+  /**
+   * tuneflow's: the copy of each image (`images`, same position) in the owner's storage, with its SHA-256 and size;
+   * present when the worker has storage and the job did not opt out (`options.storeImages`).
+   */
+  stored_images?: StoredImage[];
 }
 
 /** The fields of each, in the order the result gives them. */
@@ -87,8 +93,9 @@ export function resultTune(tune: Tune): ResultTune {
  * resultPrompt({ id: 2, tune_id: 1, text: 'ohwx woman', images: ['https://...'], seed: 7 });
  * // { id: 2, tune_id: 1, text: 'ohwx woman', images: ['https://...'] }
  */
-export function resultPrompt(prompt: Prompt): ResultPrompt {
-  return pickFields(prompt, RESULT_PROMPT_FIELDS) as unknown as ResultPrompt;
+export function resultPrompt(prompt: Prompt, stored?: StoredImage[]): ResultPrompt {
+  const result = pickFields(prompt, RESULT_PROMPT_FIELDS) as unknown as ResultPrompt;
+  return stored ? { ...result, stored_images: stored } : result;
 }
 
 /**

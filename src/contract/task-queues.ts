@@ -1,9 +1,9 @@
 /**
  * Where a job's activities run. The calls that reach the service run on the job's own task queue, whose activity rate
  * the server holds at the service's (src/task-queue-limits.ts); the others (the key's earlier job, the upload
- * directory's check, the tenant's spend ledger) run on a bookkeeping queue beside it, which every worker with the
- * plugin polls too, so they never take a share of the service's rate. Sandbox-safe: the workflows and the plugin
- * both read it.
+ * directory's check, the tenant's spend ledger, the copies of images to storage) run on a bookkeeping queue beside it,
+ * which every worker with the plugin polls too, so they never take a share of the service's rate. Sandbox-safe: the
+ * workflows and the plugin both read it.
  */
 
 /** What names a job queue's bookkeeping queue: `tuneflow` keeps its books on `tuneflow.bookkeeping`. */
@@ -20,6 +20,7 @@ export const BOOKKEEPING_ACTIVITIES = [
   'reserveSpend',
   'commitSpend',
   'releaseSpend',
+  'storeImages',
 ] as const;
 export type BookkeepingActivity = (typeof BOOKKEEPING_ACTIVITIES)[number];
 

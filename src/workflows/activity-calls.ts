@@ -10,8 +10,9 @@
  * server's matching, its rate limit and its fairness.
  *
  * The activities that never reach the service (the key's earlier job, the upload directory's check, the tenant's
- * ledger) run on the bookkeeping queue beside the run's own (src/contract/task-queues.ts), which every worker with the
- * plugin polls: the server's rate limit on the run's queue counts only the calls that reach the service.
+ * ledger, the copies of images to storage) run on the bookkeeping queue beside the run's own
+ * (src/contract/task-queues.ts), which every worker with the plugin polls: the server's rate limit on the run's queue
+ * counts only the calls that reach the service.
  *
  * No patch: the priority, eager dispatch and task queue are options of the ScheduleActivityTask command, and replay
  * compares commands by type and activity type, not by options, so every recorded history replays
@@ -25,6 +26,7 @@ import {
   ledgerActivityOptions,
   pollActivityOptions,
   serviceActivityOptions,
+  storageActivityOptions,
   temporalReadOptions,
   uploadCheckOptions,
 } from './policies';
@@ -38,10 +40,11 @@ const POLICIES = {
   temporal: temporalReadOptions,
   uploads: uploadCheckOptions,
   ledger: ledgerActivityOptions,
+  storage: storageActivityOptions,
 } as const;
 type Policy = keyof typeof POLICIES;
 /** The policies of the activities that never reach the service: they run on the bookkeeping queue. */
-const BOOKKEEPING: ReadonlySet<Policy> = new Set(['temporal', 'uploads', 'ledger']);
+const BOOKKEEPING: ReadonlySet<Policy> = new Set(['temporal', 'uploads', 'ledger', 'storage']);
 type Calls = ReturnType<typeof proxyActivities<TuneflowActivities>>;
 
 /** The run the proxies were made for, and the proxies: one slot, so a context shared by runs never mixes tenants. */
@@ -73,6 +76,7 @@ function callsOfThisRun(policy: Policy): Calls {
         temporal: proxy('temporal'),
         uploads: proxy('uploads'),
         ledger: proxy('ledger'),
+        storage: proxy('storage'),
       },
     };
   }
@@ -96,3 +100,5 @@ export const temporal = perRun('temporal');
 export const uploads = perRun('uploads');
 /** The tenant's spend ledger (runs of a tenant with a budget). */
 export const ledger = perRun('ledger');
+/** Copies of a job's images to the owner's storage (runs whose worker has storage). */
+export const storage = perRun('storage');

@@ -46,23 +46,25 @@ export class Findable {
 
   /**
    * Decides, once, whether this run keeps its search attributes, and sets them. A check that fails leaves them off: a
-   * run never fails for want of them. Answers whether the run's tenant has a spend ceiling (undefined: unknown).
+   * run never fails for want of them. Answers whether the run's tenant has a spend ceiling (undefined: unknown), and
+   * whether the worker copies images to storage (undefined: unknown; false in answers recorded before storage).
    */
-  async start(now: Findings): Promise<boolean | undefined> {
-    if (!patchedOrFolded(SEARCH_ATTRIBUTES_KEPT)) return false;
+  async start(now: Findings): Promise<{ budget: boolean | undefined; storage: boolean | undefined }> {
+    if (!patchedOrFolded(SEARCH_ATTRIBUTES_KEPT)) return { budget: false, storage: false };
     // The same local activity says whether the run's tenant has a spend ceiling: no command more for any run. Unknown
     // when it failed: each reservation then asks (money fails closed).
     let budget: boolean | undefined;
+    let storage: boolean | undefined;
     try {
       const answer = await local.searchAttributesRegistered({ budget: true });
       // A history recorded before budgets holds the bare answer; no argument is compared on replay.
-      if (typeof answer === 'boolean') [this.#kept, budget] = [answer, false];
-      else [this.#kept, budget] = [answer.registered, answer.budget];
+      if (typeof answer === 'boolean') [this.#kept, budget, storage] = [answer, false, false];
+      else [this.#kept, budget, storage] = [answer.registered, answer.budget, answer.storage === true];
     } catch (err) {
       if (isCancellation(err)) throw err;
     }
     this.keep(now);
-    return budget;
+    return { budget, storage };
   }
 
   /** Upserts what changed since the last upsert; nothing when nothing did, or the run keeps none. */

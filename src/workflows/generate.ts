@@ -6,7 +6,6 @@ import type { GenerateInput, GenerateResult } from '../contract/inputs';
 import { Job } from './job';
 import { Phase } from '../contract/messages';
 import { promptTarget } from './tune-kinds';
-import { resultPrompt } from '../contract/results';
 
 /**
  * Creates the prompts (spec 4.5) on an existing tune and waits until every one is settled; returns them in the
@@ -34,7 +33,7 @@ export async function generate(input: GenerateInput): Promise<GenerateResult> {
       const notCreated = await job.createPrompts(target, input.prompts);
       const prompts = await job.waitUntilSettled(target.tuneId);
       job.budget.requireWithinBudget(notCreated);
-      return { prompts: prompts.map(resultPrompt), cost: job.budget.cost() };
+      return { prompts: job.resultPrompts(prompts), cost: job.budget.cost() };
     },
   );
 }

@@ -12,7 +12,15 @@ import { polls, service } from './activity-calls';
 import type { CheckedInput, CheckOptions } from '../contract/check';
 import type { PackTuneSpec, PromptSpec, TuneSpec } from '../contract/inputs';
 import type { Prompt, Tune } from '../api/schemas';
-import { inspectionRefused, promptsNeverSettled, tuneNeverTrained, unconvertiblePayload } from '../contract/failures';
+import {
+  imagesNotStored,
+  inspectionRefused,
+  promptsNeverSettled,
+  tuneNeverTrained,
+  unconvertiblePayload,
+} from '../contract/failures';
+import { Delivery } from './delivery';
+import { resultPrompt, type ResultPrompt } from '../contract/results';
 import { refusedFlags, trainingImagesOf, type ImageInspection } from '../contract/inspection';
 import { Phase, progressQuery } from '../contract/messages';
 import { checkedOptions, checkUploads, claimKey, claimsKey, refusedInput, requireOwnWorkflowId } from './admission';
@@ -78,6 +86,8 @@ export class Job {
   private promptPerImageMc: number | undefined;
   /** A prompt create in flight whose price could not be reserved (none known yet): the others wait for its answer. */
   private unpricedPromptInFlight = false;
+  /** The copies of the images to the owner's storage; undefined where the worker has none or the job opted out. */
+  private delivery: Delivery | undefined;
 
   /**
    * Sets the signal and query handlers, before anything can wait, so no callback is missed.
@@ -154,7 +164,9 @@ export class Job {
       // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
       const claiming = claimsKey();
       if (inspectsFirst(this.settings, (input as { tune?: unknown })?.tune)) this.phase = Phase.inspecting;
-      this.spend.held = await this.findable.start(this.findings());
+      const settings = await this.findable.start(this.findings());
+      this.spend.held = settings.budget;
+      this.delivery = this.deliveryFor(settings.storage);
       const prior = claiming ? await claimKey(input) : undefined;
       const result = prior ? (prior.result as T) : await checkUploads(input).then(body);
       requireConvertible(result);
@@ -405,6 +417,61 @@ export class Job {
    */
   async waitUntilSettled(tuneId: number): Promise<Prompt[]> {
     this.enter(Phase.generating);
+    const delivery = this.delivery;
+    if (!delivery) return this.waitForPrompts(tuneId);
+    // Each prompt's images are copied as it settles, while the wait goes on for the others.
+    let waited = false;
+    const copies = delivery.follow(
+      () => this.prompts.all(),
+      () => waited,
+    );
+    const prompts = await this.waitForPrompts(tuneId).catch(async (err: unknown) => {
+      // What settled was paid for: its copies finish before the wait's failure ends the run (a cancellation's are
+      // cancelled with it). `copies` never rejects.
+      waited = true;
+      await copies;
+      throw err;
+    });
+    waited = true;
+    await copies;
+    if (delivery.cancelled) throw delivery.cancelled;
+    if (delivery.notStored.length) throw this.imagesNotStored(delivery);
+    return prompts;
+  }
+
+  /**
+   * The prompts as the result gives them, in the caller's order, each with its stored copies where they were made.
+   *
+   * @example
+   * return { prompts: job.resultPrompts(prompts), cost: job.budget.cost() };
+   */
+  resultPrompts(prompts: readonly Prompt[]): ResultPrompt[] {
+    return prompts.map((p) => resultPrompt(p, this.delivery?.stored.get(p.id)));
+  }
+
+  /** The copies this run makes, from the worker's answer (`storage`) and the job's `storeImages`. */
+  private deliveryFor(storage: boolean | undefined): Delivery | undefined {
+    const wanted = this.options.storeImages;
+    if (wanted === false) return undefined;
+    if (wanted === true && storage === false)
+      throw invalidOption(
+        'storeImages',
+        "is true, but the worker copies no images: it has no storage (TUNEFLOW_STORAGE, the plugin's `storage`)",
+      );
+    // Unknown (the worker's answer failed): copied when the job asked; the activity says if no worker can.
+    return storage || (storage === undefined && wanted === true) ? new Delivery() : undefined;
+  }
+
+  private imagesNotStored(delivery: Delivery) {
+    const stored = [...delivery.stored].map(([promptId, copies]) => ({
+      promptId,
+      images: delivery.urls.get(promptId) ?? [],
+      stored: copies,
+    }));
+    return imagesNotStored({ cost: this.budget.cost(), stored, notStored: delivery.notStored });
+  }
+
+  private async waitForPrompts(tuneId: number): Promise<Prompt[]> {
     const wait = await waitFor(
       {
         subject: 'prompts',

@@ -9,7 +9,7 @@ import type { PackTuneInput, PackTuneResult } from '../contract/inputs';
 import { Job } from './job';
 import { Phase } from '../contract/messages';
 import { untilEtaMs } from '../contract/poll-schedule';
-import { resultPrompt, resultTune } from '../contract/results';
+import { resultTune } from '../contract/results';
 
 /**
  * Creates a tune from a pack, waits until it is trained, then until every prompt the pack put on it is settled
@@ -58,7 +58,7 @@ export async function packTune(input: PackTuneInput): Promise<PackTuneResult> {
       const { inspection } = job;
       return {
         tune: resultTune(job.tune.latest as Tune),
-        prompts: prompts.map(resultPrompt),
+        prompts: job.resultPrompts(prompts),
         cost: job.budget.cost(),
         ...(inspection && { inspection }),
       };

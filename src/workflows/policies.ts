@@ -118,3 +118,22 @@ export const uploadCheckOptions: ActivityOptions = {
   startToCloseTimeout: '30 seconds',
   retry: { maximumAttempts: 3, nonRetryableErrorTypes: [...NON_RETRYABLE_KINDS] },
 };
+
+/**
+ * Copies of a prompt's images to the owner's storage: the image host and the store, never the service's API. Retried
+ * from 2 s, doubling to a minute between attempts, 12 attempts (about 8 minutes): a storage outage delays the job,
+ * and one that lasts fails it ImagesNotStored with what was copied. An image over the size bound, or no image, and a
+ * stored object that is another image, never mend: not retried. Heartbeats while it copies, so a killed worker's copy
+ * is taken again after the heartbeat timeout.
+ */
+export const storageActivityOptions: ActivityOptions = {
+  startToCloseTimeout: '5 minutes',
+  heartbeatTimeout: HEARTBEAT_TIMEOUT,
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: 12,
+    nonRetryableErrorTypes: ['ImageNotStorable', 'StoredImageDiffers'],
+  },
+};

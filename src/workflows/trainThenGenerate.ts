@@ -10,7 +10,7 @@ import { Job } from './job';
 import { Phase } from '../contract/messages';
 import { untilEtaMs } from '../contract/poll-schedule';
 import { promptTarget } from './tune-kinds';
-import { resultPrompt, resultTune } from '../contract/results';
+import { resultTune } from '../contract/results';
 
 /**
  * Trains a tune (spec 4.1) and generates the prompts (spec 4.5) with it; returns the final tune and prompts, in the
@@ -48,7 +48,7 @@ export async function trainThenGenerate(input: TrainThenGenerateInput): Promise<
       const { inspection } = job;
       return {
         tune: resultTune(job.tune.latest as Tune),
-        prompts: prompts.map(resultPrompt),
+        prompts: job.resultPrompts(prompts),
         cost: job.budget.cost(),
         ...(inspection && { inspection }),
       };

@@ -21,6 +21,17 @@ function failureOf(options: unknown): ApplicationFailure {
 }
 
 describe('resolveOptions', () => {
+  test("storeImages: true, false, or unset (the worker's storage decides); anything else is InvalidOptions naming it", () => {
+    expect(resolveOptions({}).storeImages).toBeUndefined();
+    expect(resolveOptions({ storeImages: true }).storeImages).toBe(true);
+    expect(resolveOptions({ storeImages: false }).storeImages).toBe(false);
+    for (const bad of ['yes', 1, {}]) {
+      const failure = failureOf({ storeImages: bad } as unknown as TuneflowOptions);
+      expect(failure.type).toBe(FailureType.invalidOptions);
+      expect(failure.message).toContain('storeImages: must be true or false');
+    }
+  });
+
   test('defaults suit the real service: minutes between polls, hours to train', () => {
     const resolved = resolveOptions(undefined);
     expect(resolved).toEqual({

@@ -4,11 +4,58 @@ import {
   DEFAULT_CALLBACK_PORT,
   loadDemoService,
   loadTaskQueue,
+  loadStorageSettings,
   loadWorkerConfig,
   temporalAddressOf,
 } from '../../src/config';
 
 const base = { TUNEFLOW_API_KEY: 'key-for-tests' };
+
+describe('loadStorageSettings', () => {
+  test('a folder, or an s3:// bucket with its prefix and endpoint; the image hosts and bound; unset: none', () => {
+    expect(loadStorageSettings({})).toBeUndefined();
+    expect(loadWorkerConfig({ ...base, TUNEFLOW_STORAGE: '/srv/images' }).storage).toEqual({
+      target: { folder: '/srv/images' },
+    });
+    expect(
+      loadStorageSettings({
+        TUNEFLOW_STORAGE: 's3://portraits-images/tuneflow/prod',
+        TUNEFLOW_STORAGE_ENDPOINT: 'http://127.0.0.1:8333',
+        TUNEFLOW_IMAGE_HOSTS: 'cdn.example.com, 10.0.0.5:9000',
+        TUNEFLOW_IMAGE_MAX_BYTES: '1048576',
+      }),
+    ).toEqual({
+      target: { s3: { bucket: 'portraits-images', prefix: 'tuneflow/prod', endpoint: 'http://127.0.0.1:8333' } },
+      imageHosts: ['cdn.example.com', '10.0.0.5:9000'],
+      imageMaxBytes: 1048576,
+    });
+  });
+
+  test.each([
+    [{ TUNEFLOW_STORAGE: 'images' }, 'TUNEFLOW_STORAGE: must be an absolute folder path, or s3://bucket/prefix'],
+    [{ TUNEFLOW_STORAGE: 's3://Bad_Bucket' }, 'TUNEFLOW_STORAGE: must name an S3 bucket after s3://'],
+    [
+      { TUNEFLOW_STORAGE: 's3://images', TUNEFLOW_STORAGE_ENDPOINT: 'ftp://x' },
+      'TUNEFLOW_STORAGE_ENDPOINT: must be an http or https URL',
+    ],
+    [
+      { TUNEFLOW_STORAGE: '/srv/images', TUNEFLOW_STORAGE_ENDPOINT: 'http://x:1' },
+      'TUNEFLOW_STORAGE_ENDPOINT: is for an s3:// TUNEFLOW_STORAGE only',
+    ],
+    [{ TUNEFLOW_STORAGE_ENDPOINT: 'http://x:1' }, 'TUNEFLOW_STORAGE_ENDPOINT: is set without TUNEFLOW_STORAGE'],
+    [
+      { TUNEFLOW_STORAGE: '/srv/images', TUNEFLOW_IMAGE_HOSTS: 'http://cdn' },
+      'TUNEFLOW_IMAGE_HOSTS: must be host or host:port',
+    ],
+    [
+      { TUNEFLOW_STORAGE: '/srv/images', TUNEFLOW_IMAGE_MAX_BYTES: '10' },
+      'TUNEFLOW_IMAGE_MAX_BYTES: must be a whole number of bytes from 1024',
+    ],
+  ])('%j is refused, naming the variable and the rule', (env, message) => {
+    expect(() => loadStorageSettings(env)).toThrow(ConfigError);
+    expect(() => loadStorageSettings(env)).toThrow(message);
+  });
+});
 
 describe('loadWorkerConfig', () => {
   test('defaults: public service, task queue tuneflow, no callbacks, metrics on 9464, INFO', () => {

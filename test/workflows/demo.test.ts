@@ -117,7 +117,12 @@ devServerTest(
     expect(stdout).toMatch(/^tune \d+ "demo-[\w-]+#[\w-]+" trained at /m);
     const printed = [...stdout.matchAll(/^prompt (\d+): (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/gm)];
     expect(printed).toHaveLength(3);
-    expect(stdout).toMatch(/^saved 3 images to /m);
+    // The worker's storage is out/images: the gallery shows its copies, and the demo downloads nothing.
+    expect(stdout).toMatch(/^stored 3 images in \S+ \(the worker's storage, each checked by SHA-256\)$/m);
+    expect(stdout).not.toMatch(/^saved /m);
+    expect([
+      ...stdout.matchAll(/^ {2}stored: file:\/\/\S+\/images\/default\/demo-\S+\/prompt-\d+\/image-0\.png$/gm),
+    ]).toHaveLength(3);
     expect(stdout).toMatch(/^completed {2}elapsed \d+s {2}3\/3 prompts /m); // the progress line reached the end
     expect(stdout).toMatch(/^(training|generating) {2}elapsed \d+s {2}waiting for /m);
 
@@ -149,7 +154,7 @@ devServerTest(
     sections.forEach(([, id, section], i) => {
       expect(section).toContain(texts[i]);
       const images = [...section.matchAll(/<img src="([^"]+)"/g)].map((m) => m[1]);
-      expect(images).toEqual([`prompt-${id}-0.png`]);
+      expect(images).toEqual([`../images/default/${workflowId}/prompt-${id}/image-0.png`]);
       const png = fs.readFileSync(path.join(path.dirname(gallery), images[0]));
       expect(png.subarray(0, 8)).toEqual(PNG_SIGNATURE);
       // IHDR, the first chunk: width and height.
@@ -159,8 +164,11 @@ devServerTest(
 
     const files = fs.readdirSync(out, { recursive: true, withFileTypes: true }).filter((f) => f.isFile());
     expect(files.filter((f) => f.name.endsWith('.png'))).toHaveLength(3);
-    expect(files.map((f) => f.name).sort()).toEqual(
-      [...sections.map(([, id]) => `prompt-${id}-0.png`), 'index.html'].sort(),
+    expect(files.map((f) => path.relative(out, path.join(f.parentPath, f.name))).sort()).toEqual(
+      [
+        ...sections.map(([, id]) => `images/default/${workflowId}/prompt-${id}/image-0.png`),
+        `${workflowId}/index.html`,
+      ].sort(),
     );
   },
 );
@@ -286,7 +294,8 @@ devServerTest(
       /^completed {2}elapsed \d+s {2}3\/3 prompts/, // the progress line, as last drawn
       /^tune \d+ "demo-/,
       /^prompt \d+: http:/,
-      /^saved 3 images to /,
+      /^ {2}stored: file:/,
+      /^stored 3 images in /,
     ];
     for (const line of lines)
       expect({ line, known: kinds.some((kind) => kind.test(line)) }).toEqual({ line, known: true });

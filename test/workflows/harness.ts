@@ -107,6 +107,8 @@ export interface ScenarioOptions {
   tenants?: TenantSettings;
   /** The worker stores activity payloads compressed (`compressPayloads`). */
   compressPayloads?: boolean;
+  /** The worker copies the images to a folder of its own (`storage`, the embedded default), made for the scenario. */
+  storeImages?: boolean;
 }
 
 /** The receiver and clients every scenario of one environment shares. */
@@ -151,6 +153,8 @@ export class WorkflowHarness {
     const callbacks =
       options.callbacks === false ? undefined : { baseUrl: this.receiver.url, secret: CALLBACK_SECRET, receive: false };
     const taskQueue = `tuneflow-test-${randomUUID()}`;
+    // One folder a scenario, as one mock a scenario: its keys are its own.
+    const imageFolder = () => path.join(os.tmpdir(), 'tuneflow-scenario-images', taskQueue);
     const { env, bundle, realTime } = this;
 
     // What a settled run's outcome holds beside its ending (and its progress), read in this order.
@@ -177,6 +181,7 @@ export class WorkflowHarness {
               uploadDir: UPLOAD_DIR,
               ...(options.tenants && { tenants: options.tenants }),
               compressPayloads: options.compressPayloads ?? false,
+              storage: options.storeImages ? { target: { folder: imageFolder() } } : false,
             }),
           ],
           ...scenarioWorkerOptions(bundle, taskQueue, identity),

@@ -10,6 +10,7 @@
  * First, the worker with callbacks on a port another process holds: it stops naming the variable and the real error.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -57,6 +58,7 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
       "an operator's commands against a worker whose tenants have budgets; test/workflows/tenant-spend.test.ts runs `tuneflow spend --tenant shop --json` against a ledger on a dev server, and test/cli/cli.test.ts refuses its bad flags",
   },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
+  '### Images in your storage #1': { by: 'test/workflows/image-storage.test.ts' },
   '### Compressed payloads #1': { by: 'test/workflows/compressed-payloads.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },
@@ -215,6 +217,17 @@ describe(OWN_WORKER, () => {
       const again = await ordered();
       expect(first.stdout).toMatch(/tuneId: \d+/);
       expect(first.stdout.match(new RegExp(`'http://${mockHost}/[^']+'`, 'g'))).toHaveLength(2);
+      // Each image copied to the embedded default storage, portraits/images, with its SHA-256.
+      const copies = [...first.stdout.matchAll(/location: '(file:\/\/[^']+)',\s+sha256: '([0-9a-f]{64})'/g)];
+      expect(copies).toHaveLength(2);
+      for (const [, location, digest] of copies) {
+        expect(location).toMatch(
+          new RegExp(`^file://${project}/images/default/order-1001-tune/prompt-\\d+/image-[01]\\.png$`),
+        );
+        const bytes = fs.readFileSync(new URL(location));
+        expect(createHash('sha256').update(bytes).digest('hex')).toBe(digest);
+      }
+      expect(workerOutput).toContain(`storage: 'folder ${project}/images'`);
       expect(again.stdout).toBe(first.stdout);
       // One tune and one prompt, though the order ran twice: the second run's child found the key claimed.
       expect(mock.stats().routes['POST /tunes']).toBe(1);
@@ -239,7 +252,7 @@ describe(OWN_WORKER, () => {
         const child = summarize(
           await client.workflow.getHandle('order-1001-tune', runs[runs.length - 1]).fetchHistory(),
         );
-        expect(child.activities).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'listPrompts']);
+        expect(child.activities).toEqual(['createTune', 'retrieveTune', 'createPrompt', 'listPrompts', 'storeImages']);
         const repeat = summarize(await client.workflow.getHandle('order-1001-tune', runs[0]).fetchHistory());
         expect(repeat.activities).toEqual(['priorJob']);
       } finally {

@@ -145,6 +145,14 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   expect(startOutput).toMatch(
     new RegExp(`^prompt \\d+: http://127\\.0\\.0\\.1:${ports.get('8080')}/images/\\S+\\.png$`, 'm'),
   );
+  // TUNEFLOW_STORAGE=$PWD/out/images: the image copied there, where the status says it is.
+  const stored = new RegExp(
+    `^  stored: (file://${ROOT}/out/images/default/my-first-run/prompt-\\d+/image-0\\.png)$`,
+    'm',
+  );
+  const copy = stored.exec(startOutput)?.[1];
+  expect(copy).toBeDefined();
+  expect(fs.statSync(new URL(copy!)).size).toBeGreaterThan(0);
   expect(startOutput).toMatch(/^cost: 0 mc \(\$0\.00\)$/m);
   expect(startOutput).not.toMatch(/no worker polls/);
   // The run asked for callbacks (its objects carry signed URLs at the service): none reaches the terminal.
@@ -158,6 +166,7 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   expect(statusRun.output()).toMatch(/^tune: +\d+ "my-first-run#[\w-]+", class woman, branch fast, trained at /m);
   expect(statusRun.output()).toMatch(/^counts: +callbacks [1-9]\d*, polls 0, /m);
   expect(statusRun.output()).not.toMatch(/sig=(?!redacted)/);
+  expect(statusRun.output()).toContain(`  stored: ${copy}`);
   const statusJson = run(`${onOurPorts(status)} --json`, env);
   expect(await statusJson.exited).toBe(0);
   // stdout and stderr together here: the JSON is the line that starts with a brace (npm may warn on stderr).

@@ -144,6 +144,13 @@ export const scenarios = {
     run: startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real'),
   },
 
+  /** The happy path on a worker that copies the images to its storage: a storeImages activity per prompt. */
+  storedImagesHappyPath: {
+    name: 'stored-images-happy-path',
+    options: { storeImages: true },
+    run: startAndSettle('trainThenGenerate', { tune: fastDog, prompts: twoPrompts }, 'real'),
+  },
+
   /** Every callback is lost: polls near the eta, then after each prompt's start, finish the job. */
   callbacksDropped: {
     name: 'callbacks-dropped',
