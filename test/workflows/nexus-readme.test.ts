@@ -179,7 +179,8 @@ devServerTest(
           return [...first, repeated, otherPhotos, otherPrompt] as const;
         }),
       );
-      expect(done).toEqual({ tuneId: expect.any(Number), images: [expect.stringMatching(/^http/)] });
+      // This worker has no storage: the order's copies are none.
+      expect(done).toEqual({ tuneId: expect.any(Number), images: [expect.stringMatching(/^http/)], copies: [] });
       expect(refused).toEqual({ refused: 'tune.image_urls[0]' });
       expect(again).toEqual([done, done]);
       expect(other).toMatchObject({

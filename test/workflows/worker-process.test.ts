@@ -145,6 +145,7 @@ devServerTest(
           callbacks: `http://127.0.0.1:${callbackPort}`,
           receiver: `127.0.0.1:${callbackPort}`,
           uploadDir: 'off (image URLs only)',
+          storage: 'off (the service keeps the images)',
           serviceRate: '5/s, the task queue at 4.5/s',
           nexus: 'on',
           tracing: 'off',
