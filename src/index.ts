@@ -56,4 +56,6 @@ export {
   type StoredImageProblem,
 } from './storage';
 export type { StoredImage } from './contract/storage';
+export * from './progress';
+export type { PhaseEntry, ProgressImage } from './contract/messages';
 export type { ImagesNotStoredDetails } from './contract/failures';

@@ -2,7 +2,8 @@
  * `tuneflow demo` (`npm run demo`): the whole job in one process, from a fresh clone. A Temporal server (yours, a
  * given executable, or the SDK's download), the mock service (or the real one in free mock mode with
  * TUNEFLOW_API_KEY), the callback receiver and a worker; then one trainThenGenerate run, followed live, with its
- * images saved under ./out/<run>/ beside a gallery page, index.html.
+ * images saved under ./out/<run>/ beside a gallery page, index.html; while it runs, a live page on loopback shows its
+ * progress from the progress stream (src/progress), as an app's end user would watch it.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import * as path from 'node:path';
@@ -34,6 +35,7 @@ import {
 import { listenForStop } from './stop-signal';
 import { DEFAULT_API_URL, loadDemoService, type DemoServiceConfig } from '../config';
 import { saveImages, writeGallery } from './demo-gallery';
+import { startLivePage } from './live-page';
 import { createLogger } from '../logging';
 import { startMockService } from '../mock-service';
 import { shutdownOnceRunning, TuneflowPlugin, type TuneflowCallbackOptions } from '../plugin';
@@ -271,6 +273,8 @@ async function runDemoJob(
     history: string | undefined;
     /** The worker's storage: each image the job paid for is copied there, as the README's own worker does. */
     images: string;
+    /** The live page's URL, told once the job exists (the stream answers 404 for a job not started). */
+    live: string;
   },
   view: {
     line: LiveLine;
@@ -310,6 +314,7 @@ async function runDemoJob(
     const handle = await tuneflow.trainThenGenerate(workflowId, job.input);
     say(`started:   trainThenGenerate ${workflowId}`);
     if (history) say(`history:   ${history}`);
+    say(`live:      ${job.live}`);
     followed = follow(handle, { line, signal: following.signal, unreachableLimitMs: view.unreachableLimitMs });
     return followed;
   });
@@ -394,8 +399,16 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       const input = demoInput({ branch, image_urls: trainingImages }, values.prompt, !!real);
       // The worker's storage, beside the galleries: each image the job paid for is copied there.
       const images = path.resolve(values.out ?? 'out', 'images');
+      // The job as its end user would watch it: the progress stream behind a page, before the job starts.
+      const page = await startLivePage({
+        client: new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace }),
+        workflowId,
+        images,
+        note: real ? undefined : "The images are the mock service's drawings, not a model's.",
+      });
+      cleanups.push(() => page.close());
       const result = await runDemoJob(
-        { temporal, api, callbacks, input, workflowId, history, images },
+        { temporal, api, callbacks, input, workflowId, history, images, live: page.url },
         { line, stderr: io.stderr, say, following, stopped, unreachableLimitMs },
         cleanups,
       );
@@ -407,7 +420,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       );
       if (values.keep) {
         say(
-          `kept up until Ctrl-C: ${temporal.ui ? `the Web UI (${temporal.ui}) and ` : ''}${real ? 'the server' : 'the mock service (the image URLs)'}`,
+          `kept up until Ctrl-C: the live page, ${temporal.ui ? `the Web UI (${temporal.ui}) and ` : ''}${real ? 'the server' : 'the mock service (the image URLs)'}`,
         );
         // Ended by Ctrl-C as the usage says (130), as a server is; SIGTERM is the ordinary stop here (0).
         const { signal } = (await stopped.catch((err: unknown) => err)) as DemoStopped;

@@ -62,6 +62,31 @@ export interface Progress {
     polls: number;
     callbacks: number;
   };
+  /**
+   * Every phase the run has been in, in order, each with when it began (workflow time, ms since the epoch): the last is
+   * `phase`. Runs of workers before 0.2 answer without it.
+   */
+  phases?: PhaseEntry[];
+  /** The images of the prompts settled so far, in the prompts' order: runs of workers before 0.2 answer without it. */
+  images?: ProgressImage[];
+}
+
+/** A phase of a run and when it began. */
+export interface PhaseEntry {
+  phase: Phase;
+  /** Workflow time, ms since the epoch. */
+  since: number;
+}
+
+/** One image of a settled prompt, as the progress query tells it. */
+export interface ProgressImage {
+  promptId: number;
+  /** Its position in the prompt's `images`. */
+  index: number;
+  /** The service's URL. */
+  url: string;
+  /** The worker's copy in the owner's storage (`s3://...`, `file:///...`), once it is stored and checked. */
+  stored?: string;
 }
 
 export const progressQuery = defineQuery<Progress>('progress');

@@ -22,7 +22,7 @@ import {
 import { Delivery } from './delivery';
 import { resultPrompt, type ResultPrompt } from '../contract/results';
 import { refusedFlags, trainingImagesOf, type ImageInspection } from '../contract/inspection';
-import { Phase, progressQuery } from '../contract/messages';
+import { Phase, progressQuery, type PhaseEntry } from '../contract/messages';
 import { checkedOptions, checkUploads, claimKey, claimsKey, refusedInput, requireOwnWorkflowId } from './admission';
 import { Budget } from './budget';
 import { TenantSpend } from './tenant-spend';
@@ -62,6 +62,8 @@ export class Job {
   phase: Phase;
   /** When the run entered its phase (workflow time), for the phase's duration once it leaves it. */
   private phaseSince = now();
+  /** Every phase so far with when it began, for the progress query (a page shows them in order). */
+  private readonly phases: PhaseEntry[] = [];
   readonly tune = new TuneWatch();
   readonly prompts: PromptLedger;
   private readonly counts: Counts = { apiCalls: 0, polls: 0, callbacks: 0 };
@@ -99,6 +101,7 @@ export class Job {
     // First of all: every patch below is answered by it in a run that starts now.
     foldEarlierPatches();
     this.phase = phase;
+    this.phases.push({ phase, since: this.phaseSince });
     this.prompts = new PromptLedger(expectedPrompts);
     this.budget = new Budget({
       options: () => this.options,
@@ -109,7 +112,7 @@ export class Job {
     });
     this.wakeUps = new WakeUps(this, this.counts);
     setHandler(progressQuery, () =>
-      progressOf(this.phase, this.tune.id, this.prompts, this.counts, this.budget.cost()),
+      progressOf(this.phases, this.tune.id, this.prompts, this.counts, this.budget.cost(), this.delivery?.stored),
     );
   }
 
@@ -118,6 +121,7 @@ export class Job {
     if (phase !== this.phase) {
       recordPhase(this.phase, this.phaseSince);
       this.phaseSince = now();
+      this.phases.push({ phase, since: this.phaseSince });
     }
     this.phase = phase;
     this.findable.keep(this.findings(failure));
@@ -163,7 +167,8 @@ export class Job {
       // Decided before the search attributes' local activity: the SDK loses a patch asked for in the activation
       // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
       const claiming = claimsKey();
-      if (inspectsFirst(this.settings, (input as { tune?: unknown })?.tune)) this.phase = Phase.inspecting;
+      if (inspectsFirst(this.settings, (input as { tune?: unknown })?.tune))
+        this.phase = this.phases[0]!.phase = Phase.inspecting;
       const settings = await this.findable.start(this.findings());
       this.spend.held = settings.budget;
       this.delivery = this.deliveryFor(settings.storage);

@@ -6,7 +6,8 @@
  */
 import type { Prompt, Tune } from '../api/schemas';
 import type { Cost } from '../contract/cost';
-import type { Phase, Progress } from '../contract/messages';
+import type { PhaseEntry, Progress, ProgressImage } from '../contract/messages';
+import type { StoredImage } from '../contract/storage';
 import { isTuneTrained } from './tune-kinds';
 
 /**
@@ -337,20 +338,30 @@ export interface Counts {
  * The `progress` query's answer.
  *
  * @example
- * setHandler(progressQuery, () => progressOf(phase, tune.id, ledger, counts, costOf(0)));
+ * setHandler(progressQuery, () => progressOf([{ phase, since: now() }], tune.id, ledger, counts, costOf(0)));
  */
 export function progressOf(
-  phase: Phase,
+  phases: readonly PhaseEntry[],
   tuneId: number | undefined,
   ledger: PromptLedger,
   counts: Counts,
   cost: Cost,
+  stored?: ReadonlyMap<number, readonly StoredImage[]>,
 ): Progress {
+  const images: ProgressImage[] = [];
+  for (const prompt of ledger.all())
+    if (isPromptSettled(prompt))
+      for (const [index, url] of (prompt.images ?? []).entries()) {
+        const copy = stored?.get(prompt.id)?.[index]?.location;
+        images.push(copy ? { promptId: prompt.id, index, url, stored: copy } : { promptId: prompt.id, index, url });
+      }
   return {
-    phase,
+    phase: phases[phases.length - 1]!.phase,
     tuneId: tuneId ?? null,
     prompts: { total: ledger.total, settled: ledger.settled, failed: ledger.failed },
     cost,
     counts: { ...counts },
+    phases: phases.map((entry) => ({ ...entry })),
+    images,
   };
 }

@@ -283,22 +283,55 @@ describe("PromptLedger (a pack's prompts)", () => {
 });
 
 describe('progressOf', () => {
-  test('phase, tune, prompt counts and a copy of the counters', () => {
+  const phases = [
+    { phase: Phase.creatingTune, since: 1_000 },
+    { phase: Phase.training, since: 2_000 },
+    { phase: Phase.generating, since: 9_000 },
+  ];
+
+  test('phase (the last of the phases, each with its time), tune, prompt counts and a copy of the counters', () => {
     const ledger = new PromptLedger(3);
     ledger.adopt(done(1), 0);
     ledger.adopt(prompt(2, { user_error: 'x', updated_at: T2 }), 1);
     ledger.adopt(running(3), 2);
     const counts = { apiCalls: 5, polls: 1, callbacks: 2 };
-    const progress = progressOf(Phase.generating, 7, ledger, counts, costOf(154_000));
+    const progress = progressOf(phases, 7, ledger, counts, costOf(154_000));
     expect(progress).toEqual({
       phase: 'generating',
       tuneId: 7,
       prompts: { total: 3, settled: 2, failed: 1 },
       cost: { mc: 154_000, usd: 1.54 },
       counts: { apiCalls: 5, polls: 1, callbacks: 2 },
+      phases,
+      images: [{ promptId: 1, index: 0, url: 'https://x/1.png' }],
     });
     counts.apiCalls++;
+    phases[0]!.since = 0;
     expect(progress.counts.apiCalls).toBe(5);
-    expect(progressOf(Phase.creatingTune, undefined, new PromptLedger(2), counts, costOf(0)).tuneId).toBeNull();
+    expect(progress.phases![0]!.since).toBe(1_000);
+    expect(progressOf(phases.slice(0, 1), undefined, new PromptLedger(2), counts, costOf(0)).tuneId).toBeNull();
+    phases[0]!.since = 1_000;
+  });
+
+  test("images of settled prompts only, in the prompts' order, each with its stored copy once it is stored", () => {
+    const ledger = new PromptLedger(3);
+    ledger.adopt(prompt(5, { images: ['https://x/5a.png', 'https://x/5b.png'], updated_at: T2 }), 0);
+    ledger.adopt(running(6), 1);
+    ledger.adopt(done(4), 2);
+    const copy = { sha256: 'ab', bytes: 3, content_type: 'image/png' };
+    const stored = new Map([
+      [
+        5,
+        [
+          { ...copy, location: 's3://b/5a' },
+          { ...copy, location: 's3://b/5b' },
+        ],
+      ],
+    ]);
+    expect(progressOf(phases, 7, ledger, { apiCalls: 0, polls: 0, callbacks: 0 }, costOf(0), stored).images).toEqual([
+      { promptId: 5, index: 0, url: 'https://x/5a.png', stored: 's3://b/5a' },
+      { promptId: 5, index: 1, url: 'https://x/5b.png', stored: 's3://b/5b' },
+      { promptId: 4, index: 0, url: 'https://x/4.png' },
+    ]);
   });
 });

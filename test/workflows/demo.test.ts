@@ -261,7 +261,9 @@ devServerTest(
     const [, link] = await demo.line(/^history: {3}(http:\S+)$/);
     const [, image] = await demo.line(/^prompt \d+: (http:\/\/127\.0\.0\.1:\d+\/images\/\S+\.png)$/);
     const [, gallery] = await demo.line(/^gallery: {3}(\S+)$/);
-    await demo.line(/^kept up until Ctrl-C: the Web UI \(http:\/\/127\.0\.0\.1:\d+\) and the mock service/);
+    await demo.line(
+      /^kept up until Ctrl-C: the live page, the Web UI \(http:\/\/127\.0\.0\.1:\d+\) and the mock service/,
+    );
     // After the run: the history link and the image URLs still answer.
     for (const url of [link, image]) {
       const answer = await request(url);
@@ -289,7 +291,7 @@ devServerTest(
     // The lines as they stay on screen (wide, so the demo's long lines do not wrap: a terminal wraps those, harmless).
     const lines = (await screen(bytes.replace(/\r\n/g, '\n'), 10_000)).filter(Boolean);
     const kinds = [
-      /^(Temporal|Web UI|service|callbacks|started|history|cost|gallery): +\S/,
+      /^(Temporal|Web UI|service|callbacks|started|history|live|cost|gallery): +\S/,
       /^\d\d:\d\d:\d\d INFO callback delivered kind=(tune|prompt) /, // the receiver's log, for a person
       /^completed {2}elapsed \d+s {2}3\/3 prompts/, // the progress line, as last drawn
       /^tune \d+ "demo-/,
