@@ -135,9 +135,14 @@ export class JobWatch {
     let changedAt = 0;
     while (!signal.aborted) {
       let response;
+      // A signal of its own per call: the SDK leaves its listener on the signal a call was given, and a watch makes
+      // hundreds of calls.
+      const call = new AbortController();
+      const cancel = () => call.abort();
+      signal.addEventListener('abort', cancel, { once: true });
       try {
         this.settings.counted('history');
-        response = await client.connection.withAbortSignal(signal, () =>
+        response = await client.connection.withAbortSignal(call.signal, () =>
           client.workflowService.getWorkflowExecutionHistory({
             namespace: client.options.namespace,
             execution: { workflowId: this.workflowId },
@@ -154,6 +159,8 @@ export class JobWatch {
         if (first && (code === 5 || code === 3)) return this.stop();
         await sleep(RETRY_MS);
         continue;
+      } finally {
+        signal.removeEventListener('abort', cancel);
       }
       const events = response.history?.events ?? [];
       let changed = first;

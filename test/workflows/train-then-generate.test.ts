@@ -77,6 +77,12 @@ workflowTest('happy path: callbacks wake every wait, the run reads what they sai
     prompts: { total: 2, settled: 2, failed: 0 },
     cost: { mc: 0, usd: 0 }, // branch fast is free
     counts: { apiCalls: 4 + lists, polls: 0, callbacks: 3 },
+    phases: ['creating-tune', 'training', 'creating-prompts', 'generating', 'completed'].map((phase) => ({
+      phase,
+      since: expect.any(Number),
+    })),
+    // Every image of the settled prompts, in the prompts' order, as the result has them.
+    images: outcome.result!.prompts.flatMap((p) => p.images!.map((url, index) => ({ promptId: p.id, index, url }))),
   });
   expect(outcome.ledger.totalMc).toBe(0);
   expect(outcome.result?.cost).toEqual({ mc: 0, usd: 0 });
