@@ -83,6 +83,11 @@ const WAITING_FOR: Partial<Record<Phase, string>> = {
   'cleaning-up': 'what the run created to be deleted',
 };
 
+function waitingFor({ phase, prompts }: Progress): string | undefined {
+  if (phase !== 'generating') return WAITING_FOR[phase];
+  return `${prompts.total - prompts.settled} of ${prompts.total} prompt${prompts.total === 1 ? '' : 's'} to settle`;
+}
+
 /**
  * The watch of one job: started by its first viewer, stopped (`stop`) when the stream says it has none left.
  *
@@ -251,17 +256,11 @@ export class JobWatch {
       images: (progress?.images ?? []).map((image) => this.#image(image)),
       changedAt,
     };
-    if (progress) {
-      view.phase = progress.phase;
-      view.prompts = { ...progress.prompts };
-      view.cost = progress.cost;
-      const left = progress.prompts.total - progress.prompts.settled;
-      view.waitingFor =
-        progress.phase === 'generating'
-          ? `${left} of ${progress.prompts.total} prompt${progress.prompts.total === 1 ? '' : 's'} to settle`
-          : WAITING_FOR[progress.phase];
-    }
-    if (status !== 'running') delete view.waitingFor;
+    if (!progress) return view;
+    view.phase = progress.phase;
+    view.prompts = { ...progress.prompts };
+    view.cost = progress.cost;
+    if (status === 'running') view.waitingFor = waitingFor(progress);
     return view;
   }
 

@@ -19,7 +19,7 @@ export const INSPECTING_FROM_START = 'inspecting-from-start';
  * images), so that is its first phase. Decided before the search attributes' local activity (see Job.run).
  *
  * @example
- * if (inspectsFirst(options, input.tune)) job.phase = Phase.inspecting;
+ * const first = inspectsFirst(options, input.tune) ? Phase.inspecting : Phase.creatingTune;
  */
 export function inspectsFirst(options: ResolvedOptions, tune: unknown): boolean {
   if (!options.inspect || typeof tune !== 'object' || tune === null) return false;

@@ -59,11 +59,8 @@ const READ_BY_ID_AT_ONCE = 4;
 
 /** One run of a tuneflow workflow: its state, its handlers, and the steps the workflows are made of. */
 export class Job {
-  phase: Phase;
-  /** When the run entered its phase (workflow time), for the phase's duration once it leaves it. */
-  private phaseSince = now();
-  /** Every phase so far with when it began, for the progress query (a page shows them in order). */
-  private readonly phases: PhaseEntry[] = [];
+  /** Every phase so far with when it began (workflow time): the last is the run's phase; the progress query tells all. */
+  private readonly phases: PhaseEntry[];
   readonly tune = new TuneWatch();
   readonly prompts: PromptLedger;
   private readonly counts: Counts = { apiCalls: 0, polls: 0, callbacks: 0 };
@@ -100,8 +97,7 @@ export class Job {
   constructor(phase: Phase, expectedPrompts?: number) {
     // First of all: every patch below is answered by it in a run that starts now.
     foldEarlierPatches();
-    this.phase = phase;
-    this.phases.push({ phase, since: this.phaseSince });
+    this.phases = [{ phase, since: now() }];
     this.prompts = new PromptLedger(expectedPrompts);
     this.budget = new Budget({
       options: () => this.options,
@@ -116,14 +112,18 @@ export class Job {
     );
   }
 
+  /** The run's phase now. */
+  get phase(): Phase {
+    return this.phases[this.phases.length - 1]!.phase;
+  }
+
   /** The run's phase from now on, with its search attributes (when it keeps them). */
   private enter(phase: Phase, failure?: string): void {
-    if (phase !== this.phase) {
-      recordPhase(this.phase, this.phaseSince);
-      this.phaseSince = now();
-      this.phases.push({ phase, since: this.phaseSince });
+    const current = this.phases[this.phases.length - 1]!;
+    if (phase !== current.phase) {
+      recordPhase(current.phase, current.since);
+      this.phases.push({ phase, since: now() });
     }
-    this.phase = phase;
     this.findable.keep(this.findings(failure));
   }
 
@@ -167,8 +167,7 @@ export class Job {
       // Decided before the search attributes' local activity: the SDK loses a patch asked for in the activation
       // that resolves a local activity, and the replay then fails (key-claimed's marker with no command).
       const claiming = claimsKey();
-      if (inspectsFirst(this.settings, (input as { tune?: unknown })?.tune))
-        this.phase = this.phases[0]!.phase = Phase.inspecting;
+      if (inspectsFirst(this.settings, (input as { tune?: unknown })?.tune)) this.phases[0]!.phase = Phase.inspecting;
       const settings = await this.findable.start(this.findings());
       this.spend.held = settings.budget;
       this.delivery = this.deliveryFor(settings.storage);

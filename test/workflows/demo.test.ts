@@ -7,16 +7,16 @@
  * Ctrl-C stops it and everything it started, exit 130 and no stack trace; so does its output closed (`| head -2`,
  * exit 141); `--keep` keeps the server, the Web UI and the mock up after the run until Ctrl-C.
  */
-import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { request } from 'undici';
 import { screen } from '../cli/terminal';
+import { startDemo } from './demo-process';
 import { devServerExecutable, devServerTest } from './environment';
 
 jest.setTimeout(240_000);
@@ -24,58 +24,8 @@ jest.setTimeout(240_000);
 const ROOT = path.resolve(__dirname, '../..');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
-interface Demo {
-  child: ChildProcessWithoutNullStreams;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-  /** Resolves with the first stdout line matching `pattern`. */
-  line(pattern: RegExp): Promise<RegExpExecArray>;
-}
-
 /** The lines of the Temporal CLI's own banner, which the SDK's server process writes to its parent's stdout. */
 const BANNER = /^(Temporal CLI |Temporal Server:|Temporal UI:|Temporal Metrics:|Temporal Persistence:)/m;
-
-/** `tuneflow demo` with only PATH and the cache's home (and `more`): no TEMPORAL_* variable. */
-function startDemo(out: string, flags: string[] = [], more: Record<string, string> = {}): Demo {
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME, ...more };
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'tuneflow.js'), 'demo', '--out', out, ...flags], {
-    cwd: ROOT,
-    env,
-  });
-  const lines: string[] = [];
-  let stderr = '';
-  const waiting: Array<{ pattern: RegExp; resolve: (m: RegExpExecArray) => void }> = [];
-  createInterface({ input: child.stdout }).on('line', (text) => {
-    lines.push(text);
-    for (const w of [...waiting]) {
-      const match = w.pattern.exec(text);
-      if (match) {
-        waiting.splice(waiting.indexOf(w), 1);
-        w.resolve(match);
-      }
-    }
-  });
-  child.stderr.on('data', (c: Buffer) => (stderr += c));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return {
-    child,
-    stdout: () => lines.map((l) => `${l}\n`).join(''),
-    stderr: () => stderr,
-    exited,
-    line: (pattern) =>
-      Promise.race([
-        new Promise<RegExpExecArray>((resolve) => {
-          const seen = lines.map((l) => pattern.exec(l)).find(Boolean);
-          if (seen) resolve(seen);
-          else waiting.push({ pattern, resolve });
-        }),
-        exited.then((code): never => {
-          throw new Error(`the demo exited ${code} before printing ${pattern}:\n${lines.join('\n')}\n${stderr}`);
-        }),
-      ]),
-  };
-}
 
 function portAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -4,12 +4,11 @@
  * what a person sees: at least three phases in order, each with its time, the images loaded (decoded, not only
  * linked), and the end. The README's screenshot of the page is made from this run (TUNEFLOW_SCREENSHOTS=1 writes it).
  */
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createInterface } from 'node:readline';
 import { chromium as playwright, type Browser } from 'playwright-core';
+import { startDemo } from './demo-process';
 import { devServerTest } from './environment';
 
 jest.setTimeout(240_000);
@@ -50,26 +49,10 @@ afterEach(() => fs.rmSync(out, { recursive: true, force: true }));
 devServerTest(
   'the demo live page shows the phases in order with their times, the images loaded, and the end',
   async () => {
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME, XDG_CACHE_HOME: process.env.XDG_CACHE_HOME };
-    const demo = spawn(process.execPath, [path.join(ROOT, 'bin', 'tuneflow.js'), 'demo', '--out', out, '--keep'], {
-      cwd: ROOT,
-      env,
-    });
-    const exited = new Promise<number | null>((resolve) => demo.on('exit', resolve));
-    let stderr = '';
-    demo.stderr.on('data', (c: Buffer) => (stderr += c));
-    const lines: string[] = [];
-    const live = new Promise<string>((resolve, reject) => {
-      createInterface({ input: demo.stdout }).on('line', (line) => {
-        lines.push(line);
-        const match = /^live: {6}(http:\/\/127\.0\.0\.1:\d+\/)$/.exec(line);
-        if (match) resolve(match[1]!);
-      });
-      void exited.then((code) => reject(new Error(`the demo exited ${code}:\n${lines.join('\n')}\n${stderr}`)));
-    });
+    const demo = startDemo(out, ['--keep']);
     let browser: Browser | undefined;
     try {
-      const url = await live;
+      const [, url] = await demo.line(/^live: {6}(http:\/\/127\.0\.0\.1:\d+\/)$/);
       browser = await launchChromium();
       const page = await browser.newPage({ viewport: { width: 1000, height: 720 } });
       await page.goto(url);
@@ -111,8 +94,8 @@ devServerTest(
       expect(fs.statSync(shot).size).toBeGreaterThan(10_000);
     } finally {
       await browser?.close();
-      demo.kill('SIGINT');
-      await exited;
+      demo.child.kill('SIGINT');
+      await demo.exited;
     }
   },
 );
