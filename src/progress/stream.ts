@@ -127,7 +127,8 @@ export function progressStream(options: ProgressStreamOptions): ProgressStream {
     counted: (call) => calls[call]++,
   };
   const watches = new Map<string, JobWatch>();
-  const sinks = new Set<Sink>();
+  /** Each open stream, and whether its last write is still unsent (then nothing more is written to it until it drains). */
+  const sinks = new Map<Sink, { blocked: boolean }>();
   let refused = 0;
   let closed = false;
 
@@ -143,7 +144,7 @@ export function progressStream(options: ProgressStreamOptions): ProgressStream {
     Math.min(lingerMs, 1000),
   ).unref();
   const heartbeat = setInterval(() => {
-    for (const sink of sinks) sink.write(': \n\n');
+    for (const [sink, state] of sinks) if (!state.blocked) state.blocked = !sink.write(': \n\n');
   }, heartbeatMs).unref();
 
   /** Checks the request; the job's watch, or why not. */
@@ -185,18 +186,18 @@ export function progressStream(options: ProgressStreamOptions): ProgressStream {
 
   /** Follows the watch into the sink until the job ends or the viewer leaves (`leave`); `ready` once it drained. */
   function follow(watch: JobWatch, after: number, sink: Sink): { leave(): void; ready(): void } {
-    sinks.add(sink);
+    const state = { blocked: false };
+    sinks.set(sink, state);
     let held: ProgressUpdate | undefined;
-    let blocked = false;
     let done = false;
     const deliver = (next: ProgressUpdate) => {
       if (done || next.id <= after) return;
-      if (blocked) {
+      if (state.blocked) {
         held = next; // the newest state replaces one not sent yet
         return;
       }
       after = next.id;
-      blocked = !sink.write(next.text);
+      state.blocked = !sink.write(next.text);
       if (next.end) leave();
     };
     const unsubscribe = watch.subscribe(deliver);
@@ -210,7 +211,7 @@ export function progressStream(options: ProgressStreamOptions): ProgressStream {
     sink.write('retry: 2000\n\n');
     if (watch.latest) deliver(watch.latest);
     const ready = () => {
-      blocked = false;
+      state.blocked = false;
       const next = held;
       held = undefined;
       if (next) deliver(next);
@@ -306,7 +307,7 @@ export function progressStream(options: ProgressStreamOptions): ProgressStream {
       closed = true;
       clearInterval(sweep);
       clearInterval(heartbeat);
-      for (const sink of [...sinks]) sink.end();
+      for (const sink of [...sinks.keys()]) sink.end();
       sinks.clear();
       for (const watch of watches.values()) watch.stop();
       watches.clear();
