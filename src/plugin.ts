@@ -189,7 +189,10 @@ export interface TuneflowPluginOptions {
    * limits the queue itself, as before: `maxTaskQueueActivitiesPerSecond`, the lower one when the worker sets its
    * own, the same on every worker.
    * `false`: the worker sets no limit, whatever the variable says (the server's, if any, still holds).
-   * The queue's limit is this less `serviceMargin` of it: 25 sets 22.5/s.
+   * The queue's limit is this less `serviceMargin` of it: 25 sets 22.5/s. The worker's own client is paced at this
+   * rate too (a tenth of a second's worth at once, `TunesApiOptions.requestsPerSecond`), so what the server dispatched
+   * while the worker's event loop was held leaves at the service's rate, not all at once over its burst; a `TunesApi`
+   * given as `api`, or `api.requestsPerSecond`, keeps its own.
    * @default TUNEFLOW_SERVICE_RATE; unset: the worker sets none
    */
   serviceRate?: number | false;
@@ -288,7 +291,10 @@ export class TuneflowPlugin extends SimplePlugin {
     const tenants = new Tenants(options.tenants ?? loadTenantSettings());
     const ownsApi = !(given instanceof TunesApi);
     const otel = options.tracing === undefined ? undefined : openTelemetryPlugin(options.tracing);
-    const api = given instanceof TunesApi ? given : new TunesApi(given);
+    const api =
+      given instanceof TunesApi
+        ? given
+        : new TunesApi({ ...given, requestsPerSecond: given.requestsPerSecond ?? serviceRate });
     const signer = callbacks ? new CallbackSigner({ baseUrl: callbacks.baseUrl, secret: callbacks.secret }) : undefined;
     const storage = storageSettings && storageOf(storageSettings, api.origin);
     const activities = createActivities({ api, callbacks: signer, uploadDir, tenants, storage });

@@ -45,7 +45,8 @@ export interface TunesApiOptions {
   /**
    * The client's own pace, in requests a second, under the service's rate limit: a request waits its turn, and at
    * most a tenth of a second's worth leave the pace at once (each may then wait for a free connection). One client's
-   * pace, not a whole deployment's: a worker's calls are spaced by its task queue's limit (TUNEFLOW_SERVICE_RATE).
+   * pace, not a whole deployment's: a worker's calls are spaced by its task queue's limit (TUNEFLOW_SERVICE_RATE), and
+   * the plugin paces its own client at that rate so a worker's held event loop does not send them bunched.
    * @default no pace
    */
   requestsPerSecond?: number;

@@ -164,6 +164,37 @@ describe("the service rate: the task queue's activity limit on every worker the 
     expect(options.maxActivitiesPerSecond).toBeUndefined();
   });
 
+  test("the worker's own requests keep to the service rate: what waited through a held event loop meets no 429", async () => {
+    // A key of its own: the mock's limit is per key, and the other tests' requests share theirs.
+    const limited = await startMockService();
+    try {
+      limited.setFaults({ rateLimitPerSecond: 10 });
+      const key = (i: number) => ({ apiKey: `sk-paced-${i}`, baseUrl: limited.url });
+      /** 30 activities the server dispatched while the worker's event loop was held 1.5 s, run together after. */
+      const heldThenRun = async (plugin: TuneflowPlugin) => {
+        const activities = activitiesOf(plugin);
+        const before = limited.stats().rateLimited;
+        const reads = Promise.allSettled(
+          Array.from({ length: 30 }, (_, i) =>
+            run(activities, 'createTune', {
+              tune: { title: `paced-${i}`, name: 'dog', branch: 'fast', image_urls: ['https://img.example.com/1.png'] },
+            }),
+          ),
+        );
+        const until = Date.now() + 1_500;
+        while (Date.now() < until); // a worker's event loop busy with workflow activations
+        await reads;
+        return limited.stats().rateLimited - before;
+      };
+      expect(
+        await heldThenRun(new TuneflowPlugin({ api: key(1), callbacks: false, serviceRate: false })),
+      ).toBeGreaterThan(0);
+      expect(await heldThenRun(new TuneflowPlugin({ api: key(2), callbacks: false, serviceRate: 10 }))).toBe(0);
+    } finally {
+      await limited.close();
+    }
+  }, 20_000);
+
   test.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY])('a bad option is refused at construction: %p', (rate) => {
     expect(() => new TuneflowPlugin({ api, callbacks: false, serviceRate: rate })).toThrow(
       'TuneflowPlugin: serviceRate must be a positive number of requests per second or false',
