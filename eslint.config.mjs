@@ -30,7 +30,13 @@ export default tseslint.config(
   },
   ...tseslint.configs.recommended,
   {
-    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: {
+        // The examples are plain JavaScript an app copies: linted outside the TypeScript project.
+        projectService: { allowDefaultProject: ['examples/*/*.mjs'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],

@@ -66,8 +66,8 @@ Options:
   --prompt TEXT   a prompt to generate (repeat; default: three portraits)
   --images URL    a training image URL (repeat; real service only: the mock serves its own)
   --out DIR       where to save the images and the gallery page, DIR/<run>/index.html (default ./out)
-  --keep          after the run, keep the dev server, its Web UI and the mock service up until Ctrl-C, so the
-                  history link and the image URLs go on working
+  --keep          after the run, keep the dev server, its Web UI, the worker, the live page and the mock service
+                  up until Ctrl-C, so the history link, the live page and the image URLs go on working
   --unreachable-limit D
                   how long a call of the run may fail to reach the service (no network, a wrong TUNEFLOW_API_URL)
                   before the demo gives up and stops what it started, exit 3 (default ${UNREACHABLE_LIMIT})
@@ -275,6 +275,8 @@ async function runDemoJob(
     images: string;
     /** The live page's URL, told once the job exists (the stream answers 404 for a job not started). */
     live: string;
+    /** --keep: the worker stays up after the job until the stop, so the live page reloaded shows the phases. */
+    keep: boolean;
   },
   view: {
     line: LiveLine;
@@ -310,13 +312,19 @@ async function runDemoJob(
   const client = new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace });
   const tuneflow = new TuneflowClient({ client, taskQueue });
   let followed: Promise<TrainThenGenerateResult> | undefined;
+  let finished!: (result: TrainThenGenerateResult) => void;
+  const result = new Promise<TrainThenGenerateResult>((resolve) => (finished = resolve));
   const running = worker.runUntil(async () => {
     const handle = await tuneflow.trainThenGenerate(workflowId, job.input);
     say(`started:   trainThenGenerate ${workflowId}`);
     if (history) say(`history:   ${history}`);
     say(`live:      ${job.live}`);
     followed = follow(handle, { line, signal: following.signal, unreachableLimitMs: view.unreachableLimitMs });
-    return followed;
+    const done = await followed;
+    finished(done);
+    // Kept up, the worker answers the live page's question of the ended job (its phases) until the stop.
+    if (job.keep) await view.stopped;
+    return done;
   });
   running.catch(() => undefined);
   // Stopped early: following ends (its query answered, its long poll cut) before the worker shuts down and the
@@ -328,7 +336,7 @@ async function runDemoJob(
     await shutdownOnceRunning(worker, running);
     await running.catch(() => undefined);
   });
-  return Promise.race([running, view.stopped]);
+  return Promise.race([result, running, view.stopped]);
 }
 
 export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {
@@ -408,7 +416,7 @@ export async function demoCommand(argv: string[], io: CommandIO = processIO()): 
       });
       cleanups.push(() => page.close());
       const result = await runDemoJob(
-        { temporal, api, callbacks, input, workflowId, history, images, live: page.url },
+        { temporal, api, callbacks, input, workflowId, history, images, live: page.url, keep: !!values.keep },
         { line, stderr: io.stderr, say, following, stopped, unreachableLimitMs },
         cleanups,
       );

@@ -2,8 +2,9 @@
  * One watch per job, shared by all its viewers: a long poll of the run's history (GetWorkflowExecutionHistory with
  * waitNewEvent), and the `progress` query once per workflow task the run completed, never per viewer. A run's state
  * changes only in its workflow tasks, so a batch of events without a completed task is not news; the run's end is read
- * from its close event (and its result), with no query to a closed run. A thousand viewers of one job cost the
- * Temporal calls of one.
+ * from its close event (and its result). A run first seen closed (a viewer who comes back after the end) is asked its
+ * progress once, for the phases it went through (a worker replays it to answer); without an answer the end shows what
+ * the close event and the result say. A thousand viewers of one job cost the Temporal calls of one.
  */
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
@@ -179,7 +180,10 @@ export class JobWatch {
       nextPageToken = response.nextPageToken?.length ? response.nextPageToken : undefined;
       if (first) this.#resolveFound(true);
       first = false;
-      if (closed) return this.#publish(await this.#ending(closed, lastId, changedAt));
+      if (closed) {
+        if (!this.#progress) this.#progress = await this.#query();
+        return this.#publish(await this.#ending(closed, lastId, changedAt));
+      }
       // An open run's long poll always gives a way on; none means a server that holds no long poll (the Java test
       // server answers one with nothing): the stream needs a real one (any Temporal server, the CLI's dev server).
       if (!nextPageToken) return;

@@ -195,6 +195,24 @@ devServerTest(
         const resumed = await before.ended;
         expect(resumed.map((e) => [e.event, e.id])).toEqual([['end', endId]]);
 
+        // A viewer who comes back after the end, to a stream that no longer watches the job, gets every phase and
+        // image in the end event: one query of the closed run (a worker replays it), beside the history and result.
+        const later = await servedStream();
+        try {
+          const back = await watch(later.url(one.workflowId));
+          await back.ended;
+          expect(back.events.map((e) => e.event)).toEqual(['end']);
+          const view = viewOf(back);
+          expect(view).toMatchObject({ status: 'completed', phase: 'completed' });
+          expectPhasesInOrder(view);
+          // As the run itself recorded them (the live end's last phase is dated by the close event, a few ms on).
+          expect(view.phases.slice(0, -1)).toEqual(viewOf(single).phases.slice(0, -1));
+          expect(view.images).toHaveLength(3);
+          expect(later.stream.stats().temporalCalls).toMatchObject({ query: 1, result: 1 });
+        } finally {
+          await later.close();
+        }
+
         // The fetch shape streams the same last event.
         const response = await alone.stream.fetch(new Request(alone.url(one.workflowId)));
         expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);

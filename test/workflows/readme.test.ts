@@ -59,6 +59,7 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
   },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
   '### Images in your storage #1': { by: 'test/workflows/image-storage.test.ts' },
+  '### A live page for your end users #1': { by: 'test/workflows/live-page.test.ts' },
   '### Compressed payloads #1': { by: 'test/workflows/compressed-payloads.test.ts' },
   '### Finding jobs #1': { by: 'test/workflows/search-attributes.test.ts' },
   '### Finding jobs #2': { by: 'test/workflows/search-attributes.test.ts' },
