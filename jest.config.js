@@ -1,8 +1,26 @@
-/** Two projects: everything else runs in parallel; workflow tests (a Temporal test server each) run serially. */
+/**
+ * Three projects: unit tests, and the workflow tests (a Temporal server each) in two: those that share the machine
+ * with one other file at a time, and those that run alone because what they assert moves with the machine's load (a
+ * ratio of latencies, not one 429, a flood of starts, a soak, a browser's timings).
+ */
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
 // A test's console output (the SDK's logs among it) shows only if the test fails: see test/quiet-environment.ts.
 const testEnvironment = '<rootDir>/test/quiet-environment.ts';
 const base = { testEnvironment, transform, moduleFileExtensions: ['ts', 'js', 'json'] };
+// Decides once where the tests get a Temporal server, or prints why they are skipped.
+const globalSetup = '<rootDir>/test/workflows/global-setup.ts';
+
+/** The workflow test files that run alone (`workflows-alone`, in band), after the others. */
+const ALONE = [
+  'fair-share',
+  'fairness-probe',
+  'service-rate',
+  'tenant-spend',
+  'soak',
+  'pack-and-generate',
+  'progress-stream',
+  'live-page',
+].map((name) => `<rootDir>/test/workflows/${name}.test.ts`);
 
 /** @type {import('jest').Config} */
 module.exports = {
@@ -17,8 +35,9 @@ module.exports = {
       ...base,
       displayName: 'workflows',
       testMatch: ['<rootDir>/test/workflows/**/*.test.ts'],
-      // Decides once where the tests get a Temporal server, or prints why they are skipped.
-      globalSetup: '<rootDir>/test/workflows/global-setup.ts',
+      testPathIgnorePatterns: ALONE.map((file) => file.replace('<rootDir>', '').replace(/\./g, '\\.') + '$'),
+      globalSetup,
     },
+    { ...base, displayName: 'workflows-alone', testMatch: ALONE, globalSetup },
   ],
 };
