@@ -18,7 +18,7 @@ const server = createServer((req, res) => {
   if (url.pathname === '/progress') return stream.node(req, res);
   const key = keyOf(url.pathname);
   if (key && req.method === 'GET') {
-    // Here the app checks that its signed-in user may watch this job; the token then reads this job and no other.
+    if (!mayWatch(req, key)) return res.writeHead(403, { 'content-type': 'text/plain' }).end('not yours\n');
     const token = mintProgressToken({ secret, workflowId: key, ttl: '15 minutes' });
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
     return res.end(page(`/progress?token=${encodeURIComponent(token)}`));
@@ -31,8 +31,16 @@ server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', () => {
 process.once('SIGINT', () => {
   stream.close();
   server.closeAllConnections();
-  server.close(() => void connection.close());
+  server.close(() => connection.close().catch(() => undefined));
 });
+
+/**
+ * Whether the request's signed-in user may watch job `key`: the app's own check (its session, its orders table). The
+ * token minted after it reads this job and no other, so this is the only place a user is matched to a job.
+ */
+function mayWatch(_req, _key) {
+  return true; // this example has no users: replace with the app's own check
+}
 
 /** The job's key in `/jobs/<key>`, or undefined (no such path, or not a URI component). */
 function keyOf(pathname) {

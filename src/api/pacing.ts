@@ -1,8 +1,9 @@
 /**
  * A client's own pace under the service's rate limit: requests leave at most `perSecond` a second, with a burst of a
  * tenth of a second's worth, in the order they asked, however late the process's timers fire. For code that calls the
- * service outside a rate-limited task queue (a script's bulk reads); a worker's calls are spaced by the queue's limit
- * on the Temporal server, for all workers together, which one process's pace cannot be.
+ * service outside a rate-limited task queue (a script's bulk reads), and for a worker's own client at the service's
+ * rate (the plugin's `serviceRate`): the queue's limit on the Temporal server spaces all workers' calls together, which
+ * one process's pace cannot, and the pace keeps what one worker's held event loop bunched from leaving at once.
  */
 
 /** The longest timeout Node keeps (2^31 - 1 ms). */

@@ -336,7 +336,8 @@ async function runDemoJob(
     await shutdownOnceRunning(worker, running);
     await running.catch(() => undefined);
   });
-  return Promise.race([result, running, view.stopped]);
+  // Without --keep the worker's own end (its shutdown, and any error of it) comes before the result is shown.
+  return Promise.race(job.keep ? [result, running, view.stopped] : [running, view.stopped]);
 }
 
 export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {

@@ -191,7 +191,9 @@ export function progressStream(options: ProgressStreamOptions): ProgressStream {
     let held: ProgressUpdate | undefined;
     let done = false;
     const deliver = (next: ProgressUpdate) => {
-      if (done || next.id <= after) return;
+      if (done) return;
+      // A viewer who had the end already (it came back to a watch that had not read it yet) is let go with it.
+      if (next.id <= after) return void (next.end && leave());
       if (state.blocked) {
         held = next; // the newest state replaces one not sent yet
         return;

@@ -1,5 +1,6 @@
 /**
- * Jest globalSetup of the `workflows` project: provisions, once per run, the two real Temporal servers the workflow
+ * Jest globalSetup of the `workflows` and `workflows-alone` projects: provisions, once per jest command, the two real
+ * Temporal servers the workflow
  * tests use (src/temporal-server: the settings, the cache, the SDK's download, an install from this machine's
  * registries) and publishes them in process.env, which the test workers inherit:
  *

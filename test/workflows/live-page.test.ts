@@ -112,8 +112,9 @@ devServerTest(
 );
 
 devServerTest(
-  "the README's example app, started as printed, shows the same job on its own page: the phases in order, the " +
-    'images loaded, the end, and no token in what it prints',
+  "the README's example app, started as printed (the demo's Temporal address and a free port in place of the " +
+    'printed ones), shows the same job on its own page: the phases in order, the images loaded, the end, and no ' +
+    'token in what it prints',
   async () => {
     expect(demo).toBeDefined();
     const [, port] = await demo!.line(/^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/);
@@ -164,7 +165,14 @@ devServerTest(
       // What the app prints holds no token (each page's is minted per load, never logged).
       expect(printed).not.toMatch(/token|v1\./);
     } finally {
-      if (app.exitCode === null) process.kill(-app.pid!, 'SIGINT');
+      // Its whole process group (bash and node), and no orphan left should SIGINT not end it.
+      if (app.exitCode === null && app.signalCode === null) {
+        const exited = new Promise((resolve) => app.once('exit', resolve));
+        process.kill(-app.pid!, 'SIGINT');
+        const timer = setTimeout(() => process.kill(-app.pid!, 'SIGKILL'), 5_000);
+        await exited;
+        clearTimeout(timer);
+      }
     }
   },
 );

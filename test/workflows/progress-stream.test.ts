@@ -212,6 +212,15 @@ devServerTest(
         } finally {
           await later.close();
         }
+        // One who had the end, back to a stream that must read the job anew: let go when the end is read, not held.
+        const fresh = await servedStream();
+        try {
+          const had = await watch(fresh.url(one.workflowId), { lastEventId: endId });
+          expect(await had.ended).toEqual([]);
+          expect(fresh.stream.stats().viewers).toBe(0);
+        } finally {
+          await fresh.close();
+        }
 
         // The fetch shape streams the same last event.
         const response = await alone.stream.fetch(new Request(alone.url(one.workflowId)));
