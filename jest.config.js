@@ -10,7 +10,7 @@ const base = { testEnvironment, transform, moduleFileExtensions: ['ts', 'js', 'j
 // Decides once where the tests get a Temporal server, or prints why they are skipped.
 const globalSetup = '<rootDir>/test/workflows/global-setup.ts';
 
-/** The workflow test files that run alone (`workflows-alone`, in band), after the others. */
+/** The workflow test files (by name) that run alone (`workflows-alone`, in band), after the others. */
 const ALONE = [
   'fair-share',
   'fairness-probe',
@@ -20,7 +20,7 @@ const ALONE = [
   'pack-and-generate',
   'progress-stream',
   'live-page',
-].map((name) => `<rootDir>/test/workflows/${name}.test.ts`);
+];
 
 /** @type {import('jest').Config} */
 module.exports = {
@@ -35,9 +35,14 @@ module.exports = {
       ...base,
       displayName: 'workflows',
       testMatch: ['<rootDir>/test/workflows/**/*.test.ts'],
-      testPathIgnorePatterns: ALONE.map((file) => file.replace('<rootDir>', '').replace(/\./g, '\\.') + '$'),
+      testPathIgnorePatterns: ALONE.map((name) => `/test/workflows/${name}\\.test\\.ts$`),
       globalSetup,
     },
-    { ...base, displayName: 'workflows-alone', testMatch: ALONE, globalSetup },
+    {
+      ...base,
+      displayName: 'workflows-alone',
+      testMatch: ALONE.map((name) => `<rootDir>/test/workflows/${name}.test.ts`),
+      globalSetup,
+    },
   ],
 };

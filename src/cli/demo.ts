@@ -312,20 +312,18 @@ async function runDemoJob(
   const client = new Client({ connection: temporal.env.connection, namespace: temporal.env.namespace });
   const tuneflow = new TuneflowClient({ client, taskQueue });
   let followed: Promise<TrainThenGenerateResult> | undefined;
-  let finished!: (result: TrainThenGenerateResult) => void;
-  const result = new Promise<TrainThenGenerateResult>((resolve) => (finished = resolve));
-  const running = worker.runUntil(async () => {
+  const started = (async () => {
     const handle = await tuneflow.trainThenGenerate(workflowId, job.input);
     say(`started:   trainThenGenerate ${workflowId}`);
     if (history) say(`history:   ${history}`);
     say(`live:      ${job.live}`);
     followed = follow(handle, { line, signal: following.signal, unreachableLimitMs: view.unreachableLimitMs });
-    const done = await followed;
-    finished(done);
-    // Kept up, the worker answers the live page's question of the ended job (its phases) until the stop.
-    if (job.keep) await view.stopped;
-    return done;
-  });
+    return followed;
+  })();
+  started.catch(() => undefined);
+  // Kept up (--keep), the worker runs until the stop, answering the live page's question of the ended job (its phases);
+  // else until the job's end, and its own end (its shutdown, any error of it) comes before the result is shown.
+  const running = job.keep ? worker.run() : worker.runUntil(started);
   running.catch(() => undefined);
   // Stopped early: following ends (its query answered, its long poll cut) before the worker shuts down and the
   // connection closes; a call the closing cuts is retried by the client on a closed channel, which crashes. Stopped
@@ -336,8 +334,9 @@ async function runDemoJob(
     await shutdownOnceRunning(worker, running);
     await running.catch(() => undefined);
   });
-  // Without --keep the worker's own end (its shutdown, and any error of it) comes before the result is shown.
-  return Promise.race(job.keep ? [result, running, view.stopped] : [running, view.stopped]);
+  if (!job.keep) return Promise.race([running as Promise<TrainThenGenerateResult>, view.stopped]);
+  // Kept up, the worker ends only at the stop: the job's end is the result, the worker's error a failure.
+  return Promise.race([started, running.then(() => view.stopped), view.stopped]);
 }
 
 export async function demoCommand(argv: string[], io: CommandIO = processIO()): Promise<ExitCode> {

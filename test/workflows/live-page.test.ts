@@ -9,12 +9,11 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { chromium as playwright, type Browser, type Page } from 'playwright-core';
-import { commandsOf, readmeBlocks } from '../readme-blocks';
+import { blocksUnder, commandsOf } from '../readme-blocks';
 import { startDemo, type Demo } from './demo-process';
 import { devServerTest } from './environment';
+import { lineOf, runInShell, stopGroup } from './shell-process';
 
 jest.setTimeout(240_000);
 
@@ -89,10 +88,7 @@ devServerTest(
     })`);
     expect(seen.status).toBe('completed');
     expect(seen.end).toMatch(/^Done: 3 images, \$0\.00$/);
-    const names = seen.phases.map((p) => p.phase);
-    expect(names.length).toBeGreaterThanOrEqual(3);
-    expect(names).toEqual([...names].sort((a, b) => ORDER.indexOf(a) - ORDER.indexOf(b)));
-    expect(names.at(-1)).toBe('completed');
+    expectPhasesInOrder(seen.phases.map((p) => p.phase));
     for (const [i, p] of seen.phases.entries()) {
       // A clock time, and how long the phase took for every phase but the last.
       expect(p.time).toMatch(i < seen.phases.length - 1 ? /^\d\d:\d\d:\d\d( [AP]M)? · \d+s$/ : /^\d\d:\d\d:\d\d/);
@@ -119,26 +115,16 @@ devServerTest(
     expect(demo).toBeDefined();
     const [, port] = await demo!.line(/^Temporal: {2}dev server .* at 127\.0\.0\.1:(\d+)$/);
     const [, workflowId] = await demo!.line(/^started: {3}trainThenGenerate (demo-\S+)$/);
-    const block = readmeBlocks().find((b) => b.id === '### A live page for your end users #1');
-    const [command] = commandsOf(block!.text);
+    const [command] = commandsOf(blocksUnder('### A live page for your end users', 'sh')[0]!);
     expect(command).toMatch(/ node examples\/progress-page\/server\.mjs$/);
     // As printed, but the demo's server and a free port of the app's (its own: 0, printed as it listens).
-    const app = spawn('bash', ['-euo', 'pipefail', '-c', command.replace('localhost:7233', `127.0.0.1:${port}`)], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0' },
-      detached: true,
+    const app = runInShell(command.replace('localhost:7233', `127.0.0.1:${port}`), {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      PORT: '0',
     });
-    let printed = '';
-    app.stderr.on('data', (c: Buffer) => (printed += c));
     try {
-      const listening = await new Promise<string>((resolve, reject) => {
-        createInterface({ input: app.stdout }).on('line', (line) => {
-          printed += `${line}\n`;
-          const match = /^listening: (http:\/\/127\.0\.0\.1:\d+)\/jobs\/<key>$/.exec(line);
-          if (match) resolve(match[1]!);
-        });
-        app.on('exit', (code) => reject(new Error(`the example exited ${code}:\n${printed}`)));
-      });
+      const [, listening] = await lineOf(app, /^listening: (http:\/\/127\.0\.0\.1:\d+)\/jobs\/<key>$/);
       const page = await newPage();
       await page.goto(`${listening}/jobs/${encodeURIComponent(workflowId!)}`);
       await page.locator('#end:not([hidden])').waitFor({ timeout: 180_000 });
@@ -153,29 +139,30 @@ devServerTest(
       })`);
       expect(seen.status).toBe('completed');
       expect(seen.end).toBe('Done: 3 images');
-      const names = seen.phases.map((p) => p.phase);
-      expect(names.length).toBeGreaterThanOrEqual(3);
-      expect(names).toEqual([...names].sort((a, b) => ORDER.indexOf(a) - ORDER.indexOf(b)));
-      expect(names.at(-1)).toBe('completed');
+      expectPhasesInOrder(seen.phases.map((p) => p.phase));
       for (const p of seen.phases) expect(p.text).toMatch(/ since \d\d?:\d\d:\d\d/);
       // No storedImageUrl in the example: the service's (the demo's mock's) images, decoded by the browser.
       const images = await loadedImages(page);
       expect(images).toHaveLength(3);
       for (const image of images) expect(image.width).toBeGreaterThan(0);
       // What the app prints holds no token (each page's is minted per load, never logged).
-      expect(printed).not.toMatch(/token|v1\./);
+      expect(app.output()).not.toMatch(/token|v1\./);
     } finally {
       // Its whole process group (bash and node), and no orphan left should SIGINT not end it.
-      if (app.exitCode === null && app.signalCode === null) {
-        const exited = new Promise((resolve) => app.once('exit', resolve));
-        process.kill(-app.pid!, 'SIGINT');
-        const timer = setTimeout(() => process.kill(-app.pid!, 'SIGKILL'), 5_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      const stopped = stopGroup(app, 'SIGINT');
+      const timer = setTimeout(() => void stopGroup(app, 'SIGKILL'), 5_000);
+      await stopped;
+      clearTimeout(timer);
     }
   },
 );
+
+/** At least three phases, in the job's order, the last `completed`. */
+function expectPhasesInOrder(names: string[]): void {
+  expect(names.length).toBeGreaterThanOrEqual(3);
+  expect(names).toEqual([...names].sort((a, b) => ORDER.indexOf(a) - ORDER.indexOf(b)));
+  expect(names.at(-1)).toBe('completed');
+}
 
 /** The page's images once the browser decoded each: their path and natural width. */
 async function loadedImages(page: Page): Promise<Array<{ src: string; width: number }>> {

@@ -10,15 +10,14 @@
  * free metrics port for the worker.
  * `npm ci && npm run build`, the first line, is what this test run itself went through (`npm test` builds first).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { createInterface } from 'node:readline';
 import { freePort, portIsFree } from '../../src/temporal-server/dev-server';
 import { devServerTest } from './environment';
 import { blocksUnder, commandsOf } from '../readme-blocks';
+import { lineOf, runInShell as run, stopGroup, type Running } from './shell-process';
 
 jest.setTimeout(240_000);
 
@@ -35,41 +34,6 @@ const SERVERS: Array<[RegExp, RegExp]> = [
   [/tuneflow mock-service\b/, /^listening on /],
   [/tuneflow worker\b/, /tuneflow worker started/],
 ];
-
-interface Running {
-  command: string;
-  child: ChildProcess;
-  output: () => string;
-  /** The exit status a shell shows: the code, or 128 + the number of the signal that ended it. */
-  exited: Promise<number>;
-}
-
-/** `bash -c command` in a process group of its own, as a terminal runs it (Ctrl-C reaches npx and tuneflow alike). */
-function run(command: string, env: NodeJS.ProcessEnv): Running {
-  const child = spawn('bash', ['-c', command], { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c));
-  child.stderr!.on('data', (c: Buffer) => (output += c));
-  // 'close': npx's own child (tuneflow) holds the pipes until it is done too.
-  const exited = new Promise<number>((resolve) =>
-    child.on('close', (code, signal) => resolve(code ?? 128 + os.constants.signals[signal!])),
-  );
-  return { command, child, output: () => output, exited };
-}
-
-async function ready(server: Running, pattern: RegExp): Promise<void> {
-  const lines = createInterface({ input: server.child.stdout! });
-  const stderr = createInterface({ input: server.child.stderr! });
-  await Promise.race([
-    new Promise<void>((resolve) => {
-      lines.on('line', (line) => pattern.test(line) && resolve());
-      stderr.on('line', (line) => pattern.test(line) && resolve());
-    }),
-    server.exited.then((code) => {
-      throw new Error(`\`${server.command}\` exited ${code} before it was ready:\n${server.output()}`);
-    }),
-  ]);
-}
 
 let servers: Running[] = [];
 let env: NodeJS.ProcessEnv;
@@ -96,10 +60,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const server of servers.reverse()) {
-    if (server.child.exitCode === null && server.child.signalCode === null) {
-      process.kill(-server.child.pid!, 'SIGKILL');
-      await server.exited;
-    }
+    await stopGroup(server, 'SIGKILL');
   }
 });
 
@@ -121,7 +82,7 @@ devServerTest("the README's Run it locally commands work as printed, and so does
       : onOurPorts(command);
     const running = run(local, env);
     servers.push(running);
-    await ready(running, server[1]);
+    await lineOf(running, server[1]);
   }
   expect(servers.map((s) => SERVERS.findIndex(([name]) => name.test(s.command)))).toEqual([0, 1, 2]);
   expect(servers[0].output()).toContain(`Web UI:  http://127.0.0.1:${ports.get('8233')}`);
@@ -222,8 +183,8 @@ devServerTest("the README's Run it locally commands work as printed, and so does
   // Ctrl-C, as a user stops them: each stops what it runs and ends with 130, the status a shell shows for Ctrl-C (npm's
   // own under npx, and tuneflow's; test/workflows/npx.test.ts checks npx and node side by side).
   for (const server of [...servers].reverse()) {
-    process.kill(-server.child.pid!, 'SIGINT');
-    expect({ command: server.command, status: await server.exited }).toEqual({ command: server.command, status: 130 });
+    const status = await stopGroup(server, 'SIGINT');
+    expect({ command: server.command, status }).toEqual({ command: server.command, status: 130 });
   }
   expect(servers[2].output()).toContain('tuneflow worker stopped');
   for (const port of ['7233', '8233', '8080', '3001']) expect(await portIsFree(Number(ports.get(port)))).toBe(true);
