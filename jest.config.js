@@ -20,6 +20,7 @@ const ALONE = [
   'pack-and-generate',
   'progress-stream',
   'live-page',
+  'worker-versioning',
 ];
 
 /** @type {import('jest').Config} */

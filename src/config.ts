@@ -13,6 +13,7 @@ import type { SpendPeriod } from './contract/spend';
 import type { TenantSettings } from './tenants';
 import type { StorageSettings } from './storage';
 import { MAX_IMAGE_MAX_BYTES } from './contract/storage';
+import { versioningProblem, type VersioningOptions } from './deployments/versions';
 
 /** The public service's base URL. */
 export const DEFAULT_API_URL = 'https://api.astria.ai';
@@ -67,6 +68,12 @@ export const ENVIRONMENT = {
     "each tenant's spend ceiling over a UTC day or month, tenant=millicents/day,...|/month; a job over it fails OverBudget before paying (unset: none)",
   TUNEFLOW_TENANT:
     'the tenant `tuneflow start` starts jobs as (default: default, whose jobs run under their bare keys)',
+  TUNEFLOW_DEPLOYMENT_NAME:
+    'the worker deployment this worker is a version of (Worker Versioning): it takes new jobs once its build is current or ramping; unset: unversioned',
+  TUNEFLOW_BUILD_ID:
+    "this worker's build in the deployment (default: the package version and the workflow bundle's hash)",
+  TUNEFLOW_VERSIONING_BEHAVIOR:
+    'PINNED: a job finishes on the build it started on (default); AUTO_UPGRADE: it moves to the current build',
 } as const;
 
 /** What `tuneflow demo` reads besides: on the real service (TUNEFLOW_API_KEY set), its images and branch. */
@@ -165,6 +172,8 @@ export interface WorkerConfig {
   compressPayloads: boolean;
   /** TUNEFLOW_STORAGE and the image settings: where the images are copied; undefined: not copied. */
   storage?: StorageSettings;
+  /** TUNEFLOW_DEPLOYMENT_NAME, _BUILD_ID and _VERSIONING_BEHAVIOR: Worker Versioning; undefined: unversioned. */
+  versioning?: VersioningOptions;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -326,8 +335,41 @@ export function loadWorkerConfig(env: Env = process.env): WorkerConfig {
     checkApiKey: loadCheckApiKey(env),
     compressPayloads: loadCompressPayloads(env),
     storage: loadStorageSettings(env),
+    versioning: loadVersioning(env),
   };
 }
+
+/**
+ * TUNEFLOW_DEPLOYMENT_NAME, TUNEFLOW_BUILD_ID and TUNEFLOW_VERSIONING_BEHAVIOR; undefined (unversioned) when the
+ * deployment name is unset.
+ *
+ * @example
+ * loadVersioning({ TUNEFLOW_DEPLOYMENT_NAME: 'tuneflow', TUNEFLOW_BUILD_ID: 'b' }); // { deploymentName: 'tuneflow', buildId: 'b' }
+ */
+export function loadVersioning(env: Env = process.env): VersioningOptions | undefined {
+  const value = (name: string) => (env[name]?.trim() ? env[name]!.trim() : undefined);
+  const deploymentName = value('TUNEFLOW_DEPLOYMENT_NAME');
+  const buildId = value('TUNEFLOW_BUILD_ID');
+  const behavior = value('TUNEFLOW_VERSIONING_BEHAVIOR')?.toUpperCase().replace('-', '_');
+  if (deploymentName === undefined) {
+    for (const name of ['TUNEFLOW_BUILD_ID', 'TUNEFLOW_VERSIONING_BEHAVIOR'])
+      if (value(name) !== undefined)
+        throw new ConfigError(name, 'needs TUNEFLOW_DEPLOYMENT_NAME: a build is a version of a worker deployment');
+    return undefined;
+  }
+  const versioning = { deploymentName, buildId, behavior } as VersioningOptions;
+  const problem = versioningProblem(versioning, VERSIONING_VARIABLES);
+  if (problem)
+    throw new ConfigError(problem[0], problem[1].replace(/got "(.*)"$/, `got ${JSON.stringify(value(problem[0]))}`));
+  return versioning;
+}
+
+/** The variables of VersioningOptions' fields. */
+export const VERSIONING_VARIABLES = {
+  deploymentName: 'TUNEFLOW_DEPLOYMENT_NAME',
+  buildId: 'TUNEFLOW_BUILD_ID',
+  behavior: 'TUNEFLOW_VERSIONING_BEHAVIOR',
+} as const;
 
 /**
  * TUNEFLOW_STORAGE (a folder's absolute path, or s3://bucket/prefix), TUNEFLOW_STORAGE_ENDPOINT, TUNEFLOW_IMAGE_HOSTS

@@ -6,9 +6,12 @@
 export {
   shutdownOnceRunning,
   TuneflowPlugin,
+  tuneflowReplayOptions,
   type TuneflowCallbackOptions,
   type TuneflowPluginOptions,
 } from './plugin';
+export { replayGate, type GateRun, type ReplayGateOptions, type ReplayGateResult } from './deployments/replay-gate';
+export { defaultBuildId, type DeploymentVersion, type VersioningOptions } from './deployments/versions';
 export { tuneflowServiceHandler } from './nexus/handler';
 export { DEFAULT_TENANT, Tenants, loadTenantSettings, type TenantSettings } from './tenants';
 export {

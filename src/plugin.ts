@@ -36,6 +36,7 @@ import {
   loadStorageSettings,
   loadCheckApiKey,
   loadCompressPayloads,
+  loadVersioning,
   portProblem,
   ConfigError,
   DEFAULT_API_URL,
@@ -52,6 +53,7 @@ import { storageOf, type ImageFetcher, type ImageStore, type StorageSettings } f
 import { describeLimits, lacksQueueConfig, probeFairness, queueLimits, setQueueLimits } from './task-queue-limits';
 import { BOOKKEEPING_ACTIVITIES, BOOKKEEPING_SUFFIX, bookkeepingQueueOf } from './contract/task-queues';
 import { CompressionCodec } from './codec/compression';
+import { describeVersioning, versioningProblem, withVersioning, type VersioningOptions } from './deployments/versions';
 
 /**
  * The workflow bundles `npm run build` writes beside this file, without and with OpenTelemetry's workflow
@@ -231,6 +233,17 @@ export interface TuneflowPluginOptions {
    * @default {}
    */
   startReport?: Record<string, string | number | boolean> | false;
+  /**
+   * Worker Versioning: the worker is a build of a worker deployment (`deploymentName`, and `buildId`, by default the
+   * package version and the workflow bundle's hash), and the server routes each job to the build it started on
+   * (`behavior` PINNED, the default) or to the current build (AUTO_UPGRADE). A versioned worker takes new jobs only
+   * once its build is the deployment's current or ramping version (`temporal worker deployment set-current-version`);
+   * the old build's workers stay up until their pinned jobs drain (README "Versioned deploys"). The spend ledger always
+   * moves to the current build. A worker's own `workerDeploymentOptions` win over this. `false`: unversioned, whatever
+   * the variables say.
+   * @default TUNEFLOW_DEPLOYMENT_NAME, TUNEFLOW_BUILD_ID and TUNEFLOW_VERSIONING_BEHAVIOR; unset: unversioned
+   */
+  versioning?: VersioningOptions | false;
 }
 
 /**
@@ -265,6 +278,9 @@ export class TuneflowPlugin extends SimplePlugin {
   readonly #checkApiKey: boolean;
   /** The start report's settings (no secret among them), and the fields the caller adds; false: none. */
   readonly #report: Record<string, string | number | boolean> | false;
+  readonly #versioning: VersioningOptions | undefined;
+  /** What names the build ID in an error: the variable, or the option given in code. */
+  readonly #buildIdSetting: string;
 
   constructor(options: TuneflowPluginOptions = {}) {
     // Every setting is read before anything is opened, so a bad one leaves nothing behind.
@@ -299,6 +315,9 @@ export class TuneflowPlugin extends SimplePlugin {
     const storage = storageSettings && storageOf(storageSettings, api.origin);
     const activities = createActivities({ api, callbacks: signer, uploadDir, tenants, storage });
     const compressPayloads = options.compressPayloads ?? loadCompressPayloads();
+    const versioning = options.versioning === undefined ? loadVersioning() : options.versioning || undefined;
+    const versioningIssue = options.versioning ? versioningProblem(options.versioning) : undefined;
+    if (versioningIssue) throw new TypeError(`TuneflowPlugin: ${versioningIssue[0]} ${versioningIssue[1]}`);
     super({
       name: 'tuneflow',
       dataConverter: withCompression(compressPayloads),
@@ -321,6 +340,8 @@ export class TuneflowPlugin extends SimplePlugin {
     this.#callbackPortSetting = options.callbacks === undefined ? 'TUNEFLOW_CALLBACK_PORT' : 'callbacks.port';
     this.#apiKeySetting = options.api === undefined ? 'TUNEFLOW_API_KEY' : 'api.apiKey';
     this.#checkApiKey = checkApiKey;
+    this.#versioning = versioning;
+    this.#buildIdSetting = options.versioning === undefined ? 'TUNEFLOW_BUILD_ID' : 'versioning.buildId';
     this.#report =
       options.startReport === false
         ? false
@@ -352,9 +373,13 @@ export class TuneflowPlugin extends SimplePlugin {
    * at start-up, and leaves a prebuilt bundle (the traced one has them) alone.
    */
   override configureWorker(options: WorkerOptions): WorkerOptions {
-    const configured = withServiceRate(
-      withFailingConversions(withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined)),
-      this.#queueRate,
+    const configured = withVersioning(
+      withServiceRate(
+        withFailingConversions(withTuneflowWorkflows(super.configureWorker(options), this.#otel !== undefined)),
+        this.#queueRate,
+      ),
+      this.#versioning,
+      this.#buildIdSetting,
     );
     return this.#otel ? this.#otel.configureWorker(configured) : configured;
   }
@@ -529,7 +554,13 @@ export class TuneflowPlugin extends SimplePlugin {
     running.catch(() => undefined);
     if (this.#report !== false) {
       const { taskQueue, namespace } = worker.options;
-      const report = { taskQueue, bookkeeping: bookkeepingQueueOf(taskQueue), namespace, ...this.#report };
+      const report = {
+        taskQueue,
+        bookkeeping: bookkeepingQueueOf(taskQueue),
+        namespace,
+        versioning: describeVersioning(worker.options),
+        ...this.#report,
+      };
       // The worker polls meanwhile: the line waits for the probe (a few seconds at most), the jobs do not.
       const callbackProbe = await probe;
       const logger = this.#logger ?? (await import('@temporalio/worker')).Runtime.instance().logger;
@@ -563,6 +594,8 @@ export class TuneflowPlugin extends SimplePlugin {
         // The worker's own activity interceptors (tracing's spans among them) on its bookkeeping too.
         interceptors: { activity: worker.options.interceptors.activity },
         shutdownGraceTime: worker.options.shutdownGraceTime,
+        // The same build of the same deployment: a pinned job's bookkeeping runs on the build the job runs on.
+        workerDeploymentOptions: worker.options.workerDeploymentOptions,
       });
     } catch (err) {
       await releaseUnrun(worker, run);
@@ -608,6 +641,20 @@ export class TuneflowPlugin extends SimplePlugin {
       { namespace, missing },
     );
   }
+}
+
+/**
+ * A replayer's options as a worker with the plugin has them, without opening anything: tuneflow's workflows (unless
+ * `options` names its own), the codec that decodes compressed payloads, and the failure types the workers fail runs
+ * with. For `tuneflow replay` and replay tests of a user's own.
+ *
+ * @example
+ * await Worker.runReplayHistory(tuneflowReplayOptions(), history);
+ */
+export function tuneflowReplayOptions(options: ReplayWorkerOptions = {}): ReplayWorkerOptions {
+  return withFailingConversions(
+    withTuneflowWorkflows({ ...options, dataConverter: withCompression(false)(options.dataConverter) }, false),
+  );
 }
 
 /** What to change when the receiver's port is taken, beside the setting itself. */

@@ -65,6 +65,10 @@ export interface SoakOptions {
   dbFile: boolean;
   /** Run on the cluster tier (bench/cluster): the full Temporal server on PostgreSQL instead of a dev server. */
   cluster: boolean;
+  /** The workers are build A of a worker deployment (Worker Versioning), A current before the first job. */
+  versioned: boolean;
+  /** A versioned deploy halfway through (bench/soak/rollout.ts): build A's workers, then build B's made current. */
+  rollout: boolean;
   /** More flags for `temporal server start-dev`, e.g. `--dynamic-config-value frontend.rps=10000`. */
   serverArgs: string[];
   /**
@@ -152,6 +156,10 @@ ${Object.entries(PROFILES)
   --db-file             keep the dev server's state in a SQLite file even when no fault needs it
   --cluster             on a Temporal cluster instead (bench/cluster: the server built from its Go module, on a
                         throwaway PostgreSQL); needs Go the first time and PostgreSQL's binaries
+  --versioned           the workers are build A of a worker deployment (TUNEFLOW_DEPLOYMENT_NAME), A made current
+                        before the first job: what versioning costs a job (with --compare-floor, against the floor)
+  --rollout             --versioned, and the workers are build A of a worker deployment; halfway through the duration as many workers
+                        of build B start and B is made current (A's jobs finish on A); the report says each build's jobs
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
   --compress-payloads   the workers store activity payloads compressed (TUNEFLOW_COMPRESS_PAYLOADS=on)
@@ -216,6 +224,8 @@ const FLAGS = {
   'inference-time': { type: 'string' },
   'db-file': { type: 'boolean' },
   cluster: { type: 'boolean' },
+  versioned: { type: 'boolean' },
+  rollout: { type: 'boolean' },
   'server-arg': { type: 'string', multiple: true },
   'cpu-prof': { type: 'string' },
   'trace-gc': { type: 'boolean' },
@@ -275,6 +285,8 @@ export function parseSoakOptions(argv: string[]): SoakOptions | undefined {
     inferenceTime: duration('--inference-time', v['inference-time'], '3s'),
     dbFile: v['db-file'] ?? false,
     cluster: v.cluster ?? false,
+    versioned: (v.versioned ?? false) || (v.rollout ?? false),
+    rollout: v.rollout ?? false,
     serverArgs: v['server-arg'] ?? [],
     cpuProfDir: v['cpu-prof'],
     traceGc: v['trace-gc'] ?? false,
@@ -329,6 +341,8 @@ function comparisonOf(
   if (compareFloor && profileName !== 'none')
     throw new FlagError(`--compare-floor: the floor takes no faults; run it with --profile none, got '${profileName}'`);
   if (compareFloor && v.cluster) throw new FlagError('--compare-floor: runs on the dev server, not with --cluster');
+  // B's workers are not among those the comparison measures: --versioned is versioning's cost.
+  if (compareFloor && v.rollout) throw new FlagError('--rollout: not with --compare-floor (use --versioned)');
   const rounds = positiveInteger('--rounds', v.rounds, 1, 9);
   if (rounds > 1 && !compareFloor && !fairShare && !v['compare-metrics'])
     throw new FlagError(

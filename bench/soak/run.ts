@@ -28,6 +28,7 @@ import {
 import { sdkDefaultCache, sizingOf } from './sizing';
 import { refusalLines, type SoakReport } from './report';
 import { FaultInjection, neverTrainIds, type FaultCounts } from './faults';
+import { jobsByBuild, makeCurrent, rolloutBuilds } from './rollout';
 import { heapPeaks } from './gc-trace';
 import {
   HostileStarters,
@@ -194,6 +195,10 @@ class SoakRun {
   /** With --storage: the store every worker copies the images to. */
   private storage?: SoakStorage;
   private workers!: SoakWorkers;
+  /** Under --rollout: build B's workers' command and environment, and the workers once started. */
+  private buildB?: { args: string[]; env: Record<string, string> };
+  private workersB?: SoakWorkers;
+  private rollingOut?: Promise<void>;
   /** Under fair-share: how long the ordinary jobs waited for the flood's admission, after its last start. */
   private admissionSeconds?: number;
   /** The harness's own client; undefined until the workers run. */
@@ -246,6 +251,11 @@ class SoakRun {
     await this.startReceiver();
     await this.startWorkers();
     await this.connect();
+    if (this.options.versioned) {
+      const { deploymentName, a } = rolloutBuilds(this.runId);
+      const ms = await makeCurrent(this.client!, deploymentName, a);
+      stderr(`rollout: build ${a} of ${deploymentName} current (${ms} ms after its workers started)`);
+    }
     this.faults = this.faultInjection();
     if (this.options.metrics) {
       const receiver = this.receiverMetrics!;
@@ -320,8 +330,22 @@ class SoakRun {
       storage: this.storage?.env,
     });
     const args = [...workerNodeFlags(this.options), ...tuneflowCommand().args, 'worker'];
+    const builds = rolloutBuilds(this.runId);
+    // Versioned, the workers are build A; under --rollout build B's start halfway (rollOut), with the same settings.
+    const versioned = (buildId: string) =>
+      this.options.versioned
+        ? { ...env, TUNEFLOW_DEPLOYMENT_NAME: builds.deploymentName, TUNEFLOW_BUILD_ID: buildId }
+        : env;
+    this.buildB = { args, env: versioned(builds.b) };
     this.workers = new SoakWorkers(
-      { name: 'worker', args, env, ready: 'tuneflow worker started', dir: this.dir, metrics: this.options.metrics },
+      {
+        name: 'worker',
+        args,
+        env: versioned(builds.a),
+        ready: 'tuneflow worker started',
+        dir: this.dir,
+        metrics: this.options.metrics,
+      },
       stderr,
     );
     await this.workers.start(this.options.workers);
@@ -417,6 +441,7 @@ class SoakRun {
         )
       : undefined;
     this.launching = this.hostile?.launch();
+    if (this.options.rollout) this.rollingOut = this.rollOut();
     const start = async (job: SoakJob) => {
       try {
         await startJob(this.tuneflows.get(tenantOf(job).tenant)!, job, this.mock.url, this.jobOptions);
@@ -455,6 +480,46 @@ class SoakRun {
       log: stderr,
     });
     return { t0, times: await starting, samples };
+  }
+
+  /**
+   * Once half the jobs started: build B's workers (as many as A's) and B made current; A's jobs go on on A. Says how
+   * long B took to be current, and, when every job closed, how many jobs each build ran. Never rejects: a rollout
+   * that fails is said, and the soak judges the jobs as they are.
+   */
+  private async rollOut(): Promise<void> {
+    const { deploymentName, a, b } = rolloutBuilds(this.runId);
+    try {
+      while (this.started.length + this.notStarted.length < this.jobs.length / 2)
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      const workersB = new SoakWorkers(
+        { name: 'worker-b', ...this.buildB!, ready: 'tuneflow worker started', dir: this.dir },
+        stderr,
+      );
+      this.workersB = workersB;
+      this.cleanups.push(() => workersB.stop());
+      await workersB.start(this.options.workers);
+      const ms = await makeCurrent(this.client!, deploymentName, b);
+      stderr(
+        `rollout: build ${b} current after ${this.started.length} of ${this.jobs.length} starts (${ms} ms after ` +
+          `its workers started); build ${a} drains`,
+      );
+      while (this.closed < this.started.length || this.started.length + this.notStarted.length < this.jobs.length) {
+        if (Date.now() > this.clock.deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+      const byBuild = await jobsByBuild(
+        this.client!,
+        this.started.map((job) => job.workflowId),
+      );
+      stderr(
+        `rollout: jobs by build: ${a} ${byBuild[a] ?? 0}, ${b} ${byBuild[b] ?? 0}, other ${Object.entries(byBuild)
+          .filter(([build]) => build !== a && build !== b)
+          .reduce((n, [, count]) => n + count, 0)}`,
+      );
+    } catch (err) {
+      stderr(`rollout: ${(err as Error).message}`);
+    }
   }
 
   /**
@@ -549,11 +614,13 @@ class SoakRun {
    */
   async settle(): Promise<void> {
     await this.faults.stop();
+    await this.rollingOut;
     await this.launching;
     await this.hostile?.endSquatters();
     const pastDeadline = Date.now() > this.clock.deadline;
     if (pastDeadline) {
       await this.workers.stop();
+      await this.workersB?.stop();
       await stopProcess(this.receiver);
     }
     // Raw "allow duplicate" starts of closed jobs' keys: after the figures, which they would only blur. Not past the

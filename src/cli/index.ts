@@ -63,6 +63,10 @@ const COMMANDS: Record<string, Command> = {
       "check a job's or a tenant's stored images against their digests; list (or --copy) those only at the service",
     run: async (argv) => (await import('./images')).imagesCommand(argv),
   },
+  replay: {
+    summary: "before a deploy: replay the namespace's recent runs the new build would take, and name any that break",
+    run: async (argv) => (await import('./replay')).replayCommand(argv),
+  },
   'codec-server': {
     summary: 'decode the activity payloads a worker stores compressed, for the Web UI and `temporal --codec-endpoint`',
     run: async (argv) => (await import('./codec-server')).codecServerCommand(argv),

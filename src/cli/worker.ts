@@ -73,6 +73,8 @@ export async function createTuneflowWorker(
       serviceMargin: config.serviceMargin ?? DEFAULT_SERVICE_MARGIN,
       checkApiKey: config.checkApiKey,
       compressPayloads: config.compressPayloads,
+      // Unset in the config is unversioned: no second look at the environment.
+      versioning: config.versioning ?? false,
       startReport,
     });
     const worker = await Worker.create({

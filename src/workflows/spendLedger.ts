@@ -10,6 +10,7 @@ import {
   patched,
   proxyActivities,
   setHandler,
+  setWorkflowOptions,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SpendActivities } from '../activities/spend';
@@ -188,3 +189,14 @@ export async function spendLedger(carried?: LedgerState): Promise<Spend> {
   if (ended) return ledger.spend();
   return continueAsNew<typeof spendLedger>(ledger.state);
 }
+
+/**
+ * On a versioned worker the ledger moves to the current build (auto-upgrade): it lives a whole budget window, and jobs
+ * of every build reserve on it, so pinned it would hold its build's workers up and the new build's jobs waiting. Its
+ * changes are patched, as every workflow's are. A worker without a deployment (whose task may not name a behaviour at
+ * all) runs it unversioned. No command comes of it: histories replay as before.
+ */
+setWorkflowOptions(
+  () => (workflowInfo().currentDeploymentVersion?.deploymentName ? { versioningBehavior: 'AUTO_UPGRADE' } : {}),
+  spendLedger,
+);

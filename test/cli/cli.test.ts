@@ -69,6 +69,7 @@ describe('tuneflow', () => {
       'search-attributes',
       'queue-limits',
       'spend',
+      'replay',
     ])
       expect(stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
   });
@@ -96,6 +97,7 @@ describe('tuneflow', () => {
     'search-attributes',
     'queue-limits',
     'spend',
+    'replay',
   ])('%s --help and -h print its usage, exit 0', async (name) => {
     for (const flag of ['--help', '-h']) {
       const { code, stdout } = await tuneflow([name, flag]);
@@ -122,6 +124,19 @@ describe('tuneflow', () => {
     [['--tenant', 'a:b'], '--tenant: "a:b" must hold only letters'],
   ])('spend %j: refused naming the flag before Temporal is asked, exit 2', async (args, message) => {
     const { code, stderr } = await tuneflow(['spend', ...args], baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1' }));
+    expect({ code, stderr }).toEqual({ code: 2, stderr: expect.stringContaining(message) });
+  });
+
+  test.each([
+    [['--count', '0'], '--count: must be a whole number from 1 to 1000, got "0"'],
+    [['--count', 'all'], '--count: must be a whole number from 1 to 1000, got "all"'],
+    [['--count', '1001'], '--count: must be a whole number from 1 to 1000, got "1001"'],
+    [['--build-id', 'b'], '--build-id: needs --deployment-name (or TUNEFLOW_DEPLOYMENT_NAME)'],
+    [['--deployment-name', 'a.b'], "--deployment-name: must be 1 to 100 letters, digits, '-' or '_'"],
+    [['--deployment-name', 'tuneflow', '--build-id', 'b c'], "--build-id: must be 1 to 100 letters, digits, '.'"],
+    [['--deployment-name', 'tuneflow', '--workflows', 'src/workflows'], '--build-id: required with --workflows'],
+  ])('replay %j: refused naming the flag before Temporal is asked, exit 2', async (args, message) => {
+    const { code, stderr } = await tuneflow(['replay', ...args], baseEnv({ TEMPORAL_ADDRESS: '127.0.0.1:1' }));
     expect({ code, stderr }).toEqual({ code: 2, stderr: expect.stringContaining(message) });
   });
 
@@ -316,6 +331,7 @@ describe('missing or bad settings', () => {
     ['search-attributes'],
     ['queue-limits', '--rate', '8'],
     ['spend', '--tenant', 'shop'],
+    ['replay'],
   ])('%s with Temporal unreachable: one line naming the address and TEMPORAL_ADDRESS, exit 3', async (...args) => {
     const address = `127.0.0.1:${await closedPort()}`;
     const { code, stderr } = await tuneflow(args, baseEnv({ TEMPORAL_ADDRESS: address }));

@@ -58,6 +58,8 @@ const PLACES: Record<string, { here: string } | { by: string } | { notRun: strin
       "an operator's commands against a worker whose tenants have budgets; test/workflows/tenant-spend.test.ts runs `tuneflow spend --tenant shop --json` against a ledger on a dev server, and test/cli/cli.test.ts refuses its bad flags",
   },
   '### Callers in any language #1': { by: 'test/workflows/schema-start.test.ts' },
+  '### Versioned deploys #1': { by: 'test/workflows/worker-versioning.test.ts' },
+  '### Versioned deploys #2': { by: 'test/workflows/worker-versioning.test.ts' },
   '### Images in your storage #1': { by: 'test/workflows/image-storage.test.ts' },
   '### A live page for your end users #1': { by: 'test/workflows/live-page.test.ts' },
   '### Compressed payloads #1': { by: 'test/workflows/compressed-payloads.test.ts' },
