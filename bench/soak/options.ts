@@ -67,7 +67,7 @@ export interface SoakOptions {
   cluster: boolean;
   /** The workers are build A of a worker deployment (Worker Versioning), A current before the first job. */
   versioned: boolean;
-  /** A versioned deploy halfway through (bench/soak/rollout.ts): build A's workers, then build B's made current. */
+  /** A versioned deploy once half the jobs started (bench/soak/rollout.ts): build A's workers, then build B's made current. */
   rollout: boolean;
   /** More flags for `temporal server start-dev`, e.g. `--dynamic-config-value frontend.rps=10000`. */
   serverArgs: string[];
@@ -158,8 +158,8 @@ ${Object.entries(PROFILES)
                         throwaway PostgreSQL); needs Go the first time and PostgreSQL's binaries
   --versioned           the workers are build A of a worker deployment (TUNEFLOW_DEPLOYMENT_NAME), A made current
                         before the first job: what versioning costs a job (with --compare-floor, against the floor)
-  --rollout             --versioned, and the workers are build A of a worker deployment; halfway through the duration as many workers
-                        of build B start and B is made current (A's jobs finish on A); the report says each build's jobs
+  --rollout             --versioned, and the workers are build A of a worker deployment; once half the jobs started as many workers
+                        of build B start and B is made current (A's jobs finish on A); stderr says each build's jobs
   --server-arg ARG      one more flag for \`temporal server start-dev\` (repeatable)
   --cpu-prof DIR        write a CPU profile of each worker process (node --cpu-prof) into DIR
   --compress-payloads   the workers store activity payloads compressed (TUNEFLOW_COMPRESS_PAYLOADS=on)

@@ -1,6 +1,6 @@
 /**
  * `--rollout`: a versioned deploy in the middle of the soak. The workers start as build A of a worker deployment, A made
- * current before the first job; halfway through the duration as many workers of build B start beside them and B is
+ * current before the first job; once half the jobs started as many workers of build B start beside them and B is
  * made current: A's jobs (pinned) finish on A, the jobs started after run on B. Both builds run the same code (the
  * package's bundle, two build IDs): what the soak judges is that no job is duplicated, lost or stuck across it. When it
  * stops, how many jobs each build took.

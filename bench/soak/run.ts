@@ -331,7 +331,7 @@ class SoakRun {
     });
     const args = [...workerNodeFlags(this.options), ...tuneflowCommand().args, 'worker'];
     const builds = rolloutBuilds(this.runId);
-    // Versioned, the workers are build A; under --rollout build B's start halfway (rollOut), with the same settings.
+    // Versioned, the workers are build A; under --rollout build B's start once half the jobs started (rollOut), with the same settings.
     const versioned = (buildId: string) =>
       this.options.versioned
         ? { ...env, TUNEFLOW_DEPLOYMENT_NAME: builds.deploymentName, TUNEFLOW_BUILD_ID: buildId }
@@ -490,15 +490,18 @@ class SoakRun {
   private async rollOut(): Promise<void> {
     const { deploymentName, a, b } = rolloutBuilds(this.runId);
     try {
-      while (this.started.length + this.notStarted.length < this.jobs.length / 2)
+      while (this.started.length + this.notStarted.length < this.jobs.length / 2) {
+        if (Date.now() > this.clock.deadline) throw new Error('half the jobs never started: no rollout');
         await new Promise((resolve) => setTimeout(resolve, 200));
+      }
       const workersB = new SoakWorkers(
         { name: 'worker-b', ...this.buildB!, ready: 'tuneflow worker started', dir: this.dir },
         stderr,
       );
       this.workersB = workersB;
       this.cleanups.push(() => workersB.stop());
-      await workersB.start(this.options.workers);
+      // Halfway is when the server-restart fault strikes too: a B worker that cannot connect yet is started again.
+      await workersB.startPersistently(this.options.workers, this.clock.deadline);
       const ms = await makeCurrent(this.client!, deploymentName, b);
       stderr(
         `rollout: build ${b} current after ${this.started.length} of ${this.jobs.length} starts (${ms} ms after ` +
@@ -518,7 +521,9 @@ class SoakRun {
           .reduce((n, [, count]) => n + count, 0)}`,
       );
     } catch (err) {
+      // The jobs are judged all the same; the soak fails for the rollout it did not make.
       stderr(`rollout: ${(err as Error).message}`);
+      this.violations.push(`rollout: ${(err as Error).message}`);
     }
   }
 

@@ -52,6 +52,11 @@ export class SoakWorkers {
     return this.usage.sample(this.running.map((w) => w.child.pid));
   }
 
+  /** `count` workers, one at a time, each started again as a supervisor would while it cannot start (the server down). */
+  async startPersistently(count: number, giveUpAt = Infinity): Promise<void> {
+    for (let i = 0; i < count; i++) this.running.push(await this.startAgainUntilReady(giveUpAt));
+  }
+
   /** SIGKILLs the next worker in turn and starts another in its place. */
   async killOne(): Promise<void> {
     const index = this.nextKill++ % this.running.length;
@@ -60,12 +65,16 @@ export class SoakWorkers {
     this.usage.dying(victim.child.pid);
     this.log(`fault: SIGKILL ${victim.name}`);
     await stopProcess(victim, 'SIGKILL');
-    // As a supervisor would: a worker that cannot reach Temporal yet (the server is down) exits; start it again.
+    this.running[index] = await this.startAgainUntilReady();
+  }
+
+  /** As a supervisor would: a worker that cannot reach Temporal yet (the server is down) exits; start it again. */
+  private async startAgainUntilReady(giveUpAt = Infinity): Promise<TuneflowProcess> {
     for (;;) {
       try {
-        this.running[index] = await this.startOne();
-        return;
+        return await this.startOne();
       } catch (err) {
+        if (Date.now() > giveUpAt) throw err;
         this.log(`${(err as Error).message.split('\n')[0]}; starting it again in 1 s`);
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       }

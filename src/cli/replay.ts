@@ -3,6 +3,7 @@
  */
 import * as path from 'node:path';
 import { loadVersioning, VERSIONING_VARIABLES } from '../config';
+import { loadTracingConfig } from '../tracing-environment';
 import {
   DEFAULT_GATE_RUNS,
   gateCountProblem,
@@ -27,7 +28,7 @@ import {
 export const REPLAY_USAGE = `Usage: tuneflow replay [--query Q] [--count N] [--deployment-name D] [--build-id B]
                        [--workflows PATH] [--json]
 
-Before a deploy: reads the namespace's most recent runs of ${GATE_WORKFLOW_TYPES.join(', ')} and replays, with
+Before a deploy: reads the namespace's most recent runs, open and closed, of ${GATE_WORKFLOW_TYPES.join(', ')} and replays, with
 this package's workflow code (or --workflows), each run the new build would take: unversioned runs, auto-upgrade runs
 and runs already on the new build. A run pinned to another build finishes there and is not replayed. Names each run
 that would not replay, and exits 1 if any would not.
@@ -76,8 +77,17 @@ export async function replayCommand(argv: string[], io: CommandIO = processIO())
       const countProblem = gateCountProblem(count);
       if (countProblem)
         throw new UsageError(`--count: ${countProblem.replace(/got .*$/, `got ${JSON.stringify(values.count)}`)}`);
-      const source = values.workflows ? { workflowsPath: path.resolve(values.workflows) } : workflowSource();
-      const build = newBuild(values['deployment-name'], values['build-id'], source, io.env);
+      // The bundle the new build's workers run: the traced one where their OTEL_* settings turn tracing on.
+      const source = values.workflows
+        ? { workflowsPath: path.resolve(values.workflows) }
+        : workflowSource(loadTracingConfig(io.env) !== undefined);
+      const build = newBuild(
+        values['deployment-name'],
+        values['build-id'],
+        source,
+        io.env,
+        values.workflows !== undefined,
+      );
       const { client, close } = await connectTemporal(io.env);
       try {
         const gate = await replayGate({
@@ -87,13 +97,15 @@ export async function replayCommand(argv: string[], io: CommandIO = processIO())
           build,
           replayer: tuneflowReplayOptions(source),
         });
-        const read = gate.replayed.length + gate.failed.length + gate.skipped.length;
+        const read = gate.replayed.length + gate.failed.length + gate.skipped.length + gate.gone.length;
         if (json) io.stdout.write(`${JSON.stringify({ query: gateQuery(values.query), build, ...gate })}\n`);
         else {
           io.stdout.write(
             `${read} runs read (${gateQuery(values.query)}), with build ${build ? `${build.deploymentName}.${build.buildId}` : 'unversioned'}: ` +
               `${gate.replayed.length} replayed, ${gate.failed.length} would not replay, ` +
-              `${gate.skipped.length} pinned to other builds not replayed\n`,
+              `${gate.skipped.length} pinned to other builds not replayed` +
+              (gate.gone.length ? `, ${gate.gone.length} gone before they were read` : '') +
+              '\n',
           );
           for (const run of gate.failed) io.stdout.write(`would not replay: ${describeRun(run)}: ${run.error}\n`);
         }
@@ -119,6 +131,7 @@ function newBuild(
   buildIdFlag: string | undefined,
   source: ReturnType<typeof workflowSource>,
   env: NodeJS.ProcessEnv,
+  withWorkflows: boolean,
 ): DeploymentVersion | undefined {
   const fromEnv = deploymentFlag === undefined ? loadVersioning(env) : undefined;
   const deploymentName = deploymentFlag ?? fromEnv?.deploymentName;
@@ -129,11 +142,16 @@ function newBuild(
   }
   const nameProblem = deploymentNameProblem(deploymentName);
   if (nameProblem) throw new UsageError(`--deployment-name: ${nameProblem}`);
-  const buildId =
-    buildIdFlag ?? fromEnv?.buildId ?? env[VERSIONING_VARIABLES.buildId]?.trim() ?? defaultBuildId(source);
+  const fromVariable = env[VERSIONING_VARIABLES.buildId]?.trim() || undefined;
+  const buildId = buildIdFlag ?? fromVariable ?? defaultBuildId(source);
   if (!buildId)
-    throw new UsageError('--build-id: required with --workflows (the build ID of the workers that run them)');
+    throw new UsageError(
+      withWorkflows
+        ? '--build-id: required with --workflows (the build ID of the workers that run them)'
+        : '--build-id: required where no prebuilt workflow bundle is installed (npm run build writes it)',
+    );
   const buildProblem = buildIdProblem(buildId);
-  if (buildProblem) throw new UsageError(`--build-id: ${buildProblem}`);
+  if (buildProblem)
+    throw new UsageError(`${buildIdFlag !== undefined ? '--build-id' : VERSIONING_VARIABLES.buildId}: ${buildProblem}`);
   return { deploymentName, buildId };
 }

@@ -56,6 +56,8 @@ export interface ReplayGateResult {
   failed: Array<GateRun & { error: string }>;
   /** Runs pinned to another build: they never meet the new code. */
   skipped: GateRun[];
+  /** Runs listed, then gone before they were read (the namespace's retention): nothing to replay. */
+  gone: Array<Pick<GateRun, 'workflowId' | 'runId' | 'workflowType'>>;
 }
 
 /** The visibility query the gate reads: tuneflow's workflow types, and the caller's own, if any. */
@@ -81,7 +83,13 @@ export function routeOf(
   build: DeploymentVersion | undefined,
 ): { behavior: GateRun['behavior']; version?: string; replay: boolean } {
   const override = info?.versioningOverride;
-  const pinnedTo = override?.pinned?.version ?? (override?.pinnedVersion ? parseVersion(override.pinnedVersion) : null);
+  // The override's forms, newest first: `pinned.version`, the string `pinnedVersion`, the older `deployment`.
+  const pinnedTo =
+    override?.pinned?.version ??
+    (override?.pinnedVersion ? parseVersion(override.pinnedVersion) : null) ??
+    (override?.deployment?.seriesName && override.deployment.buildId
+      ? { deploymentName: override.deployment.seriesName, buildId: override.deployment.buildId }
+      : null);
   const overridden =
     override?.behavior === VersioningBehavior.VERSIONING_BEHAVIOR_PINNED || pinnedTo
       ? 'PINNED'
@@ -98,8 +106,16 @@ export function routeOf(
   const on = behavior === 'PINNED' && pinnedTo ? pinnedTo : info?.deploymentVersion;
   const version = on?.deploymentName && on.buildId ? `${on.deploymentName}.${on.buildId}` : undefined;
   if (behavior !== 'PINNED') return { behavior, version, replay: true };
-  const same = !!build && on?.deploymentName === build.deploymentName && on?.buildId === build.buildId;
-  return { behavior, version, replay: same };
+  const isBuild = (v: { deploymentName?: string | null; buildId?: string | null } | null | undefined) =>
+    !!build && v?.deploymentName === build.deploymentName && v?.buildId === build.buildId;
+  // A one-time override sends the run's next task to a version of its own: the new build's code if it names it.
+  return { behavior, version, replay: isBuild(on) || isBuild(override?.oneTime?.targetDeploymentVersion) };
+}
+
+/** A run the server no longer has. */
+function isNotFound(err: unknown): boolean {
+  const e = err as { name?: string; code?: number } | undefined;
+  return e?.name === 'WorkflowNotFoundError' || e?.code === 5;
 }
 
 /** `deployment.build` (the server's older form of a version) as its parts. */
@@ -126,14 +142,25 @@ export async function replayGate(options: ReplayGateOptions): Promise<ReplayGate
     runs.push(run);
     if (runs.length >= count) break;
   }
-  const result: ReplayGateResult = { replayed: [], failed: [], skipped: [] };
-  const toReplay = new Map<string, GateRun>();
+  const result: ReplayGateResult = { replayed: [], failed: [], skipped: [], gone: [] };
+  const toReplay: GateRun[] = [];
+  const gone = (run: Pick<GateRun, 'workflowId' | 'runId' | 'workflowType'>) =>
+    result.gone.push({ workflowId: run.workflowId, runId: run.runId, workflowType: run.workflowType });
   for (const run of runs) {
     // The list's versioning fields are search attributes, which lag; the run itself says where it is now.
-    const described = await client.workflowService.describeWorkflowExecution({
-      namespace: client.options.namespace,
-      execution: { workflowId: run.workflowId, runId: run.runId },
-    });
+    const described = await client.workflowService
+      .describeWorkflowExecution({
+        namespace: client.options.namespace,
+        execution: { workflowId: run.workflowId, runId: run.runId },
+      })
+      .catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      });
+    if (!described) {
+      gone({ workflowId: run.workflowId, runId: run.runId, workflowType: run.type });
+      continue;
+    }
     const route = routeOf(described.workflowExecutionInfo?.versioningInfo, options.build);
     const gateRun: GateRun = {
       workflowId: run.workflowId,
@@ -142,24 +169,36 @@ export async function replayGate(options: ReplayGateOptions): Promise<ReplayGate
       behavior: route.behavior,
       ...(route.version && { version: route.version }),
     };
-    if (route.replay) toReplay.set(run.runId, gateRun);
+    if (route.replay) toReplay.push(gateRun);
     else result.skipped.push(gateRun);
   }
-  if (toReplay.size === 0) return result;
+  if (toReplay.length === 0) return result;
   const { Worker } = await import('@temporalio/worker');
-  // One history at a time: a thousand long histories are not held at once.
+  // One history at a time: a thousand long histories are not held at once. Those gone meanwhile are left out.
+  const replaying: GateRun[] = [];
   async function* histories() {
-    for (const run of toReplay.values())
-      yield {
-        workflowId: run.workflowId,
-        history: await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory(),
-      };
+    for (const run of toReplay) {
+      const history = await client.workflow
+        .getHandle(run.workflowId, run.runId)
+        .fetchHistory()
+        .catch((err: unknown) => {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        });
+      if (!history) {
+        gone(run);
+        continue;
+      }
+      replaying.push(run);
+      yield { workflowId: run.workflowId, history };
+    }
   }
+  // One result a history, in the order given: paired by place, since a result names the history's first run (a reset
+  // run's is its base run's), not always the run read.
+  let at = 0;
   for await (const replayed of Worker.runReplayHistories(options.replayer, histories())) {
-    const run =
-      toReplay.get(replayed.runId) ?? [...toReplay.values()].find((r) => r.workflowId === replayed.workflowId);
-    if (!run) continue;
-    if (replayed.error) result.failed.push({ ...run, error: replayed.error.message.split('\n')[0] });
+    const run = replaying[at++]!;
+    if (replayed.error) result.failed.push({ ...run, error: replayed.error.message.split('\n')[0]! });
     else result.replayed.push(run);
   }
   return result;

@@ -65,6 +65,27 @@ describe('which runs the new build takes', () => {
       },
       { behavior: 'PINNED', version: 'tuneflow.a', replay: false },
     ],
+    [
+      "pinned to A, the server's oldest override form: pinned to deployment A",
+      {
+        behavior: VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE,
+        deploymentVersion: on('b'),
+        versioningOverride: {
+          behavior: VersioningBehavior.VERSIONING_BEHAVIOR_PINNED,
+          deployment: { seriesName: 'tuneflow', buildId: 'a' },
+        },
+      },
+      { behavior: 'PINNED', version: 'tuneflow.a', replay: false },
+    ],
+    [
+      'pinned to A, its next task sent once to B',
+      {
+        behavior: VersioningBehavior.VERSIONING_BEHAVIOR_PINNED,
+        deploymentVersion: on('a'),
+        versioningOverride: { oneTime: { targetDeploymentVersion: on('b') } },
+      },
+      { behavior: 'PINNED', version: 'tuneflow.a', replay: true },
+    ],
   ])('%s', (_, info, route) => {
     expect(routeOf(info, B)).toEqual({ version: undefined, ...route });
   });

@@ -11,14 +11,16 @@ import { execFile } from 'node:child_process';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from '@temporalio/client';
-import type { VersioningBehavior } from '@temporalio/common';
+import type { VersioningBehavior as Behavior } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { TuneflowClient } from '../../src/client';
 import { replayGate } from '../../src/deployments/replay-gate';
 import { defaultBuildId } from '../../src/deployments/versions';
-import { startMockService, type MockService } from '../../src/mock-service';
+import { startMockService, TUNE_TRAINING_MC, type MockService } from '../../src/mock-service';
+import { ledgerWorkflowId, spendWindow, type TenantBudget } from '../../src/contract/spend';
+import { DEFAULT_TENANT } from '../../src/contract/tenants';
 import { TuneflowPlugin, tuneflowReplayOptions } from '../../src/plugin';
 import { blocksUnder, commandsOf } from '../readme-blocks';
 import { bundleWorkflows } from './bundle';
@@ -26,7 +28,7 @@ import { devServerTest, startDevServer, temporalOnPath, whileRunning } from './e
 
 jest.setTimeout(900_000);
 
-const { EventType } = temporal.api.enums.v1;
+const { EventType, VersioningBehavior } = temporal.api.enums.v1;
 const ROOT = path.resolve(__dirname, '..', '..');
 const DEPLOYMENT = 'tuneflow';
 const ROLLOUT_QUEUE = 'rollout';
@@ -78,7 +80,8 @@ const dog = () => ({ name: 'dog', branch: 'fast', image_urls: [`${mock.url}/imag
 function worker(
   bundle: WorkflowBundle,
   taskQueue: string,
-  deployment: { name: string; behavior?: VersioningBehavior } | false,
+  deployment: { name: string; behavior?: Behavior } | false,
+  budgets: Record<string, TenantBudget> = {},
 ) {
   return Worker.create({
     connection,
@@ -91,18 +94,19 @@ function worker(
         nexus: false,
         serviceRate: false,
         startReport: false,
+        tenants: { budgets },
         versioning: deployment && { deploymentName: deployment.name, behavior: deployment.behavior },
       }),
     ],
   });
 }
 
-/** Starts a job under `key` on `taskQueue` (one prompt). */
-function startJob(taskQueue: string, key: string) {
+/** Starts a job under `key` on `taskQueue` (one prompt); `priced`, its tune's price given, for a tenant's budget. */
+function startJob(taskQueue: string, key: string, priced = false) {
   return new TuneflowClient({ client: client(), taskQueue }).trainThenGenerate(key, {
     tune: dog(),
     prompts: [{ text: 'sks dog' }],
-    options: OPTIONS,
+    options: priced ? { ...OPTIONS, tuneCostMc: TUNE_TRAINING_MC } : OPTIONS,
   });
 }
 
@@ -143,8 +147,8 @@ async function buildsOf(workflowIds: string[]): Promise<Map<string, string>> {
 }
 
 /** Every workflow task of the run's history: which build completed it, and how many failed. */
-async function tasksOf(workflowId: string): Promise<{ builds: Set<string>; failed: number }> {
-  const history = await client().workflow.getHandle(workflowId).fetchHistory();
+async function tasksOf(workflowId: string, runId?: string): Promise<{ builds: Set<string>; failed: number }> {
+  const history = await client().workflow.getHandle(workflowId, runId).fetchHistory();
   const builds = new Set<string>();
   let failed = 0;
   for (const event of history.events ?? []) {
@@ -153,6 +157,18 @@ async function tasksOf(workflowId: string): Promise<{ builds: Set<string>; faile
     if (completed) builds.add(completed.deploymentVersion?.buildId ?? '(unversioned)');
   }
   return { builds, failed };
+}
+
+/** The ledger's workflow tasks over all its runs (it continues as new every 500 updates). */
+async function ledgerTasksOf(ledgerId: string): Promise<{ builds: Set<string>; failed: number; runs: number }> {
+  const all = { builds: new Set<string>(), failed: 0, runs: 0 };
+  for await (const run of client().workflow.list({ query: `WorkflowId = '${ledgerId}'` })) {
+    const tasks = await tasksOf(ledgerId, run.runId);
+    for (const build of tasks.builds) all.builds.add(build);
+    all.failed += tasks.failed;
+    all.runs++;
+  }
+  return all;
 }
 
 /** Waits until visibility lists `count` runs for `query` (it lags the starts). */
@@ -194,8 +210,11 @@ devServerTest(
     const creates = () => mock.stats().routes['POST /tunes'] ?? 0;
     const createsBefore = creates();
 
-    const workerA = await worker(bundles.a, ROLLOUT_QUEUE, { name: DEPLOYMENT });
-    const workerB = await worker(bundles.b, ROLLOUT_QUEUE, { name: DEPLOYMENT });
+    // A budget for the jobs' tenant: every job reserves on its ledger, which lives across the builds (AUTO_UPGRADE).
+    const budgets = { [DEFAULT_TENANT]: { ceilingMc: 1_000_000_000, period: 'day' as const } };
+    const ledgerId = ledgerWorkflowId(DEFAULT_TENANT, spendWindow('day', Date.now()));
+    const workerA = await worker(bundles.a, ROLLOUT_QUEUE, { name: DEPLOYMENT }, budgets);
+    const workerB = await worker(bundles.b, ROLLOUT_QUEUE, { name: DEPLOYMENT }, budgets);
     expect(workerA.options.workerDeploymentOptions).toEqual({
       version: { deploymentName: DEPLOYMENT, buildId: builds.a },
       useWorkerVersioning: true,
@@ -205,13 +224,14 @@ devServerTest(
     const outcome = await whileRunning([workerA, workerB], async () => {
       await untilPolled(DEPLOYMENT, builds.a);
       await runPrinted(current);
-      const onA = await Promise.all(Array.from({ length: 50 }, (_, i) => startJob(ROLLOUT_QUEUE, `a-${i}`)));
+      const onA = await Promise.all(Array.from({ length: 50 }, (_, i) => startJob(ROLLOUT_QUEUE, `a-${i}`, true)));
       jobs.push(...onA.map((h) => h.workflowId));
       const firstBuilds = await buildsOf(onA.map((h) => h.workflowId));
 
       // The gate, with B's code, before B takes anything: every run is pinned to A, so it replays none and passes.
-      const pinnedQuery = `TaskQueue = '${ROLLOUT_QUEUE}'`;
-      await untilListed(`WorkflowType = 'trainThenGenerate' AND ${pinnedQuery}`, 50);
+      // The jobs only: the ledger (auto-upgrade) is any build's to run.
+      const pinnedQuery = `TaskQueue = '${ROLLOUT_QUEUE}' AND WorkflowType = 'trainThenGenerate'`;
+      await untilListed(pinnedQuery, 50);
       const gateOnPinned = await replayGate({
         client: client(),
         query: pinnedQuery,
@@ -222,12 +242,25 @@ devServerTest(
       await untilPolled(DEPLOYMENT, builds.b);
       await runPrinted(ramp);
       // Keys fixed, so the server's hash of each ID (which decides the ramp) gives the same split every run.
-      const ramped = await Promise.all(Array.from({ length: 200 }, (_, i) => startJob(ROLLOUT_QUEUE, `ramp-${i}`)));
+      const ramped = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => startJob(ROLLOUT_QUEUE, `ramp-${i}`, true)),
+      );
       jobs.push(...ramped.map((h) => h.workflowId));
       const rampBuilds = await buildsOf(ramped.map((h) => h.workflowId));
 
       await runPrinted(currentB);
-      const afterRollout = await Promise.all([0, 1, 2].map((i) => startJob(ROLLOUT_QUEUE, `b-${i}`)));
+      // A's jobs are still training when B becomes current: what follows is theirs to finish on A.
+      const aRunningAtRollout = (
+        await Promise.all(
+          onA.map((h) =>
+            client()
+              .workflow.getHandle(h.workflowId)
+              .describe()
+              .then((d) => d.status.name),
+          ),
+        )
+      ).filter((status) => status === 'RUNNING').length;
+      const afterRollout = await Promise.all([0, 1, 2].map((i) => startJob(ROLLOUT_QUEUE, `b-${i}`, true)));
       jobs.push(...afterRollout.map((h) => h.workflowId));
       const rolloutBuilds = await buildsOf(afterRollout.map((h) => h.workflowId));
       const describedA = await runPrinted(describeA);
@@ -237,19 +270,28 @@ devServerTest(
       // A job a second until one lands on A, then three more: each must land on A too.
       let firstOnA: number | undefined;
       for (let i = 0; firstOnA === undefined && Date.now() - rolledBackAt < 90_000; i++) {
-        const handle = await startJob(ROLLOUT_QUEUE, `back-${i}`);
+        const handle = await startJob(ROLLOUT_QUEUE, `back-${i}`, true);
         jobs.push(handle.workflowId);
         const [build] = (await buildsOf([handle.workflowId])).values();
         if (build === builds.a) firstOnA = Date.now() - rolledBackAt;
         else await new Promise((resolve) => setTimeout(resolve, 1_000));
       }
-      const afterRollback = await Promise.all([0, 1, 2].map((i) => startJob(ROLLOUT_QUEUE, `back-more-${i}`)));
+      const afterRollback = await Promise.all([0, 1, 2].map((i) => startJob(ROLLOUT_QUEUE, `back-more-${i}`, true)));
       jobs.push(...afterRollback.map((h) => h.workflowId));
       const rollbackBuilds = await buildsOf(afterRollback.map((h) => h.workflowId));
 
       const results = await Promise.allSettled(jobs.map((id) => client().workflow.getHandle(id).result()));
-      const aTasks = await Promise.all(onA.map((h) => tasksOf(h.workflowId)));
+      // Every job that started on A, the ramp's among them.
+      const startedOnA = [
+        ...firstBuilds.keys(),
+        ...[...rampBuilds].filter(([, b]) => b === builds.a).map(([id]) => id),
+      ];
+      const aTasks = await Promise.all(startedOnA.map((id) => tasksOf(id)));
       const allTasks = await Promise.all(jobs.map((id) => tasksOf(id)));
+      const ledger = await client().workflowService.describeWorkflowExecution({
+        namespace: namespace(),
+        execution: { workflowId: ledgerId },
+      });
       return {
         firstBuilds,
         gateOnPinned,
@@ -261,12 +303,20 @@ devServerTest(
         results,
         aTasks,
         allTasks,
+        aRunningAtRollout,
+        ledgerBehavior: ledger.workflowExecutionInfo?.versioningInfo?.behavior,
+        ledgerTasks: await ledgerTasksOf(ledgerId),
       };
     });
 
     // Every job of A started on A and every one of its workflow tasks ran on A, B current meanwhile.
     expect([...outcome.firstBuilds.values()].every((b) => b === builds.a)).toBe(true);
+    expect(outcome.aRunningAtRollout).toBe(50);
+    expect(outcome.aTasks.length).toBeGreaterThan(50);
     expect(outcome.aTasks.every((t) => t.builds.size === 1 && t.builds.has(builds.a))).toBe(true);
+    // The ledger moved with the current build (A, B, A again), no task of it failed.
+    expect(outcome.ledgerBehavior).toBe(VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE);
+    expect(outcome.ledgerTasks).toEqual({ builds: new Set([builds.a, builds.b]), failed: 0, runs: expect.any(Number) });
     expect(outcome.gateOnPinned.replayed).toHaveLength(0);
     expect(outcome.gateOnPinned.failed).toHaveLength(0);
     expect(outcome.gateOnPinned.skipped).toHaveLength(50);
@@ -337,6 +387,8 @@ devServerTest(
       replayGate({
         client: client(),
         query,
+        // Every run of the query: the rollout's are some 260.
+        count: 1000,
         build: { deploymentName, buildId: build },
         replayer: tuneflowReplayOptions({ workflowBundle: bundle }),
       });
@@ -350,15 +402,26 @@ devServerTest(
       started.filter((id) => id.startsWith('au-')).map((id) => [id, 'AUTO_UPGRADE', `${deployment}.${builds.a}`]),
     );
     const withC = await gate(`TaskQueue IN ('unversioned', 'auto-upgrade')`, bundles.c, builds.c, deployment);
-    expect(withC).toEqual({ replayed: expect.any(Array), failed: [], skipped: [] });
+    expect(withC).toEqual({ replayed: expect.any(Array), failed: [], skipped: [], gone: [] });
     expect(withC.replayed).toHaveLength(6);
     // The rollout's runs: those pinned to A skipped, those on B replayed with B's code.
     const rollout = await gate(`TaskQueue = '${ROLLOUT_QUEUE}'`, bundles.b, builds.b);
     expect(rollout.failed).toEqual([]);
-    expect(rollout.replayed.length).toBeGreaterThan(0);
+    const jobsReplayed = rollout.replayed.filter((run) => run.workflowType === 'trainThenGenerate');
+    console.log(
+      `the rollout's runs at the gate: ${rollout.replayed.length} replayed (${jobsReplayed.length} jobs), ` +
+        `${rollout.skipped.length} skipped, ${rollout.gone.length} gone`,
+    );
+    expect(jobsReplayed.length).toBeGreaterThan(0);
+    // The ledger, auto-upgrade, is B's to run: it replays with B's code (its own code is A's).
     expect(
-      rollout.replayed.every((run) => run.behavior === 'PINNED' && run.version === `${DEPLOYMENT}.${builds.b}`),
+      rollout.replayed
+        .filter((run) => run.workflowType === 'spendLedger')
+        .every((run) => run.behavior === 'AUTO_UPGRADE'),
     ).toBe(true);
+    expect(jobsReplayed.every((run) => run.behavior === 'PINNED' && run.version === `${DEPLOYMENT}.${builds.b}`)).toBe(
+      true,
+    );
     expect(rollout.skipped.every((run) => run.version === `${DEPLOYMENT}.${builds.a}`)).toBe(true);
 
     // The command line, with this package's code (build A's): B's unversioned runs would not replay, A's do.
@@ -384,6 +447,8 @@ devServerTest(
     expect(readme.code).toBe(1);
     const notReplayed = [...readme.stdout.matchAll(/^would not replay: trainThenGenerate (\S+) /gm)].map((m) => m[1]);
     expect(notReplayed.sort()).toEqual(started.filter((id) => id.startsWith('ub-')));
-    expect(readme.stdout).toMatch(/ \d+ pinned to other builds not replayed\n/);
+    // The rollout's runs, pinned to builds the package's own default is neither of.
+    const pinned = Number(/ (\d+) pinned to other builds not replayed\n/.exec(readme.stdout)?.[1]);
+    expect(pinned).toBeGreaterThanOrEqual(257);
   },
 );
