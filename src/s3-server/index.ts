@@ -128,20 +128,25 @@ export async function startS3Server(options: { bucket?: string; weed?: string } 
   const bucket = options.bucket ?? 'tuneflow-images';
   const dir = await fs.mkdtemp(path.join(process.env.TMPDIR ?? '/tmp', 'tuneflow-s3-'));
   const credentials = { accessKeyId: 'tuneflow', secretAccessKey: randomBytes(16).toString('hex') };
-  const ports: Record<string, number> = {};
-  for (const flag of PORT_FLAGS) ports[flag] = await freePort();
-  const args = [
-    'mini',
-    `-dir=${dir}`,
-    '-ip=127.0.0.1',
-    '-ip.bind=127.0.0.1',
-    `-bucket=${bucket}`,
-    '-webdav=false',
-    '-admin.ui=false',
-    '-master.telemetry=false',
-    ...PORT_FLAGS.map((flag) => `-${flag}=${ports[flag]}`),
-  ];
-  const endpoint = `http://127.0.0.1:${ports['s3.port']}`;
+  let ports: Record<string, number> = {};
+  let args: string[] = [];
+  const choosePorts = async () => {
+    ports = {};
+    for (const flag of PORT_FLAGS) ports[flag] = await freePort();
+    args = [
+      'mini',
+      `-dir=${dir}`,
+      '-ip=127.0.0.1',
+      '-ip.bind=127.0.0.1',
+      `-bucket=${bucket}`,
+      '-webdav=false',
+      '-admin.ui=false',
+      '-master.telemetry=false',
+      ...PORT_FLAGS.map((flag) => `-${flag}=${ports[flag]}`),
+    ];
+  };
+  await choosePorts();
+  const endpointOf = () => `http://127.0.0.1:${ports['s3.port']}`;
   let child: ChildProcess | undefined;
   let output = '';
   const start = async () => {
@@ -157,7 +162,7 @@ export async function startS3Server(options: { bucket?: string; weed?: string } 
     const keep = (chunk: Buffer) => void (output = (output + chunk.toString()).slice(-4000));
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
-    await waitUntilReady(endpoint, bucket, credentials, child, () => output);
+    await waitUntilReady(endpointOf(), bucket, credentials, child, () => output);
   };
   const stop = async () => {
     const running = child;
@@ -169,7 +174,23 @@ export async function startS3Server(options: { bucket?: string; weed?: string } 
     await exited;
     clearTimeout(timer);
   };
-  await start();
+  // Fourteen ports chosen free can be taken before weed binds them (an outgoing connection's ephemeral port, another
+  // test's server): a bind refused is a fresh set of ports, not a failed store.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      break;
+    } catch (err) {
+      await stop();
+      if (attempt < 3 && /address already in use/.test(output)) {
+        await choosePorts();
+        continue;
+      }
+      await fs.rm(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+  const endpoint = endpointOf();
   await enableVersioning(endpoint, bucket, credentials);
   return {
     endpoint,

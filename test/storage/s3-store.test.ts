@@ -5,7 +5,10 @@
  * once per key, reads back, sends none of the SDK's newer default checksums, and the copy of a prompt's images is
  * idempotent: a retry writes nothing more and reads no service byte for an image it finds stored.
  */
+import { promises as fs } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import {
@@ -16,7 +19,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { solidPng } from '../../src/mock-service/png';
-import { startS3Server, type S3Server } from '../../src/s3-server';
+import { provisionWeed, startS3Server, type S3Server } from '../../src/s3-server';
 import { copyPromptImages, sha256, StoredImageDiffers, type CheckedCopy } from '../../src/storage/copy';
 import { ImageFetcher } from '../../src/storage/image-fetch';
 import { S3Store } from '../../src/storage/s3';
@@ -42,7 +45,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await new Promise((resolve) => images?.close(resolve));
+  if (images) await new Promise((resolve) => images.close(resolve));
   await s3?.close();
 });
 
@@ -155,4 +158,37 @@ test("a prompt's copy: stored with digests; a retry finds them and reads no serv
   await expect(copyPromptImages(s, fetcher, other)).rejects.toBeInstanceOf(StoredImageDiffers);
   await fetcher.close();
   s.close();
+});
+
+test('a port taken before weed binds it (weed exits "address already in use") is a fresh set of ports, not a failed store', async () => {
+  // A weed that refuses its first start as a bind conflict does, then runs the real one.
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tuneflow-weed-'));
+  const starts = path.join(dir, 'starts');
+  const weed = path.join(dir, 'weed');
+  await fs.writeFile(
+    weed,
+    `#!/bin/sh\necho "$@" >> '${starts}'\n` +
+      `if [ "$(wc -l < '${starts}')" -eq 1 ]; then echo "listen tcp: bind: address already in use" >&2; exit 255; fi\n` +
+      `exec '${await provisionWeed()}' "$@"\n`,
+    { mode: 0o755 },
+  );
+  const again = await startS3Server({ weed });
+  try {
+    const lines = (await fs.readFile(starts, 'utf8')).trim().split('\n');
+    expect(lines).toHaveLength(2);
+    const s3Port = (line: string) => /-s3\.port=(\d+)/.exec(line)?.[1];
+    expect(s3Port(lines[1]!)).not.toBe(s3Port(lines[0]!));
+    expect(again.endpoint).toBe(`http://127.0.0.1:${s3Port(lines[1]!)}`);
+    const client = new S3Client({
+      region: 'us-east-1',
+      endpoint: again.endpoint,
+      forcePathStyle: true,
+      credentials: again.credentials,
+    });
+    await client.send(new PutObjectCommand({ Bucket: again.bucket, Key: 'after-a-refused-bind', Body: 'one' }));
+    client.destroy();
+  } finally {
+    await again.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  }
 });

@@ -153,6 +153,7 @@ devServerTest(
           metrics: 'off',
           traces: 'off',
           apiKeyCheck: 'accepted',
+          versioning: 'off (unversioned: patches keep running jobs replaying)',
           // The signed probe came back to the worker's own receiver (test/workflows/callback-probe.test.ts: the rest).
           callbackProbe: 'arrived',
         });
