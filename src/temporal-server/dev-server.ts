@@ -80,7 +80,19 @@ export async function freePort(): Promise<number> {
  * const again = await startDevServerProcess({ executable, port, dbFilename: '/tmp/x/temporal.db' });
  */
 export async function startDevServerProcess(options: DevServerProcessOptions): Promise<DevServerChild> {
-  const port = options.port ?? (await freePort());
+  if (options.port !== undefined) return startOnPort(options, options.port);
+  // A port chosen free can be taken before the server binds it (an outgoing connection's ephemeral port): a bind
+  // refused is another port, when the caller left the port to us.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnPort(options, await freePort());
+    } catch (err) {
+      if (attempt >= 3 || !/address already in use/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function startOnPort(options: DevServerProcessOptions, port: number): Promise<DevServerChild> {
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port)];
   args.push(...(options.uiPort === undefined ? ['--headless'] : ['--ui-port', String(options.uiPort)]));
   args.push('--namespace', options.namespace ?? 'default', '--log-level', 'error');

@@ -7,7 +7,8 @@
  *   (the Java test server never hands the task back);
  * - the server itself stopped and started again on its SQLite file, left down until the tunes' callbacks were lost
  *   (the service got no answer, the receiver answered 503): the waiting runs finish on a poll after the restart,
- *   as their histories show, nothing lost, no duplicate create.
+ *   as their histories show, nothing lost, no duplicate create;
+ * - a bind refused on a port chosen free is another port, unless the caller gave the port.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -196,3 +197,33 @@ function eventMs(time: { seconds?: unknown; nanos?: number | null } | null | und
     (typeof seconds === 'number' ? seconds : (seconds?.toNumber() ?? 0)) * 1000 + Math.floor((time?.nanos ?? 0) / 1e6)
   );
 }
+
+devServerTest('a port taken before the dev server binds it is another port, when the port was left to it', async () => {
+  // A server that refuses its first start as a bind conflict does, then runs the real one.
+  const starts = path.join(dir, 'starts');
+  const executable = path.join(dir, 'temporal');
+  fs.writeFileSync(
+    executable,
+    `#!/bin/sh\necho "$@" >> '${starts}'\n` +
+      `if [ "$(wc -l < '${starts}')" -eq 1 ]; then echo "listen tcp: bind: address already in use" >&2; exit 1; fi\n` +
+      `exec '${devServerExecutable()}' "$@"\n`,
+    { mode: 0o755 },
+  );
+  server = await startDevServerProcess({ executable });
+  const ports = fs
+    .readFileSync(starts, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => /--port (\d+)/.exec(line)?.[1]);
+  expect(ports).toHaveLength(2);
+  expect(ports[1]).not.toBe(ports[0]);
+  expect(server.address).toBe(`127.0.0.1:${ports[1]}`);
+  const connection = await Connection.connect({ address: server.address });
+  connections.push(connection);
+  await connection.workflowService.getSystemInfo({});
+  // A port the caller gave is the caller's: the same refusal is its error, not another port.
+  fs.writeFileSync(starts, '');
+  const given = await freePort();
+  await expect(startDevServerProcess({ executable, port: given })).rejects.toThrow(/address already in use/);
+  expect(fs.readFileSync(starts, 'utf8').trim().split('\n')).toHaveLength(1);
+});
