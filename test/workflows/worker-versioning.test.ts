@@ -171,6 +171,24 @@ async function ledgerTasksOf(ledgerId: string): Promise<{ builds: Set<string>; f
   return all;
 }
 
+/** Each job's result, or a rejection naming the job if it has not finished within `ms` of the call. */
+async function resultsWithin(workflowIds: string[], ms: number): Promise<PromiseSettledResult<unknown>[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('timed out')), ms)));
+  try {
+    return await Promise.allSettled(
+      workflowIds.map((id) =>
+        Promise.race([
+          client().workflow.getHandle(id).result(),
+          deadline.catch(() => Promise.reject(new Error(`${id} had not finished within ${ms / 1000} s`))),
+        ]),
+      ),
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Waits until visibility lists `count` runs for `query` (it lags the starts). */
 async function untilListed(query: string, count: number): Promise<void> {
   for (const giveUpAt = Date.now() + 30_000; Date.now() < giveUpAt; ) {
@@ -280,7 +298,8 @@ devServerTest(
       jobs.push(...afterRollback.map((h) => h.workflowId));
       const rollbackBuilds = await buildsOf(afterRollback.map((h) => h.workflowId));
 
-      const results = await Promise.allSettled(jobs.map((id) => client().workflow.getHandle(id).result()));
+      // Bounded: a job whose workflow tasks fail (a nondeterminism error retries forever) is a failure, not a hang.
+      const results = await resultsWithin(jobs, 300_000);
       // Every job that started on A, the ramp's among them.
       const startedOnA = [
         ...firstBuilds.keys(),
