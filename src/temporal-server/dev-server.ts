@@ -72,6 +72,23 @@ export async function freePort(): Promise<number> {
 }
 
 /**
+ * Starts a server on `count` ports chosen free, and on fresh ones when its start fails with a bind refused: a port
+ * chosen free can be taken before the server binds it (an outgoing connection's ephemeral port, another test's server).
+ * Up to three starts; `start` cleans up after a failure of its own.
+ */
+export async function onFreePorts<T>(count: number, start: (ports: number[]) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    for (let i = 0; i < count; i++) ports.push(await freePort());
+    try {
+      return await start(ports);
+    } catch (err) {
+      if (attempt >= 3 || !/address already in use/.test(String((err as Error)?.message))) throw err;
+    }
+  }
+}
+
+/**
  * Starts `temporal server start-dev` and waits until it answers on gRPC.
  *
  * @example
@@ -81,15 +98,7 @@ export async function freePort(): Promise<number> {
  */
 export async function startDevServerProcess(options: DevServerProcessOptions): Promise<DevServerChild> {
   if (options.port !== undefined) return startOnPort(options, options.port);
-  // A port chosen free can be taken before the server binds it (an outgoing connection's ephemeral port): a bind
-  // refused is another port, when the caller left the port to us.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startOnPort(options, await freePort());
-    } catch (err) {
-      if (attempt >= 3 || !/address already in use/.test((err as Error).message)) throw err;
-    }
-  }
+  return onFreePorts(1, ([port]) => startOnPort(options, port!));
 }
 
 async function startOnPort(options: DevServerProcessOptions, port: number): Promise<DevServerChild> {
